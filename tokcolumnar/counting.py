@@ -1,0 +1,119 @@
+"""Word counting: sequences -> the `words` table (word, count[, first_seen]).
+
+Each chunk is normalised, pre-tokenized, exploded and grouped in one Polars plan; partial
+counts are folded into a running table, so memory holds one chunk plus the distinct words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import polars as pl
+
+from .errors import TokcolumnarError
+from .normalizers import Normalizer
+from .pretokenizers import PreTokenizer
+from .progress import Progress
+
+WORDS_SCHEMA = {"word": pl.String, "count": pl.UInt64}
+
+
+def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
+                first_seen_offset: int | None = None) -> tuple[pl.DataFrame, int]:
+    """Count the words of one chunk. Returns the partial table and the number of words."""
+    col = pl.col("text")
+    if normalizer is not None:
+        col = normalizer.expr(col)
+    lf = texts.to_frame("text").lazy().select(pretokenizer.expr(col).alias("word")).explode(
+        "word").drop_nulls()
+    if first_seen_offset is not None:
+        lf = lf.with_row_index("pos", offset=first_seen_offset).group_by("word").agg(
+            pl.len().cast(pl.UInt64).alias("count"),
+            pl.col("pos").min().cast(pl.UInt64).alias("first_seen"))
+    else:
+        lf = lf.group_by("word").agg(pl.len().cast(pl.UInt64).alias("count"))
+    part = lf.collect()
+    return part, int(part.get_column("count").sum() or 0)
+
+
+def merge_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """Fold partial count tables into one."""
+    if len(parts) == 1:
+        return parts[0]
+    df = pl.concat(parts, how="vertical")
+    aggs = [pl.col("count").sum()]
+    if "first_seen" in df.columns:
+        aggs.append(pl.col("first_seen").min())
+    return df.group_by("word").agg(aggs)
+
+
+def count_words(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
+                pretokenizer: PreTokenizer, first_seen: bool = False,
+                max_word_chars: int | None = None, progress: bool | None = None) -> pl.DataFrame:
+    """Build the `words` table, sorted by first appearance when tracked, else by word."""
+    parts: list[pl.DataFrame] = []
+    total = 0
+    rows = 0
+    bar = Progress("counting words", enabled=progress)
+    for texts in chunks:
+        part, n = count_chunk(texts, normalizer, pretokenizer, total if first_seen else None)
+        total += n
+        rows += len(texts)
+        if len(part):
+            parts.append(part)
+        if len(parts) >= 8:
+            parts = [merge_counts(parts)]
+        bar.update(total)
+    bar.close(total)
+    if not parts:
+        raise TokcolumnarError("the input contains no words (empty files or empty column?)")
+    words = merge_counts(parts)
+    words = words.filter(pl.col("word").str.len_bytes() > 0)
+    if len(words) == 0:
+        raise TokcolumnarError("the input contains no words (empty files or empty column?)")
+    if max_word_chars:
+        longest = words.select(pl.col("word").str.len_chars().max()).item()
+        if longest and longest > max_word_chars:
+            raise TokcolumnarError(
+                f"a pre-token of {longest:,} characters exceeds --max-word-chars "
+                f"{max_word_chars:,} (a huge line without separators?); split the input, choose "
+                "another pre-tokenizer, or raise the limit")
+    return sort_words(words)
+
+
+def sort_words(words: pl.DataFrame) -> pl.DataFrame:
+    """Deterministic row order: first appearance when known, else by word."""
+    if "first_seen" in words.columns:
+        return words.sort("first_seen").select("word", "count", "first_seen")
+    return words.sort("word").select("word", "count")
+
+
+def load_counts(path: str) -> pl.DataFrame:
+    """Read a `words` table given to `--from-counts` (rows in first-seen order if no
+    `first_seen` column)."""
+    import pyarrow as pa
+
+    try:
+        df = pl.read_parquet(path)
+    except FileNotFoundError:
+        raise TokcolumnarError(f"counts file not found: {path}") from None
+    except (OSError, pa.ArrowException, pl.exceptions.PolarsError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TokcolumnarError(f"cannot read {path} as Parquet: {msg}") from None
+    for col in ("word", "count"):
+        if col not in df.columns:
+            raise TokcolumnarError(f"{path}: no column {col!r} (columns: {', '.join(df.columns)})")
+    if df.schema["word"] != pl.String:
+        raise TokcolumnarError(f"{path}: column 'word' must be strings")
+    if not df.schema["count"].is_integer():
+        raise TokcolumnarError(f"{path}: column 'count' must be integers")
+    df = df.filter(pl.col("word").is_not_null() & (pl.col("word").str.len_bytes() > 0))
+    if df.filter(pl.col("count") < 0).height:
+        raise TokcolumnarError(f"{path}: negative counts")
+    df = df.filter(pl.col("count") > 0)
+    if len(df) == 0:
+        raise TokcolumnarError(f"{path}: no words with a positive count")
+    if "first_seen" not in df.columns:
+        df = df.with_row_index("first_seen")
+    df = df.group_by("word").agg(pl.col("count").sum().cast(pl.UInt64),
+                                 pl.col("first_seen").min().cast(pl.UInt64))
+    return sort_words(df)

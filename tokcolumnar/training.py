@@ -1,0 +1,162 @@
+"""Training pipeline: corpus -> words -> initial symbols -> merge loop -> result tables.
+
+`train()` is the Python entry point; it mirrors the CLI options as keyword arguments."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .alphabet import Initial, build_initial, check_vocab_size
+from .bpe_trainer import BpeSettings, BpeTrainer, MergeRecord
+from .config import TrainConfig
+from .corpus import iter_sequences
+from .counting import count_words, load_counts
+from .errors import TokcolumnarError
+from .normalizers import Normalizer, build_normalizer
+from .pretokenizers import PreTokenizer, build_pretokenizer
+
+
+@dataclass
+class TrainResult:
+    """Everything a run produced: the three tables, the settings and the stage timings."""
+
+    config: TrainConfig
+    words: pl.DataFrame
+    merges: pl.DataFrame
+    vocab: pl.DataFrame
+    normalizer: Normalizer | None
+    pretokenizer: PreTokenizer
+    timings: dict[str, float] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+
+    def tokenizer(self):  # noqa: ANN201 - avoids an import cycle in the annotation
+        from .tokenizer import Tokenizer
+
+        return Tokenizer.from_result(self)
+
+    def save(self, out_dir: str | Path) -> Path:
+        from .exporters import export
+
+        return export(self, out_dir)
+
+
+def pipeline_parts(cfg: TrainConfig) -> tuple[Normalizer | None, PreTokenizer]:
+    return build_normalizer(cfg.normalizer, cfg.lowercase), build_pretokenizer(cfg.pre_tokenizer)
+
+
+def words_from_inputs(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
+    """The counting stage alone."""
+    normalizer, pretokenizer = pipeline_parts(cfg)
+    chunks = iter_sequences(inputs, fmt=cfg.format, column=cfg.column)
+    return count_words(chunks, normalizer, pretokenizer, first_seen=True,
+                       max_word_chars=cfg.max_word_chars, progress=cfg.show_progress)
+
+
+def initial_from_words(words: pl.DataFrame, cfg: TrainConfig) -> Initial:
+    initial = build_initial(words, cfg.special_tokens, cfg.limit_alphabet, cfg.initial_alphabet,
+                            cfg.continuing_subword_prefix, cfg.end_of_word_suffix,
+                            cfg.end_of_word_token)
+    check_vocab_size(cfg.vocab_size, len(initial.vocab))
+    return initial
+
+
+def merges_table(rec: MergeRecord, tokens: list[str], scores: list[float] | None = None
+                 ) -> pl.DataFrame:
+    tok = np.array(tokens, dtype=object)
+    left = np.array(rec.left, dtype=np.int64)
+    right = np.array(rec.right, dtype=np.int64)
+    new = np.array(rec.new, dtype=np.int64)
+    return pl.DataFrame({
+        "rank": pl.Series(np.arange(len(left)), dtype=pl.UInt32),
+        "left": pl.Series(tok[left].tolist(), dtype=pl.String),
+        "right": pl.Series(tok[right].tolist(), dtype=pl.String),
+        "token": pl.Series(tok[new].tolist(), dtype=pl.String),
+        "left_id": pl.Series(left, dtype=pl.UInt32),
+        "right_id": pl.Series(right, dtype=pl.UInt32),
+        "id": pl.Series(new, dtype=pl.UInt32),
+        "count": pl.Series(rec.count, dtype=pl.UInt64),
+        "score": pl.Series(scores if scores is not None else [None] * len(left),
+                           dtype=pl.Float64),
+        "words": pl.Series(rec.words, dtype=pl.UInt64),
+    })
+
+
+def vocab_table(initial: Initial, merges: pl.DataFrame) -> pl.DataFrame:
+    v = initial.vocab
+    first_rank = merges.group_by("id").agg(pl.col("rank").min())
+    return pl.DataFrame({
+        "id": pl.Series(np.arange(len(v)), dtype=pl.UInt32),
+        "token": pl.Series(v.tokens, dtype=pl.String),
+        "kind": pl.Series(v.kinds, dtype=pl.String),
+    }).join(first_rank, on="id", how="left").sort("id")
+
+
+def words_table(words: pl.DataFrame, initial: Initial) -> pl.DataFrame:
+    """Attach each word's final segmentation (tokens and ids)."""
+    offsets, ids = initial.layout.segmentation(initial.n_words)
+    flat = pl.DataFrame({
+        "w": np.repeat(np.arange(initial.n_words), np.diff(offsets)),
+        "tokens": pl.Series(initial.vocab.tokens, dtype=pl.String).gather(ids),
+        "ids": pl.Series(ids, dtype=pl.UInt32),
+    })
+    lists = flat.group_by("w", maintain_order=True).agg("tokens", "ids")
+    full = pl.DataFrame({"w": np.arange(initial.n_words)}).join(
+        lists, on="w", how="left", maintain_order="left")
+    return words.with_columns(
+        full.get_column("tokens").fill_null(pl.Series([[]], dtype=pl.List(pl.String))),
+        full.get_column("ids").fill_null(pl.Series([[]], dtype=pl.List(pl.UInt32))))
+
+
+def train(inputs: Any = None, *, out_dir: str | Path | None = None,
+          from_counts: str | pl.DataFrame | None = None, **options: Any) -> TrainResult:
+    """Train a tokenizer. `inputs`: paths/globs/dirs, a Polars or Arrow table, or an iterator of
+    strings; `options`: the CLI options as keyword arguments (see `TrainConfig`)."""
+    cfg = options.pop("config", None) or TrainConfig(**options)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    normalizer, pretokenizer = pipeline_parts(cfg)
+    if from_counts is not None:
+        words = from_counts if isinstance(from_counts, pl.DataFrame) else load_counts(
+            str(from_counts))
+        if "first_seen" not in words.columns:
+            words = words.with_row_index("first_seen").select("word", "count", "first_seen")
+    elif inputs is None:
+        raise TokcolumnarError("no inputs given (pass files or --from-counts)")
+    else:
+        words = words_from_inputs(inputs, cfg)
+    timings["count"] = time.perf_counter() - t0
+    if cfg.model == "wordpiece":
+        from .wordpiece_trainer import train_wordpiece
+
+        result = train_wordpiece(words, cfg, normalizer, pretokenizer, timings)
+    else:
+        t1 = time.perf_counter()
+        initial = initial_from_words(words, cfg)
+        timings["initial"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        trainer = BpeTrainer(initial, BpeSettings(
+            vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
+            tie_break=cfg.tie_break, prefix=cfg.continuing_subword_prefix,
+            max_token_length=cfg.max_token_length, show_progress=cfg.show_progress))
+        rec = trainer.train()
+        timings["merge"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        merges = merges_table(rec, initial.vocab.tokens)
+        result = TrainResult(cfg, words_table(words, initial), merges,
+                             vocab_table(initial, merges), normalizer, pretokenizer, timings)
+        timings["tables"] = time.perf_counter() - t3
+    if isinstance(inputs, (str, Path)):
+        result.inputs = [str(inputs)]
+    elif isinstance(inputs, (list, tuple)):
+        result.inputs = [str(x) for x in inputs]
+    if out_dir is not None:
+        t4 = time.perf_counter()
+        result.save(out_dir)
+        timings["export"] = time.perf_counter() - t4
+    return result
