@@ -61,7 +61,7 @@ class Layout:
         if n_words:
             starts[1:] = np.cumsum(lengths[:-1] + 1)
         size = int(lengths.sum()) + n_words + 1
-        sym = np.full(size, SEP, dtype=np.int32)
+        sym = np.full(size, SEP, dtype=np.int64)
         word_index = np.repeat(np.arange(n_words, dtype=np.int64), lengths)
         offsets = np.arange(len(ids), dtype=np.int64) - np.repeat(
             np.cumsum(lengths) - lengths, lengths)

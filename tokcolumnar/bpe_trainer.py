@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from .alphabet import REMOVED, SEP, Initial, Layout, Vocab
+from .alphabet import REMOVED, Initial, Layout, Vocab
 from .progress import Progress
 
 M32 = (1 << 32) - 1
@@ -74,6 +74,12 @@ class _Entries:
         self.pair.append(pair)
         return len(self.pair) - 1
 
+    def append(self, base: int, start: int, end: int, pair: int) -> None:
+        self.base.append(base)
+        self.start.append(start)
+        self.end.append(end)
+        self.pair.append(pair)
+
     def positions(self, eid: int) -> np.ndarray:
         return self.bases[self.base[eid]][self.start[eid]:self.end[eid]]
 
@@ -107,6 +113,8 @@ class BpeTrainer:
         self.live: dict[int, list[int]] = {}
         self.heap: list = []
         self.merges = MergeRecord()
+        self.batching = True
+        self.passes = 0
         self.tlen = np.zeros(max(settings.vocab_size, len(self.vocab)) + 1, dtype=np.int64)
         self.tlen[: len(self.vocab)] = self.vocab.base_len
 
@@ -180,21 +188,58 @@ class BpeTrainer:
             pos = pos[np.isin(self.layout.word_of[pos], self.layout.word_of[mine])]
         return pos
 
-    def _apply(self, pos: np.ndarray, a: int, b: int, new: int) -> tuple[int, int]:
-        """Merge (a, b) -> new at the live occurrences among `pos`; returns the number of
-        occurrences merged and of words touched, and queues the new pairs."""
-        lay = self.layout
-        sym, nxt, prv = lay.sym, lay.nxt, lay.prv
+    def _live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
+        """The positions among `pos` where (a, b) still occurs; runs `a a a` merge left to
+        right, as HF does."""
+        sym, nxt = self.layout.sym, self.layout.nxt
         pos = pos[(sym[pos] == a) & (sym[nxt[pos]] == b)]
-        if a == b and pos.size > 1:  # runs `a a a`: merge left to right
+        if a == b and pos.size > 1:
             n = pos.size
             chained = np.zeros(n, dtype=bool)
             chained[1:] = nxt[pos[:-1]] == pos[1:]
             idx = np.arange(n)
             run_start = np.maximum.accumulate(np.where(chained, 0, idx))
             pos = pos[((idx - run_start) & 1) == 0]
-        if pos.size == 0:
-            return 0, 0
+        return pos
+
+    def _gather(self, batch: list[tuple[int, int, int]]
+                ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The live occurrences of every batch member, concatenated in member order, with the
+        member index of each and the per-member sizes."""
+        if len(batch) == 1:
+            _, p, e = batch[0]
+            pos = self._live_occurrences(self._positions(e, p), p >> 32, p & M32)
+            return pos, np.zeros(pos.size, dtype=np.int64), [pos.size]
+        raw = [self._positions(e, p) for _, p, e in batch]
+        member = np.repeat(np.arange(len(batch), dtype=np.int64), [x.size for x in raw])
+        pos = np.concatenate(raw)
+        pairs = np.array([p for _, p, _ in batch], dtype=np.int64)
+        a, b = (pairs >> 32)[member], (pairs & M32)[member]
+        sym, nxt = self.layout.sym, self.layout.nxt
+        ok = (sym[pos] == a) & (sym[nxt[pos]] == b)
+        if (pairs >> 32 == pairs & M32).any():  # runs need the left-to-right rule
+            return self._gather_slow(batch)
+        pos, member = pos[ok], member[ok]
+        return pos, member, np.bincount(member, minlength=len(batch)).tolist()
+
+    def _gather_slow(self, batch: list[tuple[int, int, int]]
+                     ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        pos_list = [self._live_occurrences(self._positions(e, p), p >> 32, p & M32)
+                    for _, p, e in batch]
+        sizes = [x.size for x in pos_list]
+        member = np.repeat(np.arange(len(batch), dtype=np.int64), sizes)
+        return np.concatenate(pos_list), member, sizes
+
+    def _apply(self, pos: np.ndarray, a: np.ndarray, b: np.ndarray, new: np.ndarray,
+               member: np.ndarray, n_members: int) -> list[int]:
+        """Merge every occurrence in `pos` (left symbol a, right b) into `new`, all at once.
+
+        The merges of one pass never overlap (see `_collect`), so they commute. Emits HF's
+        per-merge changes: `(l, a) -1, (l, new) +1` for the left neighbour l as it stands
+        after the pass, and `(b, r) -1, (new, r) +1` for the right neighbour r as it stood
+        before. Returns the number of distinct words each member touched."""
+        lay = self.layout
+        sym, nxt, prv = lay.sym, lay.nxt, lay.prv
         q = nxt[pos]
         r = nxt[q]
         rs = sym[r]
@@ -207,30 +252,22 @@ class BpeTrainer:
         wc = lay.wcount[pos]
         has_l = ls >= 0
         has_r = rs >= 0
-        ls_l, lp_l, wc_l = ls[has_l], left_pos[has_l], wc[has_l]
-        rs_r, p_r, wc_r = rs[has_r], pos[has_r], wc[has_r]
-        new_l = np.full(ls_l.size, new, dtype=np.int64)
-        new_r = np.full(rs_r.size, new, dtype=np.int64)
-        minus_l, minus_r = pair_keys(ls_l, np.full(ls_l.size, a)), pair_keys(
-            np.full(rs_r.size, b), rs_r)
-        plus_l, plus_r = pair_keys(ls_l, new_l), pair_keys(new_r, rs_r)
+        ls_l, lp_l, wc_l, a_l, n_l = ls[has_l], left_pos[has_l], wc[has_l], a[has_l], new[has_l]
+        rs_r, p_r, wc_r, b_r, n_r = rs[has_r], pos[has_r], wc[has_r], b[has_r], new[has_r]
+        minus_l, minus_r = (ls_l << 32) | a_l, (b_r << 32) | rs_r
+        plus_l, plus_r = (ls_l << 32) | n_l, (n_r << 32) | rs_r
+        wc_ml, wc_mr, wc_pl, wc_pr = wc_l, wc_r, wc_l, wc_r
         if self.s.max_token_length is not None:
-            ok_ml = self._len_ok(ls_l, np.full(ls_l.size, a))
-            ok_mr = self._len_ok(np.full(rs_r.size, b), rs_r)
-            ok_pl = self._len_ok(ls_l, new_l)
-            ok_pr = self._len_ok(new_r, rs_r)
-            minus = np.concatenate([minus_l[ok_ml], minus_r[ok_mr]])
-            wminus = np.concatenate([wc_l[ok_ml], wc_r[ok_mr]])
-            plus_l, lp_l, wc_pl = plus_l[ok_pl], lp_l[ok_pl], wc_l[ok_pl]
-            plus_r, p_r, wc_pr = plus_r[ok_pr], p_r[ok_pr], wc_r[ok_pr]
-        else:
-            minus = np.concatenate([minus_l, minus_r])
-            wminus = np.concatenate([wc_l, wc_r])
-            wc_pl, wc_pr = wc_l, wc_r
-        plus = np.concatenate([plus_l, plus_r])
-        pplus = np.concatenate([lp_l, p_r])
-        keys = np.concatenate([minus, plus])
-        weights = np.concatenate([-wminus, wc_pl, wc_pr])
+            ok = self._len_ok(ls_l, a_l)
+            minus_l, wc_ml = minus_l[ok], wc_l[ok]
+            ok = self._len_ok(b_r, rs_r)
+            minus_r, wc_mr = minus_r[ok], wc_r[ok]
+            ok = self._len_ok(ls_l, n_l)
+            plus_l, lp_l, wc_pl = plus_l[ok], lp_l[ok], wc_l[ok]
+            ok = self._len_ok(n_r, rs_r)
+            plus_r, p_r, wc_pr = plus_r[ok], p_r[ok], wc_r[ok]
+        keys = np.concatenate([minus_l, minus_r, plus_l, plus_r])
+        weights = np.concatenate([-wc_ml, -wc_mr, wc_pl, wc_pr])
         if keys.size > 200_000:
             agg = pl.DataFrame({"k": keys, "w": weights}).group_by("k").agg(pl.col("w").sum())
             uk, delta = agg.get_column("k").to_list(), agg.get_column("w").to_list()
@@ -238,14 +275,29 @@ class BpeTrainer:
             ukeys, inv = np.unique(keys, return_inverse=True)
             uk = ukeys.tolist()
             delta = np.bincount(inv, weights=weights).astype(np.int64).tolist()
-        counts = self.counts
-        for k, d in zip(uk, delta):
-            if d:
-                counts[k] = counts.get(k, 0) + d
-        if plus.size:
-            self._queue_new_pairs(plus, pplus)
+        get = self.counts.get
+        self.counts.update(zip(uk, [get(k, 0) + d for k, d in zip(uk, delta)]))
+        if plus_l.size or plus_r.size:
+            self._queue_new_pairs(np.concatenate([plus_l, plus_r]),
+                                  np.concatenate([lp_l, p_r]))
         w = lay.word_of[pos]
-        return int(pos.size), int(np.count_nonzero(w[1:] != w[:-1]) + 1)
+        starts = np.ones(pos.size, dtype=bool)
+        starts[1:] = (w[1:] != w[:-1]) | (member[1:] != member[:-1])
+        return np.bincount(member[starts], minlength=n_members).tolist()
+
+    def _bounds(self, pos: np.ndarray, member: np.ndarray, n: int) -> np.ndarray:
+        """For each member, the largest count a pair with its new token can reach: the largest
+        weighted count of one neighbour symbol beside its occurrences (DESIGN.md §4)."""
+        lay = self.layout
+        w = lay.wcount[pos]
+        out = np.zeros(n, dtype=np.int64)
+        for neigh in (lay.sym[lay.prv[pos]], lay.sym[lay.nxt[lay.nxt[pos]]]):
+            ok = neigh >= 0
+            keys = (member[ok] << 32) | neigh[ok]
+            uk, inv = np.unique(keys, return_inverse=True)
+            sums = np.bincount(inv, weights=w[ok]).astype(np.int64)
+            np.maximum.at(out, uk >> 32, sums)
+        return out
 
     def _queue_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> None:
         order = np.lexsort((pplus, plus))
@@ -255,40 +307,62 @@ class BpeTrainer:
             keep[1:] = (sk[1:] != sk[:-1]) | (sp[1:] != sp[:-1])
             if not keep.all():
                 sk, sp = sk[keep], sp[keep]
-        cut = np.flatnonzero(sk[1:] != sk[:-1]) + 1
-        starts = [0, *cut.tolist()]
-        ends = [*cut.tolist(), int(sk.size)]
+        first = np.ones(sk.size, dtype=bool)
+        first[1:] = sk[1:] != sk[:-1]
+        starts = np.flatnonzero(first)
+        ends = np.append(starts[1:], sk.size)
         keys = sk[starts].tolist()
+        get = self.counts.get
+        cnt = [get(k, 0) for k in keys]
         base = self.entries.add_base(sp)
-        counts, live, add = self.counts, self.live, self.entries.add
-        for key, s, e in zip(keys, starts, ends):
-            c = counts.get(key, 0)
+        starts_l, ends_l = starts.tolist(), ends.tolist()
+        live, add = self.live, self.entries.add
+        if self.hf and self.s.tie_break == "id":
+            heap, push, eid0 = self.heap, heapq.heappush, len(self.entries.pair)
+            n = 0
+            for key, c, st, en in zip(keys, cnt, starts_l, ends_l):
+                if c <= 0:
+                    continue
+                eid = eid0 + n
+                n += 1
+                self.entries.append(base, st, en, key)
+                ents = live.get(key)
+                if ents is None:
+                    live[key] = [eid]
+                else:
+                    ents.append(eid)
+                push(heap, ((CMAX - c) << 96) | (key << 32) | eid)
+            return
+        for key, c, st, en in zip(keys, cnt, starts_l, ends_l):
             if c <= 0:
                 continue
             if self.hf:
-                eid = add(base, s, e, key)
+                eid = add(base, st, en, key)
                 live.setdefault(key, []).append(eid)
             else:  # one live entry per pair: fold older positions into the new entry
                 old = live.get(key)
                 if old:
                     merged = np.unique(np.concatenate(
-                        [self.entries.positions(x) for x in old] + [sp[s:e]]))
+                        [self.entries.positions(x) for x in old] + [sp[st:en]]))
                     eid = add(self.entries.add_base(merged), 0, merged.size, key)
                 else:
-                    eid = add(base, s, e, key)
+                    eid = add(base, st, en, key)
                 live[key] = [eid]
             self._push(c, key, eid)
 
     # -- the loop --------------------------------------------------------------------------
-    def train(self) -> MergeRecord:
-        self.count_initial_pairs()
-        s = self.s
-        vocab, counts, live = self.vocab, self.counts, self.live
-        prefix = s.prefix
-        bar = Progress("merging", total=s.vocab_size, enabled=s.show_progress)
-        hf = self.hf
-        heap = self.heap
-        while len(vocab) < s.vocab_size and heap:
+    def _new_token(self, a: int, b: int) -> str:
+        right = self.vocab.tokens[b]
+        prefix = self.s.prefix
+        if prefix and right.startswith(prefix):
+            right = right[len(prefix):]
+        return self.vocab.tokens[a] + right
+
+    def _next_valid(self) -> tuple[int, int, int] | None:
+        """Pop until an entry whose count is current (HF's lazy re-queueing); None at the
+        end."""
+        s, counts, live, hf = self.s, self.counts, self.live, self.hf
+        while self.heap:
             count, pair, eid, tie = self._pop()
             cur = counts.get(pair, 0)
             if not hf and eid not in live.get(pair, ()):
@@ -304,31 +378,97 @@ class BpeTrainer:
                     if first >= 0:
                         self._push(cur, pair, eid, first)
                     continue
-            if count < 1 or count < s.min_frequency:
+            return count, pair, eid
+        return None
+
+    def _below_minimum(self, count: int) -> bool:
+        return count < 1 or count < self.s.min_frequency
+
+    def _collect(self, first: tuple[int, int, int], room: int) -> list[tuple[int, int, int]]:
+        """Exact batching (DESIGN.md §4): after `first`, take the next entries in queue order
+        while none conflicts with an earlier one (its left is an earlier right symbol or its
+        right an earlier left symbol), none reuses an existing token, and each pair has a
+        single queue entry. `_trim` then keeps the prefix whose counts beat every new pair."""
+        batch = [first]
+        lefts = {first[1] >> 32}
+        rights = {first[1] & M32}
+        made = {self._new_token(first[1] >> 32, first[1] & M32)}
+        ids = self.vocab.ids
+        while len(batch) < room and self.heap:
+            item = self._next_valid()
+            if item is None:
                 break
+            count, pair, eid = item
             a, b = pair >> 32, pair & M32
-            right = vocab.tokens[b]
-            if prefix and right.startswith(prefix):
-                right = right[len(prefix):]
-            new_token = vocab.tokens[a] + right
-            new = vocab.add(new_token, "merge", vocab.base_len[a] + vocab.base_len[b])
-            self.tlen[new] = vocab.base_len[new]
-            pos = self._positions(eid, pair)
-            if hf:
-                ents = live[pair]
-                ents.remove(eid)
-                if not ents:
-                    del live[pair]
+            tok = self._new_token(a, b)
+            if (self._below_minimum(count) or a in rights or b in lefts or tok in ids or tok in made
+                    or len(self.live[pair]) > 1):
+                self._push(count, pair, eid)
+                break
+            batch.append(item)
+            lefts.add(a)
+            rights.add(b)
+            made.add(tok)
+        return batch
+
+    def train(self) -> MergeRecord:
+        self.count_initial_pairs()
+        s = self.s
+        vocab, live = self.vocab, self.live
+        bar = Progress("merging", total=s.vocab_size, enabled=s.show_progress)
+        hf = self.hf
+        m = self.merges
+        while len(vocab) < s.vocab_size:
+            first = self._next_valid()
+            if first is None or self._below_minimum(first[0]):
+                break
+            count, pair, eid = first
+            a, b = pair >> 32, pair & M32
+            batchable = (hf and self.batching and len(live[pair]) == 1
+                         and self._new_token(a, b) not in vocab.ids)
+            batch = self._collect(first, s.vocab_size - len(vocab)) if batchable else [first]
+            pos, member, sizes = self._gather(batch)
+            if len(batch) > 1:
+                bounds = self._bounds(pos, member, len(batch))
+                keep = 1
+                top = int(bounds[0])
+                while keep < len(batch) and batch[keep][0] > top:
+                    top = max(top, int(bounds[keep]))
+                    keep += 1
+                for c, p, e in batch[keep:]:
+                    self._push(c, p, e)
+                if keep < len(batch):
+                    batch = batch[:keep]
+                    n_keep = sum(sizes[:keep])
+                    pos, member = pos[:n_keep], member[:n_keep]
+            a_arr = np.empty(len(batch), dtype=np.int64)
+            b_arr = np.empty(len(batch), dtype=np.int64)
+            n_arr = np.empty(len(batch), dtype=np.int64)
+            for i, (c, p, e) in enumerate(batch):
+                a, b = p >> 32, p & M32
+                new = vocab.add(self._new_token(a, b), "merge",
+                                vocab.base_len[a] + vocab.base_len[b])
+                self.tlen[new] = vocab.base_len[new]
+                a_arr[i], b_arr[i], n_arr[i] = a, b, new
+                if hf:
+                    ents = live[p]
+                    ents.remove(e)
+                    if not ents:
+                        del live[p]
+                else:
+                    del live[p]
+                    self.counts[p] = 0
+                m.left.append(a)
+                m.right.append(b)
+                m.new.append(new)
+                m.count.append(c)
+            if pos.size:
+                words = self._apply(pos, a_arr[member], b_arr[member], n_arr[member], member,
+                                    len(batch))
             else:
-                del live[pair]
-                counts[pair] = 0
-            n_occ, n_words = self._apply(pos, a, b, new)
-            m = self.merges
-            m.left.append(a)
-            m.right.append(b)
-            m.new.append(new)
-            m.count.append(count)
-            m.words.append(n_words)
+                words = [0] * len(batch)
+            m.words.extend(words)
+            self.passes += 1
             bar.update(len(vocab))
         bar.close(len(vocab))
         return self.merges
