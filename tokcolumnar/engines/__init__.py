@@ -1,0 +1,1 @@
+"""Alternative engines (the DuckDB SQL twin) and the cross-check between engines."""
