@@ -118,8 +118,11 @@ def select_alphabet(chars: pl.DataFrame, limit: int | None,
 
 def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet: int | None,
                   initial_alphabet: list[str], prefix: str | None, suffix: str | None,
-                  eow_token: str | None) -> Initial:
-    """Assign ids and lay out every word's initial symbols (prefix/suffix variants included)."""
+                  eow_token: str | None, variant_order: list[str] | None = None) -> Initial:
+    """Assign ids and lay out every word's initial symbols (prefix/suffix variants included).
+
+    `variant_order` puts the listed variants first, in that order (HF assigns variant ids in
+    hash order; giving its order reproduces its tie-breaks)."""
     vocab = Vocab()
     for t in special_tokens:
         vocab.add(t, "special", len(t))
@@ -144,8 +147,12 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
         ends = pl.DataFrame({"w": np.arange(len(words), dtype=np.int64)}).with_columns(
             pl.lit(None, dtype=pl.String).alias("char"), pl.lit(0, dtype=pl.Int64).alias("n"),
             pl.lit(1 << 40, dtype=pl.Int64).alias("i"), pl.lit(eow_token).alias("tok"))
-        exploded = pl.concat([exploded, ends.select(exploded.columns)]).sort("w", "i")
+        exploded = pl.concat([exploded, ends.select(exploded.columns)],
+                             how="vertical_relaxed").sort("w", "i")
     variants = sorted(set(exploded.get_column("tok").unique().to_list()) - set(vocab.ids))
+    if variant_order:  # ids fixed by a given order (e.g. to mirror another tokenizer's ids)
+        rank = {t: i for i, t in enumerate(variant_order)}
+        variants.sort(key=lambda v: (rank.get(v, len(rank)), v))
     for v in variants:
         vocab.add(v, "variant", 1)
     mapping = pl.DataFrame({"tok": vocab.tokens, "id": np.arange(len(vocab), dtype=np.int32)})

@@ -50,6 +50,7 @@ class BpeSettings:
     tie_break: str = "id"
     prefix: str | None = None
     max_token_length: int | None = None
+    max_merges: int | None = None
     show_progress: bool | None = None
 
 
@@ -418,7 +419,8 @@ class BpeTrainer:
         bar = Progress("merging", total=s.vocab_size, enabled=s.show_progress)
         hf = self.hf
         m = self.merges
-        while len(vocab) < s.vocab_size:
+        max_merges = s.max_merges if s.max_merges is not None else 1 << 62
+        while len(vocab) < s.vocab_size and len(m.left) < max_merges:
             first = self._next_valid()
             if first is None or self._below_minimum(first[0]):
                 break
@@ -426,7 +428,8 @@ class BpeTrainer:
             a, b = pair >> 32, pair & M32
             batchable = (hf and self.batching and len(live[pair]) == 1
                          and self._new_token(a, b) not in vocab.ids)
-            batch = self._collect(first, s.vocab_size - len(vocab)) if batchable else [first]
+            room = min(s.vocab_size - len(vocab), max_merges - len(m.left))
+            batch = self._collect(first, room) if batchable else [first]
             pos, member, sizes = self._gather(batch)
             if len(batch) > 1:
                 bounds = self._bounds(pos, member, len(batch))

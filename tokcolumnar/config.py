@@ -37,6 +37,7 @@ class TrainConfig:
     column: str = "text"
     unk_token: str | None = None
     max_word_chars: int = 1_000_000
+    variant_order: list[str] | None = None
     # WordPiece
     max_merges: int | None = None
     min_score: float | None = None

@@ -61,7 +61,7 @@ def words_from_inputs(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
 def initial_from_words(words: pl.DataFrame, cfg: TrainConfig) -> Initial:
     initial = build_initial(words, cfg.special_tokens, cfg.limit_alphabet, cfg.initial_alphabet,
                             cfg.continuing_subword_prefix, cfg.end_of_word_suffix,
-                            cfg.end_of_word_token)
+                            cfg.end_of_word_token, cfg.variant_order)
     check_vocab_size(cfg.vocab_size, len(initial.vocab))
     return initial
 
@@ -143,7 +143,8 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
         trainer = BpeTrainer(initial, BpeSettings(
             vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
             tie_break=cfg.tie_break, prefix=cfg.continuing_subword_prefix,
-            max_token_length=cfg.max_token_length, show_progress=cfg.show_progress))
+            max_token_length=cfg.max_token_length, max_merges=cfg.max_merges,
+            show_progress=cfg.show_progress))
         rec = trainer.train()
         timings["merge"] = time.perf_counter() - t2
         t3 = time.perf_counter()
