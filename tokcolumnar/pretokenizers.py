@@ -1,5 +1,35 @@
 """Pre-tokenizers: string -> list of words, written as Polars expressions (regex extraction),
-so a whole chunk of sequences is split in one columnar call. Each serialises to HF JSON."""
+so a whole chunk of sequences is split in one columnar call. Each serialises to HF JSON and gives
+exactly the pieces of HF's `pre_tokenize_str` (tokenizers 0.23), with the notes below.
+
+How the HF behaviours are emulated without look-around (Polars uses the Rust regex crate):
+
+* ByteLevel: GPT-2's `\\s+(?!\\S)` only matters for a whitespace run of two or more characters
+  followed by a non-space, which HF cuts before the run's last character. We insert a marker
+  (U+FDD0) there with one `replace_all`, and leave the marker out of every class of the pattern,
+  so no piece matches it or crosses it; then `\\s+(?!\\S)|\\s+` is plain `\\s+`. A text that already
+  contains the marker is first escaped (U+FDD1 U+FDD1 for U+FDD1, U+FDD1 U+FDD2 for U+FDD0): the
+  escape characters fall in the same class as the marker (`[^\\s\\p{L}\\p{N}]`), so the pieces are
+  the same, and each piece is unescaped afterwards. Then every UTF-8 byte is mapped to its GPT-2
+  character (`bytelevel.byte_map_expr`).
+* Split with a user regex: the matches are bracketed with a marker character that does not occur
+  in the chunk (the first of U+FDD3..U+FDD6 absent from it; a chunk holding all four raises), then
+  the string is split on it. Each behaviour (removed, isolated, merged_with_previous,
+  merged_with_next, contiguous) and `invert` are placements of the markers.
+* Character classes: `\\p{L}`, `\\p{N}`, `\\s` of Polars' regex crate and of HF's Oniguruma agree on
+  every code point (checked over all of Unicode by the tests). HF's Bert/Punctuation
+  pre-tokenizers test punctuation with the `unicode_categories` crate, whose tables are older;
+  `HF_PUNCTUATION` below is that exact set (re-checked against HF by the tests).
+
+Known differences from HF:
+* Split: a pattern HF runs with Oniguruma is translated to Rust regex syntax
+  (`normalizers.onig_to_rust`); patterns with look-around, atomic groups or backreferences are
+  rejected with an error, except GPT-2's pattern, recognised and run as above. For patterns that
+  can match the empty string, only `isolated` and `removed` are exact.
+* Metaspace(prepend_scheme="first") inside a Sequence prepends to a piece when it is the first
+  piece and the sequence starts with it; HF asks whether the piece starts at original offset 0,
+  which differs only when an earlier step removed or rewrote the start of the sequence.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +38,148 @@ from typing import Any, ClassVar
 
 import polars as pl
 
+from .bytelevel import byte_map_expr
 from .errors import TokcolumnarError
+from .normalizers import (
+    _ranges,
+    check_regex,
+    class_body,
+    escape_regex,
+    onig_to_rust,
+    pattern_from_hf,
+)
 
 # HF `Whitespace`: `\w+|[^\w\s]+` with the Rust regex crate's Unicode classes; Polars uses the
 # same crate, so the classes agree.
 WHITESPACE_PATTERN = r"\w+|[^\w\s]+"
+
+# HF's GPT-2 pattern (ByteLevel), as HF writes it.
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+# Punctuation for BertPreTokenizer / Punctuation: `is_ascii_punctuation` or general category P*
+# in HF's (older) `unicode_categories` tables.
+HF_PUNCTUATION = _ranges(
+    (0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E), 0xA1, 0xA7, 0xAB, (0xB6, 0xB7), 0xBB,
+    0xBF, 0x37E, 0x387, (0x55A, 0x55F), (0x589, 0x58A), 0x5BE, 0x5C0, 0x5C3, 0x5C6,
+    (0x5F3, 0x5F4), (0x609, 0x60A), (0x60C, 0x60D), 0x61B, (0x61E, 0x61F), (0x66A, 0x66D), 0x6D4,
+    (0x700, 0x70D), (0x7F7, 0x7F9), (0x830, 0x83E), 0x85E, (0x964, 0x965), 0x970, 0xAF0, 0xDF4,
+    0xE4F, (0xE5A, 0xE5B), (0xF04, 0xF12), 0xF14, (0xF3A, 0xF3D), 0xF85, (0xFD0, 0xFD4),
+    (0xFD9, 0xFDA), (0x104A, 0x104F), 0x10FB, (0x1360, 0x1368), 0x1400, (0x166D, 0x166E),
+    (0x169B, 0x169C), (0x16EB, 0x16ED), (0x1735, 0x1736), (0x17D4, 0x17D6), (0x17D8, 0x17DA),
+    (0x1800, 0x180A), (0x1944, 0x1945), (0x1A1E, 0x1A1F), (0x1AA0, 0x1AA6), (0x1AA8, 0x1AAD),
+    (0x1B5A, 0x1B60), (0x1BFC, 0x1BFF), (0x1C3B, 0x1C3F), (0x1C7E, 0x1C7F), (0x1CC0, 0x1CC7),
+    0x1CD3, (0x2010, 0x2027), (0x2030, 0x2043), (0x2045, 0x2051), (0x2053, 0x205E),
+    (0x207D, 0x207E), (0x208D, 0x208E), (0x2308, 0x230B), (0x2329, 0x232A), (0x2768, 0x2775),
+    (0x27C5, 0x27C6), (0x27E6, 0x27EF), (0x2983, 0x2998), (0x29D8, 0x29DB), (0x29FC, 0x29FD),
+    (0x2CF9, 0x2CFC), (0x2CFE, 0x2CFF), 0x2D70, (0x2E00, 0x2E2E), (0x2E30, 0x2E42),
+    (0x3001, 0x3003), (0x3008, 0x3011), (0x3014, 0x301F), 0x3030, 0x303D, 0x30A0, 0x30FB,
+    (0xA4FE, 0xA4FF), (0xA60D, 0xA60F), 0xA673, 0xA67E, (0xA6F2, 0xA6F7), (0xA874, 0xA877),
+    (0xA8CE, 0xA8CF), (0xA8F8, 0xA8FA), 0xA8FC, (0xA92E, 0xA92F), 0xA95F, (0xA9C1, 0xA9CD),
+    (0xA9DE, 0xA9DF), (0xAA5C, 0xAA5F), (0xAADE, 0xAADF), (0xAAF0, 0xAAF1), 0xABEB,
+    (0xFD3E, 0xFD3F), (0xFE10, 0xFE19), (0xFE30, 0xFE52), (0xFE54, 0xFE61), 0xFE63, 0xFE68,
+    (0xFE6A, 0xFE6B), (0xFF01, 0xFF03), (0xFF05, 0xFF0A), (0xFF0C, 0xFF0F), (0xFF1A, 0xFF1B),
+    (0xFF1F, 0xFF20), (0xFF3B, 0xFF3D), 0xFF3F, 0xFF5B, 0xFF5D, (0xFF5F, 0xFF65),
+    (0x10100, 0x10102), 0x1039F, 0x103D0, 0x1056F, 0x10857, 0x1091F, 0x1093F, (0x10A50, 0x10A58),
+    0x10A7F, (0x10AF0, 0x10AF6), (0x10B39, 0x10B3F), (0x10B99, 0x10B9C), (0x11047, 0x1104D),
+    (0x110BB, 0x110BC), (0x110BE, 0x110C1), (0x11140, 0x11143), (0x11174, 0x11175),
+    (0x111C5, 0x111C9), 0x111CD, 0x111DB, (0x111DD, 0x111DF), (0x11238, 0x1123D), 0x112A9,
+    0x114C6, (0x115C1, 0x115D7), (0x11641, 0x11643), (0x1173C, 0x1173E), (0x12470, 0x12474),
+    (0x16A6E, 0x16A6F), 0x16AF5, (0x16B37, 0x16B3B), 0x16B44, 0x1BC9F, (0x1DA87, 0x1DA8B),
+)
+_PUNCT = class_body(HF_PUNCTUATION)
+BERT_PATTERN = f"[{_PUNCT}]|[^\\s{_PUNCT}]+"
+
+_MARK = "\ufdd0"
+_ESC = "\ufdd1"
+_ESC_MARK = "\ufdd2"
+# The GPT-2 pattern once the marker is in place (see the module docstring).
+_GPT2_SPLIT = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}\x{FDD0}]+|\s+")
+_SPLIT_MARKERS = ("\ufdd3", "\ufdd4", "\ufdd5", "\ufdd6")
+
+BEHAVIORS = ("removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous")
+_HF_BEHAVIOR = {"removed": "Removed", "isolated": "Isolated",
+                "merged_with_previous": "MergedWithPrevious", "merged_with_next": "MergedWithNext",
+                "contiguous": "Contiguous"}
+_BEHAVIOR_FROM_HF = {v: k for k, v in _HF_BEHAVIOR.items()}
+
+
+def _behavior(b: str) -> str:
+    key = _BEHAVIOR_FROM_HF.get(b, b).lower()
+    if key not in BEHAVIORS:
+        raise TokcolumnarError(f"unknown split behavior {b!r} (choose from {', '.join(BEHAVIORS)})")
+    return key
+
+
+def _non_empty(lst: pl.Expr) -> pl.Expr:
+    return lst.list.eval(pl.element().filter(pl.element().str.len_bytes() > 0))
+
+
+def _whole(col: pl.Expr) -> pl.Expr:
+    """The string itself as the only piece ([] for an empty string)."""
+    return col.str.extract_all(r"(?s).+")
+
+
+def gpt2_split_expr(col: pl.Expr) -> pl.Expr:
+    """Split with the GPT-2 pattern. Pieces come out escaped (see `gpt2_unescape`)."""
+    s = col.str.replace_many([_ESC, _MARK], [_ESC + _ESC, _ESC + _ESC_MARK])
+    s = s.str.replace_all(r"(\s+)(\s\S)", "${1}" + _MARK + "${2}")
+    return s.str.extract_all(_GPT2_SPLIT)
+
+
+def gpt2_unescape(piece: pl.Expr) -> pl.Expr:
+    return piece.str.replace_many([_ESC + _ESC, _ESC + _ESC_MARK], [_ESC, _MARK])
+
+
+def split_class(col: pl.Expr, cls: str, behavior: str) -> pl.Expr:
+    """HF `split` on a one-character class `cls` (a bracketed class or `\\p{..}`), whose
+    complement is `ncls`: each character of the class is one match."""
+    ncls = "[^" + cls[1:] if cls.startswith("[") else "\\P" + cls[2:]
+    pattern = {"removed": f"{ncls}+", "isolated": f"{cls}|{ncls}+",
+               "merged_with_previous": f"{ncls}*{cls}|{ncls}+",
+               "merged_with_next": f"{cls}{ncls}*|{ncls}+", "contiguous": f"{cls}+|{ncls}+"}
+    return col.str.extract_all(pattern[behavior])
+
+
+def _pick_marker(col: pl.Expr) -> pl.Expr:
+    """A scalar expression: the first of `_SPLIT_MARKERS` that does not occur in `col`."""
+    all_present = pl.lit(True)
+    for m in _SPLIT_MARKERS:
+        all_present = all_present & col.str.contains(m, literal=True).any()
+    # Raise (as a failed conversion naming the problem) when every candidate occurs.
+    guard = (pl.when(all_present)
+             .then(pl.lit("tokcolumnar: Split cannot run: this chunk contains every marker "
+                          "character U+FDD3..U+FDD6"))
+             .otherwise(pl.lit("0")).str.to_integer(strict=True))
+    marker: pl.Expr = pl.lit(_SPLIT_MARKERS[-1])
+    for m in reversed(_SPLIT_MARKERS[:-1]):
+        marker = (pl.when(col.str.contains(m, literal=True).any().not_())
+                  .then(pl.lit(m)).otherwise(marker))
+    return pl.concat_str([marker, guard.cast(pl.String).str.slice(0, 0)])
+
+
+def split_pattern(col: pl.Expr, regex: str, behavior: str, invert: bool,
+                  literal: str | None = None) -> pl.Expr:
+    """HF `NormalizedString::split(pattern, behavior)` (with `Invert` when `invert`) for a Rust
+    regex; `literal` is the matched text when the pattern is a literal string."""
+    if behavior == "removed" and invert:
+        return _non_empty(col.str.extract_all(regex))
+    m = _pick_marker(col)
+    match = pl.lit(literal) if literal is not None else pl.lit("${0}")
+    if behavior == "removed":
+        value = m
+    elif behavior in ("isolated", "contiguous"):
+        value = pl.concat_str([m, match, m])
+    elif (behavior == "merged_with_previous") != invert:
+        value = pl.concat_str([match, m])
+    else:
+        value = pl.concat_str([m, match])
+    if literal is not None:
+        s = col.str.replace_all(literal, value, literal=True)
+    else:
+        s = col.str.replace_all(regex, value)
+    if behavior == "contiguous":  # adjacent matches form one piece
+        s = s.str.replace_all(pl.concat_str([m, m]), pl.lit(""), literal=True)
+    return _non_empty(s.str.split(m))
 
 
 class PreTokenizer:
@@ -20,7 +187,12 @@ class PreTokenizer:
 
     `line_sensitive` is False when splitting a chunk of many lines at once gives the same words
     as splitting line by line (true for any pre-tokenizer that drops whitespace); the corpus
-    reader then skips the per-line split."""
+    reader then skips the per-line split.
+
+    `split_expr(col)` and `word_expr(word)` are the same work in two steps, for callers that
+    count words: `expr(col) == split_expr(col).list.eval(word_expr(pl.element()))`, and
+    `word_expr` is one-to-one, so counting the pieces of `split_expr` and applying `word_expr`
+    to the distinct pieces only gives the same counts much faster (ByteLevel's byte mapping)."""
 
     hf_type: ClassVar[str] = ""
     line_sensitive: ClassVar[bool] = True
@@ -33,6 +205,16 @@ class PreTokenizer:
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         raise NotImplementedError
+
+    def split_expr(self, col: pl.Expr) -> pl.Expr:
+        return self.expr(col)
+
+    def word_expr(self, word: pl.Expr) -> pl.Expr:
+        return word
+
+    def pieces_expr(self, pieces: pl.Expr, original: pl.Expr) -> pl.Expr:
+        """Apply to each piece of a list[str] expression (inside a Sequence) and flatten."""
+        return pieces.list.eval(self.expr(pl.element()).explode().drop_nulls())
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type}
@@ -66,13 +248,221 @@ class WhitespaceSplit(PreTokenizer):
 
 
 @dataclass
+class BertPreTokenizer(PreTokenizer):
+    """HF `BertPreTokenizer`: split on whitespace, each punctuation character on its own."""
+
+    hf_type: ClassVar[str] = "BertPreTokenizer"
+    line_sensitive: ClassVar[bool] = False
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return col.str.extract_all(BERT_PATTERN)
+
+
+@dataclass
+class ByteLevel(PreTokenizer):
+    """HF `ByteLevel`: GPT-2 regex split (`use_regex`), then every UTF-8 byte as its GPT-2
+    character. `add_prefix_space` puts a space before a non-empty sequence that does not
+    start with one. `trim_offsets` only matters to HF's offsets; it is kept for the JSON."""
+
+    hf_type: ClassVar[str] = "ByteLevel"
+    add_prefix_space: bool = False
+    trim_offsets: bool = True
+    use_regex: bool = True
+
+    def _prefixed(self, col: pl.Expr) -> pl.Expr:
+        if not self.add_prefix_space:
+            return col
+        return (pl.when((col.str.len_bytes() > 0) & col.str.starts_with(" ").not_())
+                .then(pl.lit(" ") + col).otherwise(col))
+
+    def split_expr(self, col: pl.Expr) -> pl.Expr:
+        col = self._prefixed(col)
+        return gpt2_split_expr(col) if self.use_regex else _whole(col)
+
+    def word_expr(self, word: pl.Expr) -> pl.Expr:
+        return byte_map_expr(gpt2_unescape(word) if self.use_regex else word)
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return self.split_expr(col).list.eval(self.word_expr(pl.element()))
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": self.hf_type, "add_prefix_space": self.add_prefix_space,
+                "trim_offsets": self.trim_offsets, "use_regex": self.use_regex}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
+        return cls(d.get("add_prefix_space", True), d.get("trim_offsets", True),
+                   d.get("use_regex", True))
+
+
+@dataclass
+class Metaspace(PreTokenizer):
+    """HF `Metaspace`: ' ' -> `replacement`; prepend it (`always`; `first`: only to the first
+    piece; `never`) unless already there; with `split`, cut before each replacement."""
+
+    hf_type: ClassVar[str] = "Metaspace"
+    replacement: str = "▁"
+    prepend_scheme: str = "always"
+    split: bool = True
+
+    def __post_init__(self) -> None:
+        if len(self.replacement) != 1:
+            raise TokcolumnarError("Metaspace: the replacement must be one character")
+        if self.prepend_scheme not in ("always", "first", "never"):
+            raise TokcolumnarError(f"Metaspace: unknown prepend_scheme {self.prepend_scheme!r} "
+                                   "(choose from always, first, never)")
+
+    def _one(self, col: pl.Expr, prepend: pl.Expr | bool) -> pl.Expr:
+        r = self.replacement
+        s = col.str.replace_all(" ", r, literal=True)
+        if prepend is not False:
+            cond = (s.str.len_bytes() > 0) & s.str.starts_with(r).not_()
+            if prepend is not True:
+                cond = cond & prepend
+            s = pl.when(cond).then(pl.lit(r) + s).otherwise(s)
+        if not self.split:
+            return _whole(s)
+        e = escape_regex(r)
+        return s.str.extract_all(f"{e}[^{e}]*|[^{e}]+")
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return self._one(col, self.prepend_scheme != "never")
+
+    def pieces_expr(self, pieces: pl.Expr, original: pl.Expr) -> pl.Expr:
+        if self.prepend_scheme != "first":
+            return super().pieces_expr(pieces, original)
+        first = pieces.list.first()
+        head = self._one(first, original.str.starts_with(first))
+        tail = pieces.list.slice(1).list.eval(self._one(pl.element(), False).explode()
+                                              .drop_nulls())
+        return pl.concat_list(head.fill_null([]), tail)
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": self.hf_type, "replacement": self.replacement,
+                "prepend_scheme": self.prepend_scheme, "split": self.split}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
+        scheme = d.get("prepend_scheme")
+        if scheme is None:  # tokenizer.json files written before prepend_scheme existed
+            scheme = "always" if d.get("add_prefix_space", True) else "never"
+        return cls(d.get("replacement", "▁"), scheme.lower(), d.get("split", True))
+
+
+@dataclass
+class Digits(PreTokenizer):
+    """HF `Digits`: numbers (`char::is_numeric`, i.e. `\\p{N}`) apart from the rest; each digit
+    on its own with `individual_digits`, else runs of digits together."""
+
+    hf_type: ClassVar[str] = "Digits"
+    individual_digits: bool = False
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return split_class(col, r"\p{N}", "isolated" if self.individual_digits else "contiguous")
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": self.hf_type, "individual_digits": self.individual_digits}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
+        return cls(d.get("individual_digits", False))
+
+
+@dataclass
+class Punctuation(PreTokenizer):
+    """HF `Punctuation`: split on each punctuation character with `behavior`."""
+
+    hf_type: ClassVar[str] = "Punctuation"
+    behavior: str = "isolated"
+
+    def __post_init__(self) -> None:
+        self.behavior = _behavior(self.behavior)
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return split_class(col, f"[{_PUNCT}]", self.behavior)
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": self.hf_type, "behavior": _HF_BEHAVIOR[self.behavior]}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
+        return cls(d.get("behavior", "Isolated"))
+
+
+@dataclass
+class Split(PreTokenizer):
+    """HF `Split(pattern, behavior, invert)`: `pattern` is a literal string, or with
+    `regex=True` an HF regex (translated to Polars' engine, see the module docstring)."""
+
+    hf_type: ClassVar[str] = "Split"
+    pattern: str = " "
+    behavior: str = "isolated"
+    invert: bool = False
+    regex: bool = False
+
+    def __post_init__(self) -> None:
+        self.behavior = _behavior(self.behavior)
+        if not self.pattern:
+            raise TokcolumnarError("Split: empty pattern")
+        self._gpt2 = self.regex and self.pattern == GPT2_PATTERN
+        if self._gpt2:
+            if self.behavior != "isolated" or self.invert:
+                raise TokcolumnarError("Split with the GPT-2 pattern: only behavior=isolated, "
+                                       "invert=False is supported")
+            self._rust = ""
+        elif self.regex:
+            self._rust = check_regex(onig_to_rust(self.pattern))
+        else:
+            self._rust = escape_regex(self.pattern)
+
+    def split_expr(self, col: pl.Expr) -> pl.Expr:
+        if self._gpt2:
+            return gpt2_split_expr(col)
+        return split_pattern(col, self._rust, self.behavior, self.invert,
+                             None if self.regex else self.pattern)
+
+    def word_expr(self, word: pl.Expr) -> pl.Expr:
+        return gpt2_unescape(word) if self._gpt2 else word
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        if self._gpt2:
+            return self.split_expr(col).list.eval(self.word_expr(pl.element()))
+        return self.split_expr(col)
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": self.hf_type,
+                "pattern": {"Regex" if self.regex else "String": self.pattern},
+                "behavior": _HF_BEHAVIOR[self.behavior], "invert": self.invert}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
+        pattern, is_regex = pattern_from_hf(d["pattern"])
+        return cls(pattern, d.get("behavior", "Isolated"), d.get("invert", False), is_regex)
+
+
+@dataclass
+class AsciiSpace(PreTokenizer):
+    """subword-nmt's split: strip '\\r', '\\n' and ' ' from both ends of the line, then split on
+    the ASCII space only (tabs and other whitespace stay inside words). In HF terms this is
+    `Split(" ", "removed")` once the line ending is gone, which is what `to_hf` writes."""
+
+    hf_type: ClassVar[str] = ""
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return _non_empty(col.str.strip_chars("\r\n ").str.split(" "))
+
+    def to_hf(self) -> dict[str, Any]:
+        return Split(" ", "removed").to_hf()
+
+
+@dataclass
 class WholeSequence(PreTokenizer):
     """No pre-tokenizer: each sequence (line ending included) is one word."""
 
     hf_type: ClassVar[str] = ""
 
     def expr(self, col: pl.Expr) -> pl.Expr:
-        return pl.concat_list(col).list.eval(pl.element().filter(pl.element().str.len_bytes() > 0))
+        return _whole(col)
 
     def to_hf(self) -> dict[str, Any] | None:  # type: ignore[override]
         return None
@@ -87,11 +477,30 @@ class Sequence(PreTokenizer):
     def line_sensitive(self) -> bool:  # type: ignore[override]
         return any(p.line_sensitive for p in self.pretokenizers)
 
-    def expr(self, col: pl.Expr) -> pl.Expr:
-        out = self.pretokenizers[0].expr(col)
-        for p in self.pretokenizers[1:]:
-            out = out.list.eval(p.expr(pl.element())).list.eval(pl.element().explode())
+    def _run(self, col: pl.Expr, last_split_only: bool) -> pl.Expr:
+        if not self.pretokenizers:
+            return _whole(col)
+        ps = self.pretokenizers
+        out = ps[0].split_expr(col) if last_split_only and len(ps) == 1 else ps[0].expr(col)
+        for i, p in enumerate(ps[1:], start=1):
+            if last_split_only and i == len(ps) - 1:
+                out = out.list.eval(p.split_expr(pl.element()).explode().drop_nulls())
+            else:
+                out = p.pieces_expr(out, col)
         return out
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return self._run(col, False)
+
+    def split_expr(self, col: pl.Expr) -> pl.Expr:
+        if self.pretokenizers and isinstance(self.pretokenizers[-1], Metaspace):
+            return self._run(col, False)  # Metaspace(first) needs pieces_expr
+        return self._run(col, True)
+
+    def word_expr(self, word: pl.Expr) -> pl.Expr:
+        if not self.pretokenizers or isinstance(self.pretokenizers[-1], Metaspace):
+            return word
+        return self.pretokenizers[-1].word_expr(word)
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": "Sequence", "pretokenizers": [p.to_hf() for p in self.pretokenizers]}
@@ -111,18 +520,21 @@ def pretokenizer_from_hf(d: dict[str, Any] | None) -> PreTokenizer:
     return cls.from_hf_dict(d)
 
 
-def build_pretokenizer(name: str) -> PreTokenizer:
-    """The pre-tokenizer for a CLI name (`--pre-tokenizer`)."""
-    name = name.lower()
-    if name == "whitespace":
-        return Whitespace()
-    if name == "whitespace-split":
-        return WhitespaceSplit()
-    if name == "none":
-        return WholeSequence()
-    if name in ("byte-level", "bert", "metaspace", "digits"):
-        from . import hf_pretokenizers  # provided by the hf-compat stage
+PRETOKENIZER_NAMES = ("whitespace", "whitespace-split", "bert", "byte-level", "metaspace",
+                      "digits", "ascii-space", "none")
 
-        return hf_pretokenizers.build(name)
-    raise TokcolumnarError(f"unknown pre-tokenizer {name!r} (choose from whitespace, "
-                           "whitespace-split, bert, byte-level, metaspace, digits, none)")
+
+def build_pretokenizer(name: str) -> PreTokenizer:
+    """The pre-tokenizer for a CLI name (`--pre-tokenizer`). `byte-level` is HF's
+    `ByteLevel(add_prefix_space=False)` (GPT-2), `metaspace` HF's default `Metaspace()`,
+    `digits` HF's `Digits(individual_digits=False)`."""
+    name = name.lower()
+    table: dict[str, Any] = {
+        "whitespace": Whitespace, "whitespace-split": WhitespaceSplit,
+        "bert": BertPreTokenizer, "byte-level": ByteLevel, "metaspace": Metaspace,
+        "digits": Digits, "ascii-space": AsciiSpace, "none": WholeSequence,
+    }
+    if name not in table:
+        raise TokcolumnarError(f"unknown pre-tokenizer {name!r} (choose from "
+                               f"{', '.join(PRETOKENIZER_NAMES)})")
+    return table[name]()

@@ -1,0 +1,139 @@
+"""The columnar BPE trainer against the plain-Python oracles (tests/bpe_oracle.py) on
+hypothesis-generated corpora, for every tie-break and option combination, and against the real
+HF trainer on the same corpora."""
+
+from __future__ import annotations
+
+import polars as pl
+from bpe_oracle import hf_bpe, naive_bpe
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tokcolumnar import train
+
+# Small alphabets make ties, runs (`a a a`) and re-created tokens frequent.
+ALPHABETS = ["ab", "abc", "abcd", "aé文🎉", "xyz_-"]
+
+
+@st.composite
+def corpora(draw):
+    alphabet = draw(st.sampled_from(ALPHABETS))
+    words = draw(st.lists(st.text(alphabet=alphabet, min_size=1, max_size=9), min_size=1,
+                          max_size=14, unique=True))
+    counts = draw(st.lists(st.integers(1, 9), min_size=len(words), max_size=len(words)))
+    return list(zip(words, counts))
+
+
+@st.composite
+def options(draw):
+    o = {}
+    if draw(st.booleans()):
+        o["min_frequency"] = draw(st.integers(0, 4))
+    if draw(st.booleans()):
+        o["special_tokens"] = draw(st.sampled_from([["<s>"], ["[UNK]", "a"], ["x", "<pad>"]]))
+    if draw(st.booleans()):
+        o["limit_alphabet"] = draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        o["initial_alphabet"] = draw(st.sampled_from([["z"], ["a", "q"]]))
+    marker = draw(st.sampled_from(["none", "prefix", "suffix", "eow", "prefix+suffix"]))
+    if "prefix" in marker:
+        o["continuing_subword_prefix"] = "##"
+    if "suffix" in marker:
+        o["end_of_word_suffix"] = "</w>"
+    if marker == "eow":
+        o["end_of_word_token"] = "</w>"
+    return o
+
+
+def as_table(words):
+    return pl.DataFrame({"word": [w for w, _ in words], "count": [c for _, c in words]},
+                        schema={"word": pl.String, "count": pl.UInt64}).with_row_index(
+        "first_seen").select("word", "count", "first_seen")
+
+
+def ours(words, vocab_size, **kw):
+    r = train(from_counts=as_table(words), vocab_size=vocab_size, **kw)
+    m = r.merges
+    return list(zip(m["left"], m["right"], m["count"])), r.vocab["token"].to_list()
+
+
+ORACLE_KEYS = ("special_tokens", "limit_alphabet", "initial_alphabet",
+               "continuing_subword_prefix", "end_of_word_suffix", "end_of_word_token",
+               "min_frequency")
+
+
+def oracle_kw(o):
+    m = {"continuing_subword_prefix": "prefix", "end_of_word_suffix": "suffix",
+         "end_of_word_token": "eow_token"}
+    return {m.get(k, k): v for k, v in o.items() if k in ORACLE_KEYS}
+
+
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(corpora(), options(), st.integers(0, 40), st.sampled_from(["lexical-max", "first-seen"]))
+def test_exact_tie_breaks_match_naive_oracle(words, opts, extra, tie_break):
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    got = ours(words, vs, tie_break=tie_break, **opts)
+    want = naive_bpe(words, vs, tie_break=tie_break, **oracle_kw(opts))
+    assert got == want
+
+
+@SETTINGS
+@given(corpora(), options(), st.integers(0, 40))
+def test_id_tie_break_matches_hf_transcription(words, opts, extra):
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    got = ours(words, vs, **opts)
+    want = hf_bpe(words, vs, **oracle_kw(opts))
+    assert got == want
+
+
+@SETTINGS
+@given(corpora(), options(), st.integers(0, 40))
+def test_id_tie_break_is_naive_when_no_token_is_recreated(words, opts, extra):
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    merges, vocab = naive_bpe(words, vs, **oracle_kw(opts))
+    recreated = len(vocab) - len(base) < len(merges)
+    if not recreated:
+        assert ours(words, vs, **opts) == (merges, vocab)
+
+
+@SETTINGS
+@given(corpora(), st.integers(1, 4), st.sampled_from(["id", "lexical-max", "first-seen"]),
+       st.integers(0, 30))
+def test_max_token_length_matches_naive_oracle(words, max_len, tie_break, extra):
+    base = ours(words, 10**6, max_merges=0)[1]
+    vs = len(base) + extra
+    got = ours(words, vs, tie_break=tie_break, max_token_length=max_len)
+    want = naive_bpe(words, vs, tie_break=tie_break, max_token_length=max_len)
+    if tie_break == "id":  # exact whenever no token is re-created (else HF semantics apply)
+        if len(want[1]) - len(base) < len(want[0]):
+            return
+    assert got == want
+    assert all(len(t) <= max_len for t, k in zip(got[1], range(len(got[1])))
+               if k >= len(base))
+
+
+@SETTINGS
+@given(corpora(), st.integers(0, 40))
+def test_id_tie_break_matches_real_hf_trainer(words, extra):
+    from tokenizers import Tokenizer, models, trainers
+
+    base = ours(words, 10**6, max_merges=0)[1]
+    vs = len(base) + extra
+    tok = Tokenizer(models.BPE())
+    tr = trainers.BpeTrainer(vocab_size=vs, show_progress=False)
+    tok.train_from_iterator([w for w, c in words for _ in range(c)], tr)
+    import json
+
+    hf_merges = [tuple(m) for m in json.loads(tok.to_str())["model"]["merges"]]
+    r = train(from_counts=as_table(words), vocab_size=vs)
+    from tokcolumnar.exporters import hf_merges as dedup
+
+    assert dedup(r.merges) == hf_merges
+    assert dict(zip(r.vocab["token"], r.vocab["id"])) == tok.get_vocab()

@@ -1,0 +1,446 @@
+"""WordPiece training (DESIGN.md §3): the likelihood (PMI) merge loop over the flat layout, and
+the frequency variant (HF `WordPieceTrainer`, i.e. BPE with the `##` prefix).
+
+Likelihood scoring: the score of a pair is `c_ab / (float64(c_a) * float64(c_b))`, where the
+counts are taken over the current segmentation, weighted by word counts. The best pair has the
+highest score, then the higher pair count, then the smallest `(left_id, right_id)`. Every
+occurrence of the chosen pair is merged (left to right in runs such as `##a ##a ##a`).
+
+A merge of `(a, b)` into `n` changes the token counts of `a`, `b` and `n`, hence the score of
+every pair that contains one of them, and only of those (the pairs whose pair count changes
+contain one of them too). Scores can go *up* (when `c_a` drops), so a lazy heap alone is wrong.
+The loop keeps, for every pair, the best key it has in the heap (`pushed`); heap entries are
+upper bounds of the pairs' true keys:
+
+- after a merge, the pairs of `a`, `b` and `n` are rescored in one NumPy pass (the pair ->
+  token index gives them); a pair whose key improved on its pushed key is pushed again, one
+  whose key got worse keeps its (now optimistic) entry;
+- a popped entry that is not the pair's pushed key is an outdated duplicate and is dropped; a
+  popped entry whose pair's true key is worse is pushed again with the true key; an entry whose
+  key is exact is the best pair (every other pair has an entry at least as good as its truth).
+
+Each merge is one columnar pass over the pair's positions, as in `bpe_trainer`: gather, check,
+rewrite the links, emit the pair deltas and group them with `np.unique` + `bincount`. Pairs live
+in dense slots (count, left, right, best pushed key as NumPy arrays) so that rescoring a token's
+pairs is a gather, not a loop."""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .alphabet import REMOVED, Initial, Layout, Vocab
+from .bpe_trainer import BpeSettings, BpeTrainer, MergeRecord
+from .errors import TokcolumnarError
+from .progress import Progress
+
+M32 = (1 << 32) - 1
+NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
+
+
+@dataclass
+class WordPieceSettings:
+    vocab_size: int
+    prefix: str = "##"
+    min_frequency: int = 0
+    max_merges: int | None = None
+    min_score: float | None = None
+    max_token_length: int | None = None
+    show_progress: bool | None = None
+
+
+@dataclass
+class LikelihoodRecord(MergeRecord):
+    """`MergeRecord` plus each merge's score and the two token counts it was computed from."""
+
+    score: list[float] = field(default_factory=list)
+    left_count: list[int] = field(default_factory=list)
+    right_count: list[int] = field(default_factory=list)
+
+
+class _Slots:
+    """Pairs in dense slots: key, count, left, right id and the best key pushed to the heap."""
+
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        self.n = 0
+        self.count = np.zeros(capacity, dtype=np.int64)
+        self.left = np.zeros(capacity, dtype=np.int64)
+        self.right = np.zeros(capacity, dtype=np.int64)
+        self.pscore = np.full(capacity, NONE_SCORE, dtype=np.float64)
+        self.pcount = np.zeros(capacity, dtype=np.int64)
+        self.slot_of: dict[int, int] = {}
+
+    def _grow(self, need: int) -> None:
+        cap = self.count.size
+        if need <= cap:
+            return
+        new_cap = max(need, cap * 2)
+        for name, fill in (("count", 0), ("left", 0), ("right", 0), ("pscore", NONE_SCORE),
+                           ("pcount", 0)):
+            old = getattr(self, name)
+            arr = np.full(new_cap, fill, dtype=old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
+
+    def add_many(self, keys: np.ndarray) -> np.ndarray:
+        """New slots for keys not seen before (all of them are new); returns their slots."""
+        k = keys.size
+        self._grow(self.n + k)
+        slots = np.arange(self.n, self.n + k, dtype=np.int64)
+        self.left[slots] = keys >> 32
+        self.right[slots] = keys & M32
+        self.slot_of.update(zip(keys.tolist(), slots.tolist()))
+        self.n += k
+        return slots
+
+
+class LikelihoodTrainer:
+    """The likelihood WordPiece merge loop on an `Initial` (vocab + layout)."""
+
+    def __init__(self, initial: Initial, settings: WordPieceSettings):
+        self.vocab: Vocab = initial.vocab
+        self.layout: Layout = initial.layout
+        self.n_words = initial.n_words
+        self.s = settings
+        cap = max(settings.vocab_size, len(self.vocab)) + 1
+        self.tcount = np.zeros(cap, dtype=np.int64)
+        self.tlen = np.zeros(cap, dtype=np.int64)
+        self.tlen[: len(self.vocab)] = self.vocab.base_len
+        self.slots = _Slots()
+        self.bases: list[np.ndarray] = []
+        self.where: dict[int, list[tuple[int, int, int]]] = {}  # slot -> position slices
+        self.index: dict[int, set[int]] = {}  # token id -> slots of the pairs containing it
+        self.heap: list[tuple[float, int, int, int]] = []
+        self.rec = LikelihoodRecord()
+        self.rescored = 0  # statistics: pair scores recomputed after merges
+        self.pushes = 0
+
+    # -- scoring ---------------------------------------------------------------------------
+    def _scores(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sl = self.slots
+        c = sl.count[slots]
+        ca = self.tcount[sl.left[slots]].astype(np.float64)
+        cb = self.tcount[sl.right[slots]].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = c.astype(np.float64) / (ca * cb)
+        return score, c
+
+    def _eligible(self, slots: np.ndarray, c: np.ndarray) -> np.ndarray:
+        ok = c > 0
+        if self.s.min_frequency > 1:
+            ok &= c >= self.s.min_frequency
+        if self.s.max_token_length is not None:
+            sl = self.slots
+            ok &= (self.tlen[sl.left[slots]] + self.tlen[sl.right[slots]]
+                   ) <= self.s.max_token_length
+        return ok
+
+    def _push_better(self, slots: np.ndarray) -> None:
+        """Rescore `slots`; push those whose key beats the key they have in the heap."""
+        if slots.size == 0:
+            return
+        self.rescored += slots.size
+        score, c = self._scores(slots)
+        sl = self.slots
+        ps, pc = sl.pscore[slots], sl.pcount[slots]
+        better = self._eligible(slots, c) & ((score > ps) | ((score == ps) & (c > pc)))
+        if not better.any():
+            return
+        slots, score, c = slots[better], score[better], c[better]
+        sl.pscore[slots] = score
+        sl.pcount[slots] = c
+        keys = (sl.left[slots] << 32) | sl.right[slots]
+        heap, push = self.heap, heapq.heappush
+        for s, n, k, i in zip((-score).tolist(), (-c).tolist(), keys.tolist(), slots.tolist()):
+            push(heap, (s, n, k, i))
+        self.pushes += slots.size
+
+    # -- initial state ---------------------------------------------------------------------
+    def count_initial(self) -> None:
+        lay = self.layout
+        sym = lay.sym
+        live = sym >= 0
+        self.tcount[: len(self.vocab)] = np.bincount(sym[live], weights=lay.wcount[live],
+                                                     minlength=len(self.vocab)).astype(np.int64)
+        p = np.flatnonzero(live[:-1] & live[1:])
+        keys = (sym[p] << 32) | sym[p + 1]
+        df = pl.DataFrame({"key": keys, "pos": p, "w": lay.wcount[p]}).sort("key", "pos")
+        groups = df.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
+        gkeys = groups.get_column("key").to_numpy()
+        slots = self.slots.add_many(gkeys)
+        self.slots.count[slots] = groups.get_column("w").to_numpy()
+        self.bases.append(df.get_column("pos").to_numpy())
+        ends = np.cumsum(groups.get_column("len").to_numpy())
+        starts = ends - groups.get_column("len").to_numpy()
+        self.where = {s: [(0, st, en)] for s, st, en in zip(slots.tolist(), starts.tolist(),
+                                                            ends.tolist())}
+        tok = pl.DataFrame({"slot": np.concatenate([slots, slots]),
+                            "tok": np.concatenate([gkeys >> 32, gkeys & M32])}).unique()
+        by_tok = tok.group_by("tok").agg("slot")
+        self.index = {t: set(s) for t, s in zip(by_tok.get_column("tok").to_list(),
+                                                by_tok.get_column("slot").to_list())}
+        score, c = self._scores(slots)
+        ok = self._eligible(slots, c)
+        slots, score, c, gkeys = slots[ok], score[ok], c[ok], gkeys[ok]
+        self.slots.pscore[slots] = score
+        self.slots.pcount[slots] = c
+        self.heap = list(zip((-score).tolist(), (-c).tolist(), gkeys.tolist(), slots.tolist()))
+        heapq.heapify(self.heap)
+        self.pushes += len(self.heap)
+
+    # -- selection -------------------------------------------------------------------------
+    def _next_best(self) -> tuple[float, int, int] | None:
+        """Pop until an exact entry: (score, count, slot); None when no pair is left."""
+        heap, sl, tc = self.heap, self.slots, self.tcount
+        while heap:
+            ns, nc, key, slot = heapq.heappop(heap)
+            if -ns != sl.pscore[slot] or -nc != sl.pcount[slot]:
+                continue  # an outdated duplicate: the pair has a better entry (or none)
+            c = int(sl.count[slot])
+            a, b = key >> 32, key & M32
+            score = c / (float(tc[a]) * float(tc[b])) if c > 0 else 0.0
+            if score == -ns and c == -nc:
+                sl.pscore[slot] = NONE_SCORE
+                sl.pcount[slot] = 0
+                return score, c, slot
+            sl.pscore[slot] = NONE_SCORE
+            sl.pcount[slot] = 0
+            self._push_better(np.array([slot], dtype=np.int64))
+        return None
+
+    # -- one merge -------------------------------------------------------------------------
+    def _positions(self, slot: int) -> np.ndarray:
+        sl = self.where.pop(slot, [])
+        if len(sl) == 1:
+            b, st, en = sl[0]
+            return self.bases[b][st:en]
+        if not sl:
+            return np.zeros(0, dtype=np.int64)
+        return np.sort(np.concatenate([self.bases[b][st:en] for b, st, en in sl]))
+
+    def _live(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
+        sym, nxt = self.layout.sym, self.layout.nxt
+        pos = pos[(sym[pos] == a) & (sym[nxt[pos]] == b)]
+        if a == b and pos.size > 1:  # runs `a a a`: merge left to right
+            n = pos.size
+            chained = np.zeros(n, dtype=bool)
+            chained[1:] = nxt[pos[:-1]] == pos[1:]
+            idx = np.arange(n)
+            run_start = np.maximum.accumulate(np.where(chained, 0, idx))
+            pos = pos[((idx - run_start) & 1) == 0]
+        return pos
+
+    def _merge(self, slot: int, a: int, b: int, new: int) -> int:
+        """Merge every occurrence of the pair in `slot`; returns the number of words touched."""
+        lay = self.layout
+        sym, nxt, prv = lay.sym, lay.nxt, lay.prv
+        pos = self._live(self._positions(slot), a, b)
+        if pos.size == 0:
+            raise TokcolumnarError(f"internal error: pair ({a}, {b}) has no occurrence")
+        q = nxt[pos]
+        r = nxt[q]
+        rs = sym[r]
+        sym[pos] = new
+        sym[q] = REMOVED
+        nxt[pos] = r
+        prv[r] = pos
+        left_pos = prv[pos]
+        ls = sym[left_pos]
+        wc = lay.wcount[pos]
+        merged = int(wc.sum())
+        tc = self.tcount
+        tc[a] -= merged
+        tc[b] -= merged
+        tc[new] += merged
+        sl = self.slots
+        sl.count[slot] -= merged
+        has_l = ls >= 0
+        has_r = rs >= 0
+        ls_l, lp_l, wc_l = ls[has_l], left_pos[has_l], wc[has_l]
+        rs_r, p_r, wc_r = rs[has_r], pos[has_r], wc[has_r]
+        plus = np.concatenate([(ls_l << 32) | new, (new << 32) | rs_r])
+        pplus = np.concatenate([lp_l, p_r])
+        keys = np.concatenate([(ls_l << 32) | a, (b << 32) | rs_r, plus])
+        weights = np.concatenate([-wc_l, -wc_r, wc_l, wc_r])
+        ukeys, inv = np.unique(keys, return_inverse=True)
+        delta = np.bincount(inv.ravel(), weights=weights).astype(np.int64)
+        get = sl.slot_of.get
+        uslots = np.fromiter((get(k, -1) for k in ukeys.tolist()), dtype=np.int64,
+                             count=ukeys.size)
+        fresh = uslots < 0
+        if fresh.any():
+            uslots[fresh] = sl.add_many(ukeys[fresh])
+        sl.count[uslots] += delta
+        if plus.size:
+            self._record_new_pairs(plus, pplus)
+        # the pairs of a, b and new: every pair whose score can have changed
+        index = self.index
+        changed = set()
+        for t in {a, b, new}:
+            s = index.get(t)
+            if s:
+                changed |= s
+        ch = np.fromiter(changed, dtype=np.int64, count=len(changed))
+        if ch.size:
+            dead = sl.count[ch] <= 0
+            if dead.any():
+                gone = ch[dead].tolist()
+                for t in {a, b, new}:
+                    s = index.get(t)
+                    if s:
+                        s.difference_update(gone)
+                ch = ch[~dead]
+            self._push_better(ch)
+        w = lay.word_of[pos]
+        return int(np.count_nonzero(np.r_[True, w[1:] != w[:-1]]))
+
+    def _record_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> None:
+        """Positions of the pairs with the new token (one sorted array for the pass), and the
+        token -> pair index."""
+        order = np.lexsort((pplus, plus))
+        sk, sp = plus[order], pplus[order]
+        first = np.ones(sk.size, dtype=bool)
+        first[1:] = sk[1:] != sk[:-1]
+        starts = np.flatnonzero(first)
+        ends = np.append(starts[1:], sk.size)
+        base = len(self.bases)
+        self.bases.append(sp)
+        sl = self.slots
+        get = sl.slot_of.__getitem__
+        where, index = self.where, self.index
+        for key, st, en in zip(sk[starts].tolist(), starts.tolist(), ends.tolist()):
+            slot = get(key)
+            if sl.count[slot] <= 0:
+                continue
+            lst = where.get(slot)
+            if lst is None:
+                where[slot] = [(base, st, en)]
+            else:
+                lst.append((base, st, en))
+            for t in (key >> 32, key & M32):
+                s = index.get(t)
+                if s is None:
+                    index[t] = {slot}
+                else:
+                    s.add(slot)
+
+    # -- the loop --------------------------------------------------------------------------
+    def _new_token(self, a: int, b: int) -> str:
+        right = self.vocab.tokens[b]
+        prefix = self.s.prefix
+        if prefix and right.startswith(prefix):
+            right = right[len(prefix):]
+        return self.vocab.tokens[a] + right
+
+    def train(self) -> LikelihoodRecord:
+        self.count_initial()
+        s, vocab, rec, sl = self.s, self.vocab, self.rec, self.slots
+        bar = Progress("merging", total=s.vocab_size, enabled=s.show_progress)
+        while len(vocab) < s.vocab_size:
+            if s.max_merges is not None and len(rec.left) >= s.max_merges:
+                break
+            best = self._next_best()
+            if best is None:
+                break
+            score, count, slot = best
+            if s.min_score is not None and score < s.min_score:
+                break
+            a, b = int(sl.left[slot]), int(sl.right[slot])
+            new = vocab.add(self._new_token(a, b), "merge", vocab.base_len[a] + vocab.base_len[b])
+            self.tlen[new] = vocab.base_len[new]
+            rec.left.append(a)
+            rec.right.append(b)
+            rec.new.append(new)
+            rec.count.append(count)
+            rec.score.append(score)
+            rec.left_count.append(int(self.tcount[a]))
+            rec.right_count.append(int(self.tcount[b]))
+            rec.words.append(self._merge(slot, a, b, new))
+            bar.update(len(vocab))
+        bar.close(len(vocab))
+        return rec
+
+
+# -- the pipeline stage ----------------------------------------------------------------------
+def _settings(cfg: Any) -> WordPieceSettings:
+    return WordPieceSettings(
+        vocab_size=cfg.vocab_size, prefix=cfg.continuing_subword_prefix or "##",
+        min_frequency=cfg.min_frequency, max_merges=cfg.max_merges, min_score=cfg.min_score,
+        max_token_length=cfg.max_token_length, show_progress=cfg.show_progress)
+
+
+def train_likelihood(initial: Initial, cfg: Any) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Run the likelihood loop; returns the merges table (with scores and token counts)."""
+    from .training import merges_table
+
+    trainer = LikelihoodTrainer(initial, _settings(cfg))
+    rec = trainer.train()
+    merges = merges_table(rec, initial.vocab.tokens, rec.score).with_columns(
+        pl.Series("left_count", rec.left_count, dtype=pl.UInt64),
+        pl.Series("right_count", rec.right_count, dtype=pl.UInt64))
+    return merges, {"rescored": trainer.rescored, "pushes": trainer.pushes}
+
+
+def train_frequency(initial: Initial, cfg: Any) -> pl.DataFrame:
+    """HF `WordPieceTrainer`: BPE by pair frequency with the continuing prefix; the score
+    column is the pair count (the quantity maximised)."""
+    from .training import merges_table
+
+    s = _settings(cfg)
+    trainer = BpeTrainer(initial, BpeSettings(
+        vocab_size=s.vocab_size, min_frequency=cfg.min_frequency, tie_break="id",
+        prefix=s.prefix, max_token_length=cfg.max_token_length,
+        show_progress=cfg.show_progress))
+    if s.max_merges is not None:
+        trainer.s.vocab_size = min(s.vocab_size, len(initial.vocab) + s.max_merges)
+    rec = trainer.train()
+    if s.max_merges is not None and len(rec.left) > s.max_merges:
+        raise TokcolumnarError("internal error: --max-merges exceeded")
+    return merges_table(rec, initial.vocab.tokens, [float(c) for c in rec.count])
+
+
+def train_wordpiece(words: pl.DataFrame, cfg: Any, normalizer: Any, pretokenizer: Any,
+                    timings: dict[str, float]) -> Any:
+    """`training.train` hook for `--model wordpiece`: words -> TrainResult."""
+    from .training import TrainResult, initial_from_words, vocab_table, words_table
+
+    if cfg.wordpiece_scoring not in ("likelihood", "frequency"):
+        raise TokcolumnarError(f"unknown --wordpiece-scoring {cfg.wordpiece_scoring!r} "
+                               "(choose from likelihood, frequency)")
+    if cfg.max_merges is not None and cfg.max_merges < 0:
+        raise TokcolumnarError("--max-merges must be >= 0")
+    if cfg.continuing_subword_prefix is None:
+        cfg.continuing_subword_prefix = "##"
+    if cfg.end_of_word_suffix is not None or cfg.end_of_word_token is not None:
+        raise TokcolumnarError("WordPiece marks word continuations (--continuing-subword-"
+                               "prefix); --end-of-word-suffix/--end-of-word-token are BPE only")
+    if cfg.tie_break != "id":
+        raise TokcolumnarError("WordPiece breaks ties by pair count, then (left_id, right_id); "
+                               "--tie-break applies to BPE only")
+    t1 = time.perf_counter()
+    initial = initial_from_words(words, cfg)
+    timings["initial"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    if cfg.wordpiece_scoring == "frequency":
+        merges = train_frequency(initial, cfg)
+    else:
+        merges, _stats = train_likelihood(initial, cfg)
+    timings["merge"] = time.perf_counter() - t2
+    t3 = time.perf_counter()
+    result = TrainResult(cfg, words_table(words, initial), merges, vocab_table(initial, merges),
+                         normalizer, pretokenizer, timings)
+    timings["tables"] = time.perf_counter() - t3
+    return result
+
+
+def wordpiece_model_json(result: Any, vocab: dict[str, int]) -> dict[str, Any]:
+    """The HF `WordPiece` model object of a training result."""
+    cfg = result.config
+    return {"type": "WordPiece", "unk_token": cfg.unk_token or "[UNK]",
+            "continuing_subword_prefix": cfg.continuing_subword_prefix or "##",
+            "max_input_chars_per_word": 100, "vocab": vocab}
