@@ -56,21 +56,22 @@ class Layout:
 
     @classmethod
     def from_symbols(cls, lengths: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> Layout:
+        """Lay out words given their symbol counts, the flat symbol ids and the word counts.
+        Symbol k of the flat array (word w) sits at position k + w + 1: one SEP before each
+        word. Links and word indexes are int32 to keep the layout small."""
         n_words = len(lengths)
-        starts = np.zeros(n_words, dtype=np.int64)
-        if n_words:
-            starts[1:] = np.cumsum(lengths[:-1] + 1)
         size = int(lengths.sum()) + n_words + 1
+        word_index = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
+        positions = np.arange(len(ids), dtype=np.int64)
+        positions += word_index
+        positions += 1
         sym = np.full(size, SEP, dtype=np.int64)
-        word_index = np.repeat(np.arange(n_words, dtype=np.int64), lengths)
-        offsets = np.arange(len(ids), dtype=np.int64) - np.repeat(
-            np.cumsum(lengths) - lengths, lengths)
-        positions = starts[word_index] + 1 + offsets
         sym[positions] = ids
-        idx = np.arange(size, dtype=np.int64)
-        nxt = np.minimum(idx + 1, size - 1).astype(np.int64)
-        prv = np.maximum(idx - 1, 0).astype(np.int64)
-        word_of = np.full(size, -1, dtype=np.int64)
+        nxt = np.arange(1, size + 1, dtype=np.int32)
+        nxt[-1] = size - 1
+        prv = np.arange(-1, size - 1, dtype=np.int32)
+        prv[0] = 0
+        word_of = np.full(size, -1, dtype=np.int32)
         word_of[positions] = word_index
         wcount = np.zeros(size, dtype=np.int64)
         wcount[positions] = counts[word_index]
@@ -93,27 +94,31 @@ class Initial:
     n_words: int
 
 
-def char_counts(words: pl.DataFrame) -> pl.DataFrame:
-    """Characters with their weighted counts (char, count)."""
-    return (words.lazy().select(pl.col("word").str.split("").alias("char"), "count")
-            .explode("char").group_by("char").agg(pl.col("count").sum()).collect())
+def code_points(words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Every character of every word as one flat array of code points, and each word's length
+    in characters (UTF-32 of the concatenation: one C-level pass, no per-word Python)."""
+    lengths = words.str.len_chars().to_numpy().astype(np.int64)
+    flat = np.frombuffer("".join(words.to_list()).encode("utf-32-le"), dtype=np.int32)
+    return flat, lengths
 
 
-def select_alphabet(chars: pl.DataFrame, limit: int | None,
-                    initial: list[str]) -> list[str]:
-    """Keep every character, or the `limit` most frequent (initial alphabet first, ties by code
-    point); return them sorted by code point."""
-    df = chars.with_columns(pl.col("count").cast(pl.Float64))
+def select_alphabet(cps: np.ndarray, weights: np.ndarray, limit: int | None,
+                    initial: list[str]) -> np.ndarray:
+    """Code points of the alphabet, sorted: every character, or the `limit` most frequent
+    (the initial alphabet first, ties by code point), as HF's `compute_alphabet`."""
+    uniq = np.unique(cps).astype(np.int64)
+    count = np.bincount(np.searchsorted(uniq, cps), weights=weights,
+                        minlength=uniq.size).astype(np.float64)
     if initial:
-        extra = pl.DataFrame({"char": list(dict.fromkeys(initial)),
-                              "count": [float("inf")] * len(set(initial))})
-        df = pl.concat([df.filter(~pl.col("char").is_in(extra["char"].implode())), extra])
-    kept = df.get_column("char").to_list()
-    if limit is not None and len(kept) > limit:
-        df = df.with_columns(pl.col("char").map_elements(ord, return_dtype=pl.Int64).alias("cp"))
-        kept = df.sort(["count", "cp"], descending=[True, False]).head(limit)[
-            "char"].to_list()
-    return sorted(kept, key=ord)
+        extra = np.array(sorted({ord(c) for c in initial}), dtype=np.int64)
+        uniq = np.concatenate([uniq, extra])
+        count = np.concatenate([count, np.full(extra.size, np.inf)])
+        uniq, first = np.unique(uniq[::-1], return_index=True)  # the initial entry wins
+        count = count[::-1][first]
+    if limit is not None and uniq.size > limit:
+        order = np.lexsort((uniq, -count))[:limit]
+        uniq = np.sort(uniq[order])
+    return uniq
 
 
 def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet: int | None,
@@ -123,43 +128,53 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
 
     `variant_order` puts the listed variants first, in that order (HF assigns variant ids in
     hash order; giving its order reproduces its tie-breaks)."""
+    counts = words.get_column("count").to_numpy().astype(np.int64)
+    cps, lengths = code_points(words.get_column("word"))
+    word_index = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
     vocab = Vocab()
     for t in special_tokens:
         vocab.add(t, "special", len(t))
-    for c in select_alphabet(char_counts(words), limit_alphabet, initial_alphabet):
-        vocab.add(c, "alphabet", 1)
+    alphabet = select_alphabet(cps, counts[word_index].astype(np.float64), limit_alphabet,
+                               initial_alphabet)
+    for c in alphabet.tolist():
+        vocab.add(chr(c), "alphabet", 1)
     if eow_token is not None:
         vocab.add(eow_token, "special" if eow_token in special_tokens else "alphabet", 0)
-    known = pl.Series("char", list(vocab.ids), dtype=pl.String).implode()
-    exploded = (words.lazy().select(pl.int_range(pl.len(), dtype=pl.Int64).alias("w"),
-                                    pl.col("word").str.split("").alias("char"))
-                .with_columns(pl.col("char").list.len().alias("n"))
-                .explode("char")
-                .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("w").alias("i"))
-                .filter(pl.col("char").is_in(known)))
-    tok = pl.col("char")
-    if prefix is not None:
-        tok = pl.when(pl.col("i") > 0).then(pl.lit(prefix) + tok).otherwise(tok)
-    if suffix is not None:
-        tok = pl.when(pl.col("i") == pl.col("n") - 1).then(tok + pl.lit(suffix)).otherwise(tok)
-    exploded = exploded.with_columns(tok.alias("tok")).collect()
-    if eow_token is not None:
-        ends = pl.DataFrame({"w": np.arange(len(words), dtype=np.int64)}).with_columns(
-            pl.lit(None, dtype=pl.String).alias("char"), pl.lit(0, dtype=pl.Int64).alias("n"),
-            pl.lit(1 << 40, dtype=pl.Int64).alias("i"), pl.lit(eow_token).alias("tok"))
-        exploded = pl.concat([exploded, ends.select(exploded.columns)],
-                             how="vertical_relaxed").sort("w", "i")
-    variants = sorted(set(exploded.get_column("tok").unique().to_list()) - set(vocab.ids))
+    # characters kept: the alphabet plus any single-character token (e.g. a special "a")
+    known = np.array(sorted({ord(t) for t in vocab.ids if len(t) == 1}), dtype=np.int32)
+    keep = np.isin(cps, known)
+    keys = cps.astype(np.int64) << 2
+    if prefix is not None or suffix is not None:
+        starts = np.cumsum(lengths) - lengths
+        if prefix is not None:  # not word-initial (HF: by original position)
+            keys |= 1
+            keys[starts[lengths > 0]] &= ~1
+        if suffix is not None:  # word-final
+            keys[(starts + lengths - 1)[lengths > 0]] |= 2
+    if not keep.all():
+        keys, word_index = keys[keep], word_index[keep]
+    uniq_keys, inv = np.unique(keys, return_inverse=True)
+
+    def spell(key: int) -> str:
+        t = chr(key >> 2)
+        return (prefix if key & 1 else "") + t + (suffix if key & 2 else "")
+
+    spelled = [spell(k) for k in uniq_keys.tolist()]
+    variants = sorted(set(spelled) - set(vocab.ids))
     if variant_order:  # ids fixed by a given order (e.g. to mirror another tokenizer's ids)
         rank = {t: i for i, t in enumerate(variant_order)}
         variants.sort(key=lambda v: (rank.get(v, len(rank)), v))
     for v in variants:
         vocab.add(v, "variant", 1)
-    mapping = pl.DataFrame({"tok": vocab.tokens, "id": np.arange(len(vocab), dtype=np.int32)})
-    ids = exploded.join(mapping, on="tok", how="left", maintain_order="left").get_column("id")
-    lengths = np.bincount(exploded.get_column("w").to_numpy(), minlength=len(words))
-    counts = words.get_column("count").to_numpy().astype(np.int64)
-    layout = Layout.from_symbols(lengths.astype(np.int64), ids.to_numpy(), counts)
+    ids = np.array([vocab.ids[t] for t in spelled], dtype=np.int64)[inv]
+    del inv, keys
+    if eow_token is not None:
+        eow = vocab.ids[eow_token]
+        ends = np.searchsorted(word_index, np.arange(len(lengths)), side="right")
+        ids = np.insert(ids, ends, eow)
+        word_index = np.insert(word_index, ends, np.arange(len(lengths)))
+    sym_lengths = np.bincount(word_index, minlength=len(lengths)).astype(np.int64)
+    layout = Layout.from_symbols(sym_lengths, ids, counts)
     return Initial(vocab, layout, len(words))
 
 

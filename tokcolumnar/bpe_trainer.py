@@ -158,7 +158,7 @@ class BpeTrainer:
         df = pl.DataFrame({"key": pair_keys(left, right), "pos": p, "w": lay.wcount[p]}).sort(
             "key", "pos")
         groups = df.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
-        base = self.entries.add_base(df.get_column("pos").to_numpy())
+        base = self.entries.add_base(df.get_column("pos").to_numpy().astype(np.int32))
         keys = groups.get_column("key").to_list()
         sums = groups.get_column("w").to_list()
         ends = np.cumsum(groups.get_column("len").to_numpy()).tolist()
@@ -315,7 +315,7 @@ class BpeTrainer:
         keys = sk[starts].tolist()
         get = self.counts.get
         cnt = [get(k, 0) for k in keys]
-        base = self.entries.add_base(sp)
+        base = self.entries.add_base(sp.astype(np.int32))
         starts_l, ends_l = starts.tolist(), ends.tolist()
         live, add = self.live, self.entries.add
         if self.hf and self.s.tie_break == "id":

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from .errors import TokcolumnarError
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
+PIECE_CHARS = 64 << 10
 FORMATS = ("text", "parquet", "jsonl", "csv")
 _COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
 _EXT_FORMAT = {".txt": "text", ".text": "text", ".parquet": "parquet", ".pq": "parquet",
@@ -72,12 +72,22 @@ def _detect(path: Path, fmt: str | None) -> Source:
     return Source(path, fmt, compression)
 
 
-def _open_binary(src: Source) -> Any:
+def _open_binary(src: Source, arrow: bool = False) -> Any:
+    """A binary stream of the decompressed file (plain Python files for text and gzip, so the
+    text path never imports pyarrow; Arrow streams for zstd/bz2 and Arrow readers)."""
     try:
+        if not arrow and src.compression in (None, "gzip"):
+            if src.compression == "gzip":
+                import gzip
+
+                return gzip.open(src.path, "rb")
+            return open(src.path, "rb")
+        import pyarrow as pa
+
         if src.compression:
             return pa.CompressedInputStream(pa.OSFile(str(src.path)), src.compression)
         return pa.OSFile(str(src.path))
-    except (OSError, pa.ArrowException) as e:
+    except Exception as e:  # noqa: BLE001 - OSError or ArrowException
         raise TokcolumnarError(f"cannot open {src.path}: {e}") from None
 
 
@@ -91,8 +101,9 @@ def _decode(data: bytes, src: Source, offset: int) -> str:
             f"starting at byte {offset})") from None
 
 
-def iter_text_file(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]:
+def iter_text_file(src: Source, chunk_bytes: int | None = None) -> Iterator[str]:
     """Yield decoded chunks of whole lines (line endings kept) from a text file."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     stream = _open_binary(src)
     pending = b""
     offset = 0
@@ -100,7 +111,9 @@ def iter_text_file(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]
         while True:
             try:
                 block = stream.read(chunk_bytes)
-            except (OSError, pa.ArrowException) as e:
+            except (OSError, EOFError) as e:
+                raise TokcolumnarError(f"cannot read {src.path}: {e}") from None
+            except Exception as e:  # noqa: BLE001 - ArrowException from a corrupt stream
                 raise TokcolumnarError(f"cannot read {src.path}: {e}") from None
             if not block:
                 break
@@ -118,8 +131,9 @@ def iter_text_file(src: Source, chunk_bytes: int = CHUNK_BYTES) -> Iterator[str]
         stream.close()
 
 
-def _column_batches(src: Source, column: str) -> Iterator[pa.Array]:
+def _column_batches(src: Source, column: str) -> Iterator[Any]:
     """Yield Arrow arrays of the text column from a Parquet, JSONL or CSV file, streamed."""
+    import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.json as pjson
     import pyarrow.parquet as pq
@@ -131,7 +145,7 @@ def _column_batches(src: Source, column: str) -> Iterator[pa.Array]:
 
     try:
         if src.fmt == "parquet":
-            source = _open_binary(src) if src.compression else str(src.path)
+            source = _open_binary(src, arrow=True) if src.compression else str(src.path)
             pf = pq.ParquetFile(source)
             check(pf.schema_arrow.names)
             for batch in pf.iter_batches(columns=[column], batch_size=65536):
@@ -139,14 +153,14 @@ def _column_batches(src: Source, column: str) -> Iterator[pa.Array]:
         elif src.fmt == "csv":
             parse = pcsv.ParseOptions(delimiter="\t" if ".tsv" in src.path.name else ",",
                                       newlines_in_values=True)
-            reader = pcsv.open_csv(_open_binary(src), parse_options=parse,
+            reader = pcsv.open_csv(_open_binary(src, arrow=True), parse_options=parse,
                                    convert_options=pcsv.ConvertOptions(
                                        column_types={column: pa.large_string()}))
             check(reader.schema.names)
             for batch in reader:
                 yield batch.column(reader.schema.get_field_index(column))
         else:
-            reader = pjson.open_json(_open_binary(src))
+            reader = pjson.open_json(_open_binary(src, arrow=True))
             check(reader.schema.names)
             for batch in reader:
                 yield batch.column(reader.schema.get_field_index(column))
@@ -157,13 +171,26 @@ def _column_batches(src: Source, column: str) -> Iterator[pa.Array]:
         raise TokcolumnarError(f"cannot read {src.path} as {src.fmt}: {msg}") from None
 
 
-def _as_string_series(arr: pa.Array | pa.ChunkedArray, where: str) -> pl.Series:
+def _as_string_series(arr: Any, where: str) -> pl.Series:
     s = pl.Series("text", arr)
     if s.dtype != pl.String:
         if s.dtype == pl.Null:
             return s.cast(pl.String)
         raise TokcolumnarError(f"{where}: text column has type {s.dtype}, expected strings")
     return s
+
+
+def line_aligned_pieces(text: str, size: int | None = None) -> list[str]:
+    """Cut a chunk into pieces of about `size` characters, each ending at a line end, so that
+    Polars can spread the regex work over its threads."""
+    size = size or PIECE_CHARS
+    out, i, n = [], 0, len(text)
+    while i < n:
+        j = text.find("\n", i + size)
+        j = n if j < 0 else j + 1
+        out.append(text[i:j])
+        i = j
+    return out
 
 
 def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
@@ -175,7 +202,7 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
     many lines per value (faster, for pre-tokenizers that split on whitespace anyway)."""
     if isinstance(inputs, pl.LazyFrame):
         inputs = inputs.select(column).collect()
-    if isinstance(inputs, pa.Table):
+    if type(inputs).__module__.startswith("pyarrow"):
         inputs = pl.from_arrow(inputs)
     if isinstance(inputs, pl.DataFrame):
         if column not in inputs.columns:
@@ -190,8 +217,11 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
         for src in expand_inputs(inputs, fmt):
             if src.fmt == "text":
                 for chunk in iter_text_file(src):
-                    s = pl.Series("text", [chunk], dtype=pl.String)
-                    yield s.str.split("\n", inclusive=True).explode() if split_lines else s
+                    if split_lines:
+                        s = pl.Series("text", [chunk], dtype=pl.String)
+                        yield s.str.split("\n", inclusive=True).explode()
+                    else:
+                        yield pl.Series("text", line_aligned_pieces(chunk), dtype=pl.String)
             else:
                 for arr in _column_batches(src, column):
                     yield _as_string_series(arr, str(src.path))

@@ -86,6 +86,10 @@ HF_PUNCTUATION = _ranges(
     0x114C6, (0x115C1, 0x115D7), (0x11641, 0x11643), (0x1173C, 0x1173E), (0x12470, 0x12474),
     (0x16A6E, 0x16A6F), 0x16AF5, (0x16B37, 0x16B3B), 0x16B44, 0x1BC9F, (0x1DA87, 0x1DA8B),
 )
+# `char::is_numeric` (HF's Digits) in HF's Rust, which knows Unicode 17: `\p{N}` of Polars'
+# regex crate (Unicode 16) plus the numbers Unicode 17 added (U+11DE0..U+11DE9, U+16FF4..U+16FF6).
+NUMERIC_CLASS = r"[\p{N}\x{11DE0}-\x{11DE9}\x{16FF4}-\x{16FF6}]"
+
 _PUNCT = class_body(HF_PUNCTUATION)
 BERT_PATTERN = f"[{_PUNCT}]|[^\\s{_PUNCT}]+"
 
@@ -351,14 +355,15 @@ class Metaspace(PreTokenizer):
 
 @dataclass
 class Digits(PreTokenizer):
-    """HF `Digits`: numbers (`char::is_numeric`, i.e. `\\p{N}`) apart from the rest; each digit
-    on its own with `individual_digits`, else runs of digits together."""
+    """HF `Digits`: numbers (`char::is_numeric`, see `NUMERIC_CLASS`) apart from the rest;
+    each digit on its own with `individual_digits`, else runs of digits together."""
 
     hf_type: ClassVar[str] = "Digits"
     individual_digits: bool = False
 
     def expr(self, col: pl.Expr) -> pl.Expr:
-        return split_class(col, r"\p{N}", "isolated" if self.individual_digits else "contiguous")
+        return split_class(col, NUMERIC_CLASS,
+                           "isolated" if self.individual_digits else "contiguous")
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "individual_digits": self.individual_digits}

@@ -53,7 +53,8 @@ def pipeline_parts(cfg: TrainConfig) -> tuple[Normalizer | None, PreTokenizer]:
 def words_from_inputs(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
     """The counting stage alone."""
     normalizer, pretokenizer = pipeline_parts(cfg)
-    chunks = iter_sequences(inputs, fmt=cfg.format, column=cfg.column)
+    chunks = iter_sequences(inputs, fmt=cfg.format, column=cfg.column,
+                            split_lines=pretokenizer.line_sensitive)
     return count_words(chunks, normalizer, pretokenizer, first_seen=True,
                        max_word_chars=cfg.max_word_chars, progress=cfg.show_progress)
 
@@ -146,6 +147,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
             max_token_length=cfg.max_token_length, max_merges=cfg.max_merges,
             show_progress=cfg.show_progress))
         rec = trainer.train()
+        del trainer  # its queue and position index are no longer needed
         timings["merge"] = time.perf_counter() - t2
         t3 = time.perf_counter()
         merges = merges_table(rec, initial.vocab.tokens)

@@ -52,6 +52,7 @@ class WordPieceSettings:
     min_score: float | None = None
     max_token_length: int | None = None
     show_progress: bool | None = None
+    slack: float = 1 / 64  # rescore a token's pairs once its count fell by this fraction
 
 
 @dataclass
@@ -111,14 +112,20 @@ class LikelihoodTrainer:
         self.tcount = np.zeros(cap, dtype=np.int64)
         self.tlen = np.zeros(cap, dtype=np.int64)
         self.tlen[: len(self.vocab)] = self.vocab.base_len
+        # ref[t]: the largest count of t since all its pairs were last rescored
+        self.ref = np.zeros(cap, dtype=np.int64)
+        self.stale: set[int] = set()  # tokens with ref > count
+        self.slack = settings.slack
+        self.phi = (1.0 + settings.slack) ** 2 * (1.0 + 1e-9)
         self.slots = _Slots()
         self.bases: list[np.ndarray] = []
         self.where: dict[int, list[tuple[int, int, int]]] = {}  # slot -> position slices
         self.index: dict[int, set[int]] = {}  # token id -> slots of the pairs containing it
         self.heap: list[tuple[float, int, int, int]] = []
         self.rec = LikelihoodRecord()
-        self.rescored = 0  # statistics: pair scores recomputed after merges
+        self.rescored = 0  # statistics
         self.pushes = 0
+        self.refreshes = 0
 
     # -- scoring ---------------------------------------------------------------------------
     def _scores(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,13 +167,38 @@ class LikelihoodTrainer:
             push(heap, (s, n, k, i))
         self.pushes += slots.size
 
+    def _rescore_token(self, t: int) -> None:
+        """Rescore every pair of token t (dropping dead ones from its index); t is fresh."""
+        self.ref[t] = self.tcount[t]
+        self.stale.discard(t)
+        s = self.index.get(t)
+        if not s:
+            return
+        ch = np.fromiter(s, dtype=np.int64, count=len(s))
+        dead = self.slots.count[ch] <= 0
+        if dead.any():
+            if dead.all():
+                del self.index[t]
+                return
+            s.difference_update(ch[dead].tolist())
+            ch = ch[~dead]
+        self._push_better(ch)
+
+    def _refresh(self) -> None:
+        """Rescore the pairs of every stale token: afterwards heap entries are exact bounds."""
+        self.refreshes += 1
+        for t in list(self.stale):
+            self._rescore_token(t)
+
     # -- initial state ---------------------------------------------------------------------
     def count_initial(self) -> None:
         lay = self.layout
         sym = lay.sym
         live = sym >= 0
-        self.tcount[: len(self.vocab)] = np.bincount(sym[live], weights=lay.wcount[live],
-                                                     minlength=len(self.vocab)).astype(np.int64)
+        n = len(self.vocab)
+        self.tcount[:n] = np.bincount(sym[live], weights=lay.wcount[live],
+                                      minlength=n).astype(np.int64)
+        self.ref[:n] = self.tcount[:n]
         p = np.flatnonzero(live[:-1] & live[1:])
         keys = (sym[p] << 32) | sym[p + 1]
         df = pl.DataFrame({"key": keys, "pos": p, "w": lay.wcount[p]}).sort("key", "pos")
@@ -194,24 +226,63 @@ class LikelihoodTrainer:
         self.pushes += len(self.heap)
 
     # -- selection -------------------------------------------------------------------------
-    def _next_best(self) -> tuple[float, int, int] | None:
-        """Pop until an exact entry: (score, count, slot); None when no pair is left."""
+    def _pop_exact(self) -> tuple[float, int, int, int] | None:
+        """Pop the next live entry and return the pair's exact (-score, -count, key, slot), or
+        None when the heap is empty. The pair leaves the heap (pushed key cleared)."""
         heap, sl, tc = self.heap, self.slots, self.tcount
         while heap:
             ns, nc, key, slot = heapq.heappop(heap)
             if -ns != sl.pscore[slot] or -nc != sl.pcount[slot]:
                 continue  # an outdated duplicate: the pair has a better entry (or none)
-            c = int(sl.count[slot])
-            a, b = key >> 32, key & M32
-            score = c / (float(tc[a]) * float(tc[b])) if c > 0 else 0.0
-            if score == -ns and c == -nc:
-                sl.pscore[slot] = NONE_SCORE
-                sl.pcount[slot] = 0
-                return score, c, slot
             sl.pscore[slot] = NONE_SCORE
             sl.pcount[slot] = 0
-            self._push_better(np.array([slot], dtype=np.int64))
+            c = int(sl.count[slot])
+            if c <= 0 or c < self.s.min_frequency:
+                continue
+            score = c / (float(tc[key >> 32]) * float(tc[key & M32]))
+            return -score, -c, key, slot
         return None
+
+    def _next_best(self) -> tuple[float, int, int] | None:
+        """The best pair: (score, count, slot), or None when no pair is left.
+
+        Heap entries are bounds up to the staleness factor `phi` of their tokens' counts: pop
+        exact candidates until the next entry, inflated by `phi`, cannot beat the best one.
+        If that takes more than a few candidates (near ties), refresh the stale tokens so that
+        entries are exact bounds, and compare whole keys."""
+        heap = self.heap
+        for _attempt in range(2):
+            exact = not self.stale
+            cands: list[tuple[float, int, int, int]] = []
+            best = None
+            while heap:
+                if best is not None:
+                    ns, nc, key, _ = heap[0]
+                    if exact:
+                        if (ns, nc, key) > best[:3]:
+                            break
+                    elif -ns * self.phi < -best[0]:
+                        break
+                    if len(cands) >= 16 and not exact:
+                        break
+                item = self._pop_exact()
+                if item is None:
+                    break
+                cands.append(item)
+                if best is None or item < best:
+                    best = item
+            if best is None:
+                return None
+            if not heap or exact or len(cands) < 16:
+                self._requeue([c for c in cands if c is not best])
+                return -best[0], -best[1], best[3]
+            self._requeue(cands)
+            self._refresh()
+        raise TokcolumnarError("internal error: no exact WordPiece candidate after a refresh")
+
+    def _requeue(self, cands: list[tuple[float, int, int, int]]) -> None:
+        if cands:
+            self._push_better(np.array([c[3] for c in cands], dtype=np.int64))
 
     # -- one merge -------------------------------------------------------------------------
     def _positions(self, slot: int) -> np.ndarray:
@@ -259,53 +330,53 @@ class LikelihoodTrainer:
         tc[new] += merged
         sl = self.slots
         sl.count[slot] -= merged
+        if sl.count[slot] > 0:  # cannot happen (every occurrence is merged); stay exact anyway
+            self._push_better(np.array([slot], dtype=np.int64))
         has_l = ls >= 0
         has_r = rs >= 0
         ls_l, lp_l, wc_l = ls[has_l], left_pos[has_l], wc[has_l]
         rs_r, p_r, wc_r = rs[has_r], pos[has_r], wc[has_r]
         plus = np.concatenate([(ls_l << 32) | new, (new << 32) | rs_r])
-        pplus = np.concatenate([lp_l, p_r])
-        keys = np.concatenate([(ls_l << 32) | a, (b << 32) | rs_r, plus])
-        weights = np.concatenate([-wc_l, -wc_r, wc_l, wc_r])
-        ukeys, inv = np.unique(keys, return_inverse=True)
-        delta = np.bincount(inv.ravel(), weights=weights).astype(np.int64)
-        get = sl.slot_of.get
-        uslots = np.fromiter((get(k, -1) for k in ukeys.tolist()), dtype=np.int64,
-                             count=ukeys.size)
-        fresh = uslots < 0
-        if fresh.any():
-            uslots[fresh] = sl.add_many(ukeys[fresh])
-        sl.count[uslots] += delta
         if plus.size:
-            self._record_new_pairs(plus, pplus)
-        # the pairs of a, b and new: every pair whose score can have changed
-        index = self.index
-        changed = set()
-        for t in {a, b, new}:
-            s = index.get(t)
-            if s:
-                changed |= s
-        ch = np.fromiter(changed, dtype=np.int64, count=len(changed))
-        if ch.size:
-            dead = sl.count[ch] <= 0
-            if dead.any():
-                gone = ch[dead].tolist()
-                for t in {a, b, new}:
-                    s = index.get(t)
-                    if s:
-                        s.difference_update(gone)
-                ch = ch[~dead]
-            self._push_better(ch)
+            pplus = np.concatenate([lp_l, p_r])
+            keys = np.concatenate([(ls_l << 32) | a, (b << 32) | rs_r, plus])
+            weights = np.concatenate([-wc_l, -wc_r, wc_l, wc_r])
+            order = np.argsort(keys, kind="stable")
+            sk = keys[order]
+            first = np.empty(sk.size, dtype=bool)
+            first[0] = True
+            np.not_equal(sk[1:], sk[:-1], out=first[1:])
+            starts = np.flatnonzero(first)
+            ukeys = sk[starts]
+            delta = np.add.reduceat(weights[order], starts)
+            get = sl.slot_of.get
+            uslots = np.fromiter((get(k, -1) for k in ukeys.tolist()), dtype=np.int64,
+                                 count=ukeys.size)
+            fresh = uslots < 0
+            if fresh.any():
+                uslots[fresh] = sl.add_many(ukeys[fresh])
+            sl.count[uslots] += delta
+            self._push_better(self._record_new_pairs(plus, pplus))
+        # token counts changed: a and b went down (scores up), new went up (scores down)
+        ref = self.ref
+        if tc[new] > ref[new]:
+            ref[new] = tc[new]
+        for t in (a, b):
+            if tc[t] * (1.0 + self.slack) < ref[t] or tc[t] == 0:
+                self._rescore_token(t)
+            elif tc[t] < ref[t]:
+                self.stale.add(t)
         w = lay.word_of[pos]
-        return int(np.count_nonzero(np.r_[True, w[1:] != w[:-1]]))
+        return 1 + int(np.count_nonzero(w[1:] != w[:-1]))
 
-    def _record_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> None:
+    def _record_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> np.ndarray:
         """Positions of the pairs with the new token (one sorted array for the pass), and the
-        token -> pair index."""
+        token -> pair index. Returns the slots of those pairs that are alive."""
         order = np.lexsort((pplus, plus))
         sk, sp = plus[order], pplus[order]
-        first = np.ones(sk.size, dtype=bool)
-        first[1:] = sk[1:] != sk[:-1]
+        first = np.empty(sk.size, dtype=bool)
+        first[0] = True
+        np.not_equal(sk[1:], sk[:-1], out=first[1:])
         starts = np.flatnonzero(first)
         ends = np.append(starts[1:], sk.size)
         base = len(self.bases)
@@ -313,10 +384,12 @@ class LikelihoodTrainer:
         sl = self.slots
         get = sl.slot_of.__getitem__
         where, index = self.where, self.index
+        out = []
         for key, st, en in zip(sk[starts].tolist(), starts.tolist(), ends.tolist()):
             slot = get(key)
             if sl.count[slot] <= 0:
                 continue
+            out.append(slot)
             lst = where.get(slot)
             if lst is None:
                 where[slot] = [(base, st, en)]
@@ -328,6 +401,7 @@ class LikelihoodTrainer:
                     index[t] = {slot}
                 else:
                     s.add(slot)
+        return np.array(out, dtype=np.int64)
 
     # -- the loop --------------------------------------------------------------------------
     def _new_token(self, a: int, b: int) -> str:
