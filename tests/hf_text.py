@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-@lru_cache(maxsize=None)
+@cache
 def read_lines(path: str, limit: int | None = None) -> tuple[str, ...]:
     with open(path, encoding="utf-8", newline="") as f:
         if limit is None:
