@@ -198,8 +198,10 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
     """Stream the corpus as Polars string Series.
 
     `inputs` is a path or a list/tuple of paths, globs and directories; or from Python a Polars
-    (Lazy)DataFrame, an Arrow table, or any other iterable (e.g. a generator) of strings. With `split_lines=False` text files come as chunks of
-    many lines per value (faster, for pre-tokenizers that split on whitespace anyway)."""
+    (Lazy)DataFrame, an Arrow table, or any other iterable (e.g. a generator) of strings.
+    With `split_lines=False` text files come as line-aligned pieces of many lines per value
+    (less memory, for pre-tokenizers that drop whitespace, where lines cannot change the
+    words)."""
     if isinstance(inputs, pl.LazyFrame):
         inputs = inputs.select(column).collect()
     if type(inputs).__module__.startswith("pyarrow"):

@@ -41,6 +41,7 @@ from .progress import Progress
 
 M32 = (1 << 32) - 1
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
+HOT_MIN = 64
 
 
 @dataclass
@@ -74,6 +75,7 @@ class _Slots:
         self.right = np.zeros(capacity, dtype=np.int64)
         self.pscore = np.full(capacity, NONE_SCORE, dtype=np.float64)
         self.pcount = np.zeros(capacity, dtype=np.int64)
+        self.hot = np.zeros(capacity, dtype=bool)
         self.slot_of: dict[int, int] = {}
 
     def _grow(self, need: int) -> None:
@@ -82,7 +84,7 @@ class _Slots:
             return
         new_cap = max(need, cap * 2)
         for name, fill in (("count", 0), ("left", 0), ("right", 0), ("pscore", NONE_SCORE),
-                           ("pcount", 0)):
+                           ("pcount", 0), ("hot", False)):
             old = getattr(self, name)
             arr = np.full(new_cap, fill, dtype=old.dtype)
             arr[:cap] = old
@@ -125,7 +127,9 @@ class LikelihoodTrainer:
         self.rec = LikelihoodRecord()
         self.rescored = 0  # statistics
         self.pushes = 0
-        self.refreshes = 0
+        self.popped = 0
+        self.hot = np.zeros(0, dtype=np.int64)  # slots rescored exactly at every selection
+        self.hot_limit = HOT_MIN
 
     # -- scoring ---------------------------------------------------------------------------
     def _scores(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +159,8 @@ class LikelihoodTrainer:
         score, c = self._scores(slots)
         sl = self.slots
         ps, pc = sl.pscore[slots], sl.pcount[slots]
-        better = self._eligible(slots, c) & ((score > ps) | ((score == ps) & (c > pc)))
+        better = (self._eligible(slots, c) & ~sl.hot[slots]
+                  & ((score > ps) | ((score == ps) & (c > pc))))
         if not better.any():
             return
         slots, score, c = slots[better], score[better], c[better]
@@ -183,12 +188,6 @@ class LikelihoodTrainer:
             s.difference_update(ch[dead].tolist())
             ch = ch[~dead]
         self._push_better(ch)
-
-    def _refresh(self) -> None:
-        """Rescore the pairs of every stale token: afterwards heap entries are exact bounds."""
-        self.refreshes += 1
-        for t in list(self.stale):
-            self._rescore_token(t)
 
     # -- initial state ---------------------------------------------------------------------
     def count_initial(self) -> None:
@@ -243,46 +242,79 @@ class LikelihoodTrainer:
             return -score, -c, key, slot
         return None
 
+    def _scan_hot(self) -> tuple[float, int, int, int] | None:
+        """The exact key (-score, -count, key, slot) of the best hot pair, by one vectorised
+        rescoring of the hot set; dead or ineligible slots leave it, and when it has grown,
+        the pairs far below its best go back to the heap."""
+        hot = self.hot
+        if hot.size == 0:
+            return None
+        sl = self.slots
+        score, c = self._scores(hot)
+        ok = self._eligible(hot, c)
+        if not ok.all():
+            sl.hot[hot[~ok]] = False
+            hot, score, c = hot[ok], score[ok], c[ok]
+            self.hot = hot
+            if hot.size == 0:
+                return None
+        m = score.max()
+        idx = np.flatnonzero(score == m)
+        if idx.size > 1:
+            cc = c[idx]
+            idx = idx[cc == cc.max()]
+            if idx.size > 1:
+                keys = (sl.left[hot[idx]] << 32) | sl.right[hot[idx]]
+                idx = idx[np.argmin(keys):]  # the smallest key first
+        i = int(idx[0])
+        slot = int(hot[i])
+        best = (-float(score[i]), -int(c[i]), (int(sl.left[slot]) << 32) | int(sl.right[slot]),
+                slot)
+        if hot.size > self.hot_limit:
+            low = score * (self.phi * self.phi) < m
+            if low.any():
+                out = hot[low]
+                sl.hot[out] = False
+                self.hot = hot[~low]
+                self._push_better(out)
+            self.hot_limit = max(HOT_MIN, 2 * self.hot.size)
+        return best
+
     def _next_best(self) -> tuple[float, int, int] | None:
         """The best pair: (score, count, slot), or None when no pair is left.
 
-        Heap entries are bounds up to the staleness factor `phi` of their tokens' counts: pop
-        exact candidates until the next entry, inflated by `phi`, cannot beat the best one.
-        If that takes more than a few candidates (near ties), refresh the stale tokens so that
-        entries are exact bounds, and compare whole keys."""
+        Hot pairs are rescored exactly; heap entries are bounds up to the staleness factor
+        `phi` of their tokens' counts (exact bounds, compared as whole keys, when no token is
+        stale). Entries are popped, made exact and moved to the hot set until the next one
+        cannot beat the best; near ties (e.g. every `x` always followed by `##s` scores
+        exactly `1/c(##s)`) thus stay hot and are compared by one NumPy pass per merge."""
         heap = self.heap
-        for _attempt in range(2):
-            exact = not self.stale
-            cands: list[tuple[float, int, int, int]] = []
-            best = None
-            while heap:
-                if best is not None:
-                    ns, nc, key, _ = heap[0]
-                    if exact:
-                        if (ns, nc, key) > best[:3]:
-                            break
-                    elif -ns * self.phi < -best[0]:
+        best = self._scan_hot()
+        exact = not self.stale
+        phi = self.phi
+        popped = []
+        while heap:
+            if best is not None:
+                ns, nc, key, _ = heap[0]
+                if exact:
+                    if (ns, nc, key) > best[:3]:
                         break
-                    if len(cands) >= 16 and not exact:
-                        break
-                item = self._pop_exact()
-                if item is None:
+                elif -ns * phi < -best[0]:
                     break
-                cands.append(item)
-                if best is None or item < best:
-                    best = item
-            if best is None:
-                return None
-            if not heap or exact or len(cands) < 16:
-                self._requeue([c for c in cands if c is not best])
-                return -best[0], -best[1], best[3]
-            self._requeue(cands)
-            self._refresh()
-        raise TokcolumnarError("internal error: no exact WordPiece candidate after a refresh")
-
-    def _requeue(self, cands: list[tuple[float, int, int, int]]) -> None:
-        if cands:
-            self._push_better(np.array([c[3] for c in cands], dtype=np.int64))
+            item = self._pop_exact()
+            if item is None:
+                break
+            popped.append(item[3])
+            if best is None or item < best:
+                best = item
+        if popped:
+            new_hot = np.array(popped, dtype=np.int64)
+            self.slots.hot[new_hot] = True
+            self.hot = np.concatenate([self.hot, new_hot])
+            self.popped += len(popped)
+        if best is None:
+            return None
+        return -best[0], -best[1], best[3]
 
     # -- one merge -------------------------------------------------------------------------
     def _positions(self, slot: int) -> np.ndarray:
