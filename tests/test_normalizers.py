@@ -137,6 +137,7 @@ PLAIN = [
     (N.Replace(" ", "▁"), hfn.Replace(" ", "▁")),
     (N.Replace(r"\s+", " ", regex=True), hfn.Replace(Regex(r"\s+"), " ")),
     (N.Replace(r"(\w)(\d)", "$2$1", regex=True), hfn.Replace(Regex(r"(\w)(\d)"), "$2$1")),
+    (N.Replace(r"^ |x$", "$$", regex=True), hfn.Replace(Regex(r"^ |x$"), "$$")),
     (N.Prepend("▁"), hfn.Prepend("▁")),
     (N.Sequence([N.Strip(), N.Lowercase(), N.Prepend("_")]),
      hfn.Sequence([hfn.Strip(), hfn.Lowercase(), hfn.Prepend("_")])),

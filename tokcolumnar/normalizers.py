@@ -390,7 +390,8 @@ class BertNormalizer(Normalizer):
 @dataclass
 class Replace(Normalizer):
     """HF `Replace`: every occurrence of `pattern` becomes `content`. The pattern is a literal
-    string, or with `regex=True` an HF (Oniguruma) regex whose `content` may use `$1`."""
+    string, or with `regex=True` an HF (Oniguruma) regex; `content` is always literal (HF 0.23
+    does not expand `$1` in it)."""
 
     hf_type: ClassVar[str] = "Replace"
     pattern: str = ""
@@ -405,7 +406,7 @@ class Replace(Normalizer):
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         if self.regex:
-            return col.str.replace_all(self._rust, self.content)
+            return col.str.replace_all(self._rust, self.content.replace("$", "$$"))
         return col.str.replace_all(self.pattern, self.content, literal=True)
 
     def to_hf(self) -> dict[str, Any]:
