@@ -27,6 +27,7 @@ import polars as pl
 from .alphabet import REMOVED, Initial, Layout, Vocab
 from .progress import Progress
 
+M24 = (1 << 24) - 1
 M32 = (1 << 32) - 1
 M64 = (1 << 64) - 1
 CMAX = 1 << 62
@@ -55,34 +56,30 @@ class BpeSettings:
 
 
 class _Entries:
-    """Queue entries: each is a slice of one pass's sorted position array."""
+    """Queue entries. Each pass stores one sorted position array (a "base") with, per pair it
+    created, the pair key and the slice of its positions; entry id = base << 24 | index."""
 
     def __init__(self) -> None:
-        self.bases: list[np.ndarray] = []
-        self.base: list[int] = []
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.pair: list[int] = []
+        self.pos: list[np.ndarray] = []
+        self.keys: list[list[int]] = []
+        self.starts: list[list[int]] = []
+        self.ends: list[list[int]] = []
 
-    def add_base(self, positions: np.ndarray) -> int:
-        self.bases.append(positions)
-        return len(self.bases) - 1
-
-    def add(self, base: int, start: int, end: int, pair: int) -> int:
-        self.base.append(base)
-        self.start.append(start)
-        self.end.append(end)
-        self.pair.append(pair)
-        return len(self.pair) - 1
-
-    def append(self, base: int, start: int, end: int, pair: int) -> None:
-        self.base.append(base)
-        self.start.append(start)
-        self.end.append(end)
-        self.pair.append(pair)
+    def add_base(self, positions: np.ndarray, keys: list[int], starts: list[int],
+                 ends: list[int]) -> int:
+        """Store a pass's positions; returns the id of its first entry."""
+        self.pos.append(positions)
+        self.keys.append(keys)
+        self.starts.append(starts)
+        self.ends.append(ends)
+        return (len(self.pos) - 1) << 24
 
     def positions(self, eid: int) -> np.ndarray:
-        return self.bases[self.base[eid]][self.start[eid]:self.end[eid]]
+        b, i = eid >> 24, eid & M24
+        return self.pos[b][self.starts[b][i]:self.ends[b][i]]
+
+    def pair(self, eid: int) -> int:
+        return self.keys[eid >> 24][eid & M24]
 
 
 def pair_keys(left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -111,7 +108,7 @@ class BpeTrainer:
         self.hf = settings.tie_break == "id"
         self.entries = _Entries()
         self.counts: dict[int, int] = {}
-        self.live: dict[int, list[int]] = {}
+        self.live: dict[int, int | list[int]] = {}
         self.heap: list = []
         self.merges = MergeRecord()
         self.batching = True
@@ -123,7 +120,7 @@ class BpeTrainer:
     def _push(self, count: int, pair: int, eid: int, first: int | None = None) -> None:
         tb = self.s.tie_break
         if tb == "id":
-            heapq.heappush(self.heap, ((CMAX - count) << 96) | (pair << 32) | eid)
+            heapq.heappush(self.heap, ((CMAX - count) << 128) | (pair << 64) | eid)
         elif tb == "lexical-max":
             key = _invert_string(self.vocab.tokens[pair >> 32]) + _invert_string(
                 self.vocab.tokens[pair & M32])
@@ -136,9 +133,9 @@ class BpeTrainer:
     def _pop(self) -> tuple[int, int, int, object]:
         item = heapq.heappop(self.heap)
         if self.s.tie_break == "id":
-            return CMAX - (item >> 96), (item >> 32) & M64, item & M32, None
+            return CMAX - (item >> 128), (item >> 64) & M64, item & M64, None
         eid = item[2]
-        return -item[0], self.entries.pair[eid], eid, item[1]
+        return -item[0], self.entries.pair(eid), eid, item[1]
 
     # -- length rule -----------------------------------------------------------------------
     def _len_ok(self, left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
@@ -158,30 +155,49 @@ class BpeTrainer:
         df = pl.DataFrame({"key": pair_keys(left, right), "pos": p, "w": lay.wcount[p]}).sort(
             "key", "pos")
         groups = df.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
-        base = self.entries.add_base(df.get_column("pos").to_numpy().astype(np.int32))
         keys = groups.get_column("key").to_list()
         sums = groups.get_column("w").to_list()
-        ends = np.cumsum(groups.get_column("len").to_numpy()).tolist()
-        start = 0
-        add, live, counts = self.entries.add, self.live, self.counts
-        items = []
-        for key, w, end in zip(keys, sums, ends):
-            eid = add(base, start, end, key)
-            live[key] = [eid]
-            counts[key] = w
-            if self.s.tie_break == "id":
-                items.append(((CMAX - w) << 96) | (key << 32) | eid)
-            else:
-                self._push(w, key, eid)
-            start = end
-        if items:
-            self.heap = items
+        ends = np.cumsum(groups.get_column("len").to_numpy())
+        starts = (ends - groups.get_column("len").to_numpy()).tolist()
+        eid0 = self.entries.add_base(df.get_column("pos").to_numpy().astype(np.int32), keys,
+                                     starts, ends.tolist())
+        eids = range(eid0, eid0 + len(keys))
+        self.live = dict(zip(keys, eids))
+        self.counts = dict(zip(keys, sums))
+        if self.s.tie_break == "id":
+            self.heap = [((CMAX - w) << 128) | (k << 64) | e for k, w, e in zip(keys, sums, eids)]
             heapq.heapify(self.heap)
+        else:
+            for k, w, e in zip(keys, sums, eids):
+                self._push(w, k, e)
+
+    # -- live entries ----------------------------------------------------------------------
+    def _entries_of(self, pair: int) -> list[int]:
+        e = self.live.get(pair)
+        return [] if e is None else [e] if isinstance(e, int) else e
+
+    def _add_live(self, pair: int, eid: int) -> None:
+        e = self.live.get(pair)
+        if e is None:
+            self.live[pair] = eid
+        elif isinstance(e, int):
+            self.live[pair] = [e, eid]
+        else:
+            e.append(eid)
+
+    def _drop_live(self, pair: int, eid: int) -> None:
+        e = self.live[pair]
+        if isinstance(e, int):
+            del self.live[pair]
+        else:
+            e.remove(eid)
+            if len(e) == 1:
+                self.live[pair] = e[0]
 
     # -- one merge -------------------------------------------------------------------------
     def _positions(self, eid: int, pair: int) -> np.ndarray:
-        ents = self.live[pair]
-        if len(ents) == 1:
+        ents = self.live.get(pair)
+        if not isinstance(ents, list):
             return self.entries.positions(eid)
         pos = np.unique(np.concatenate([self.entries.positions(e) for e in ents]))
         if self.hf:  # HF merges only in the words this entry was created for
@@ -315,40 +331,33 @@ class BpeTrainer:
         keys = sk[starts].tolist()
         get = self.counts.get
         cnt = [get(k, 0) for k in keys]
-        base = self.entries.add_base(sp.astype(np.int32))
-        starts_l, ends_l = starts.tolist(), ends.tolist()
-        live, add = self.live, self.entries.add
-        if self.hf and self.s.tie_break == "id":
-            heap, push, eid0 = self.heap, heapq.heappush, len(self.entries.pair)
-            n = 0
-            for key, c, st, en in zip(keys, cnt, starts_l, ends_l):
+        eid0 = self.entries.add_base(sp.astype(np.int32), keys, starts.tolist(), ends.tolist())
+        if self.hf:
+            heap, push, live = self.heap, heapq.heappush, self.live
+            id_mode = self.s.tie_break == "id"
+            for i, (key, c) in enumerate(zip(keys, cnt)):
                 if c <= 0:
                     continue
-                eid = eid0 + n
-                n += 1
-                self.entries.append(base, st, en, key)
-                ents = live.get(key)
-                if ents is None:
-                    live[key] = [eid]
+                eid = eid0 + i
+                if key in live:
+                    self._add_live(key, eid)
                 else:
-                    ents.append(eid)
-                push(heap, ((CMAX - c) << 96) | (key << 32) | eid)
+                    live[key] = eid
+                if id_mode:
+                    push(heap, ((CMAX - c) << 128) | (key << 64) | eid)
+                else:
+                    self._push(c, key, eid)
             return
-        for key, c, st, en in zip(keys, cnt, starts_l, ends_l):
+        for i, (key, c) in enumerate(zip(keys, cnt)):
             if c <= 0:
                 continue
-            if self.hf:
-                eid = add(base, st, en, key)
-                live.setdefault(key, []).append(eid)
-            else:  # one live entry per pair: fold older positions into the new entry
-                old = live.get(key)
-                if old:
-                    merged = np.unique(np.concatenate(
-                        [self.entries.positions(x) for x in old] + [sp[st:en]]))
-                    eid = add(self.entries.add_base(merged), 0, merged.size, key)
-                else:
-                    eid = add(base, st, en, key)
-                live[key] = [eid]
+            eid = eid0 + i
+            old = self._entries_of(key)
+            if old:  # one live entry per pair: fold older positions into the new entry
+                merged = np.unique(np.concatenate(
+                    [self.entries.positions(x) for x in old] + [self.entries.positions(eid)]))
+                eid = self.entries.add_base(merged, [key], [0], [merged.size])
+            self.live[key] = eid
             self._push(c, key, eid)
 
     # -- the loop --------------------------------------------------------------------------
@@ -366,7 +375,7 @@ class BpeTrainer:
         while self.heap:
             count, pair, eid, tie = self._pop()
             cur = counts.get(pair, 0)
-            if not hf and eid not in live.get(pair, ()):
+            if not hf and live.get(pair) != eid:
                 continue
             if count != cur:
                 if hf or cur > 0:
@@ -402,8 +411,8 @@ class BpeTrainer:
             count, pair, eid = item
             a, b = pair >> 32, pair & M32
             tok = self._new_token(a, b)
-            if (self._below_minimum(count) or a in rights or b in lefts or tok in ids or tok in made
-                    or len(self.live[pair]) > 1):
+            if (self._below_minimum(count) or a in rights or b in lefts or tok in ids
+                    or tok in made or isinstance(self.live[pair], list)):
                 self._push(count, pair, eid)
                 break
             batch.append(item)
@@ -426,7 +435,7 @@ class BpeTrainer:
                 break
             count, pair, eid = first
             a, b = pair >> 32, pair & M32
-            batchable = (hf and self.batching and len(live[pair]) == 1
+            batchable = (hf and self.batching and not isinstance(live[pair], list)
                          and self._new_token(a, b) not in vocab.ids)
             room = min(s.vocab_size - len(vocab), max_merges - len(m.left))
             batch = self._collect(first, room) if batchable else [first]
@@ -454,10 +463,7 @@ class BpeTrainer:
                 self.tlen[new] = vocab.base_len[new]
                 a_arr[i], b_arr[i], n_arr[i] = a, b, new
                 if hf:
-                    ents = live[p]
-                    ents.remove(e)
-                    if not ents:
-                        del live[p]
+                    self._drop_live(p, e)
                 else:
                     del live[p]
                     self.counts[p] = 0

@@ -42,6 +42,7 @@ from .progress import Progress
 M32 = (1 << 32) - 1
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
 HOT_MIN = 64
+SMALL = 16  # below this many items, plain Python beats NumPy's per-call overhead
 
 
 @dataclass
@@ -112,6 +113,7 @@ class LikelihoodTrainer:
         self.s = settings
         cap = max(settings.vocab_size, len(self.vocab)) + 1
         self.tcount = np.zeros(cap, dtype=np.int64)
+        self.tcf = np.full(cap, np.inf)  # float64 counts, inf for 0 (dead pairs score 0)
         self.tlen = np.zeros(cap, dtype=np.int64)
         self.tlen[: len(self.vocab)] = self.vocab.base_len
         # ref[t]: the largest count of t since all its pairs were last rescored
@@ -133,13 +135,24 @@ class LikelihoodTrainer:
 
     # -- scoring ---------------------------------------------------------------------------
     def _scores(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exact scores `c_ab / (float64(c_a) * float64(c_b))` (0 for dead pairs) and counts."""
         sl = self.slots
         c = sl.count[slots]
-        ca = self.tcount[sl.left[slots]].astype(np.float64)
-        cb = self.tcount[sl.right[slots]].astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            score = c.astype(np.float64) / (ca * cb)
-        return score, c
+        tcf = self.tcf
+        return c / (tcf[sl.left[slots]] * tcf[sl.right[slots]]), c
+
+    def _set_count(self, t: int, value: int) -> None:
+        self.tcount[t] = value
+        self.tcf[t] = float(value) if value > 0 else np.inf
+
+    def _eligible_one(self, slot: int, c: int) -> bool:
+        if c <= 0 or c < self.s.min_frequency:
+            return False
+        if self.s.max_token_length is not None:
+            sl = self.slots
+            return (self.tlen.item(sl.left.item(slot)) + self.tlen.item(sl.right.item(slot))
+                    ) <= self.s.max_token_length
+        return True
 
     def _eligible(self, slots: np.ndarray, c: np.ndarray) -> np.ndarray:
         ok = c > 0
@@ -151,11 +164,18 @@ class LikelihoodTrainer:
                    ) <= self.s.max_token_length
         return ok
 
-    def _push_better(self, slots: np.ndarray) -> None:
-        """Rescore `slots`; push those whose key beats the key they have in the heap."""
-        if slots.size == 0:
+    def _push_better(self, slots: np.ndarray | list[int]) -> None:
+        """Rescore `slots`; push those whose key beats the key they have in the heap (hot
+        slots are rescored at every selection and have no heap entry)."""
+        n = len(slots)
+        if n == 0:
             return
-        self.rescored += slots.size
+        self.rescored += n
+        if n <= SMALL:
+            self._push_better_py(slots.tolist() if isinstance(slots, np.ndarray) else slots)
+            return
+        if not isinstance(slots, np.ndarray):
+            slots = np.array(slots, dtype=np.int64)
         score, c = self._scores(slots)
         sl = self.slots
         ps, pc = sl.pscore[slots], sl.pcount[slots]
@@ -172,12 +192,41 @@ class LikelihoodTrainer:
             push(heap, (s, n, k, i))
         self.pushes += slots.size
 
+    def _push_better_py(self, slots: list[int]) -> None:
+        sl = self.slots
+        count, left, right, hot = sl.count, sl.left, sl.right, sl.hot
+        pscore, pcount, tcf = sl.pscore, sl.pcount, self.tcf
+        heap, push = self.heap, heapq.heappush
+        for i in slots:
+            c = count.item(i)
+            if hot.item(i) or not self._eligible_one(i, c):
+                continue
+            a, b = left.item(i), right.item(i)
+            score = c / (tcf.item(a) * tcf.item(b))
+            ps = pscore.item(i)
+            if score > ps or (score == ps and c > pcount.item(i)):
+                pscore[i] = score
+                pcount[i] = c
+                push(heap, (-score, -c, (a << 32) | b, i))
+                self.pushes += 1
+
     def _rescore_token(self, t: int) -> None:
         """Rescore every pair of token t (dropping dead ones from its index); t is fresh."""
         self.ref[t] = self.tcount[t]
         self.stale.discard(t)
         s = self.index.get(t)
         if not s:
+            return
+        if len(s) <= SMALL:
+            count = self.slots.count
+            dead = [i for i in s if count.item(i) <= 0]
+            if dead:
+                s.difference_update(dead)
+                if not s:
+                    del self.index[t]
+                    return
+            self._push_better_py(list(s))
+            self.rescored += len(s)
             return
         ch = np.fromiter(s, dtype=np.int64, count=len(s))
         dead = self.slots.count[ch] <= 0
@@ -198,6 +247,8 @@ class LikelihoodTrainer:
         self.tcount[:n] = np.bincount(sym[live], weights=lay.wcount[live],
                                       minlength=n).astype(np.int64)
         self.ref[:n] = self.tcount[:n]
+        t = self.tcount[:n]
+        self.tcf[:n] = np.where(t > 0, t.astype(np.float64), np.inf)
         p = np.flatnonzero(live[:-1] & live[1:])
         keys = (sym[p] << 32) | sym[p + 1]
         df = pl.DataFrame({"key": keys, "pos": p, "w": lay.wcount[p]}).sort("key", "pos")
