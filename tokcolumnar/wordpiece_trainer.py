@@ -279,17 +279,17 @@ class LikelihoodTrainer:
     def _pop_exact(self) -> tuple[float, int, int, int] | None:
         """Pop the next live entry and return the pair's exact (-score, -count, key, slot), or
         None when the heap is empty. The pair leaves the heap (pushed key cleared)."""
-        heap, sl, tc = self.heap, self.slots, self.tcount
+        heap, sl, tc = self.heap, self.slots, self.tcf
         while heap:
             ns, nc, key, slot = heapq.heappop(heap)
-            if -ns != sl.pscore[slot] or -nc != sl.pcount[slot]:
+            if -ns != sl.pscore.item(slot) or -nc != sl.pcount.item(slot):
                 continue  # an outdated duplicate: the pair has a better entry (or none)
             sl.pscore[slot] = NONE_SCORE
             sl.pcount[slot] = 0
-            c = int(sl.count[slot])
+            c = sl.count.item(slot)
             if c <= 0 or c < self.s.min_frequency:
                 continue
-            score = c / (float(tc[key >> 32]) * float(tc[key & M32]))
+            score = c / (tc.item(key >> 32) * tc.item(key & M32))
             return -score, -c, key, slot
         return None
 
@@ -390,12 +390,107 @@ class LikelihoodTrainer:
         return pos
 
     def _merge(self, slot: int, a: int, b: int, new: int) -> int:
-        """Merge every occurrence of the pair in `slot`; returns the number of words touched."""
+        """Merge every occurrence of the pair in `slot`; returns the number of words touched.
+
+        Small merges (most of them: likelihood scoring favours rare pairs) run as a Python loop
+        over the positions, large ones as NumPy passes; both apply the same sequential
+        semantics (left to right, left neighbours as rewritten, right ones as they were)."""
+        pos = self._positions(slot)
+        if pos.size <= SMALL:
+            merged, n_words, deltas, plus = self._apply_small(pos.tolist(), a, b, new)
+        else:
+            merged, n_words, deltas, plus = self._apply_large(pos, a, b, new)
+        if merged == 0:
+            raise TokcolumnarError(f"internal error: pair ({a}, {b}) has no occurrence")
+        tc = self.tcount
+        self._set_count(a, tc.item(a) - merged)
+        self._set_count(b, tc.item(b) - merged)  # a == b: both decrements apply
+        self._set_count(new, tc.item(new) + merged)
+        sl = self.slots
+        sl.count[slot] -= merged
+        if sl.count.item(slot) > 0:  # cannot happen (every occurrence is merged); stay exact
+            self._push_better([slot])
+        if deltas is not None:
+            ukeys, delta = deltas
+            get = sl.slot_of.get
+            uslots = [get(k, -1) for k in ukeys]
+            fresh = [k for k, i in zip(ukeys, uslots) if i < 0]
+            if fresh:
+                it = iter(sl.add_many(np.array(fresh, dtype=np.int64)).tolist())
+                uslots = [i if i >= 0 else next(it) for i in uslots]
+            if len(uslots) <= SMALL:
+                count = sl.count
+                for i, d in zip(uslots, delta):
+                    count[i] += d
+            else:
+                sl.count[np.array(uslots, dtype=np.int64)] += np.array(delta, dtype=np.int64)
+            self._push_better(self._record_new_pairs(*plus))
+        # token counts changed: a and b went down (scores up), new went up (scores down)
+        ref = self.ref
+        if tc.item(new) > ref.item(new):
+            ref[new] = tc.item(new)
+        for t in ((a,) if a == b else (a, b)):
+            c, r = tc.item(t), ref.item(t)
+            if c == 0 or c * (1.0 + self.slack) < r:
+                self._rescore_token(t)
+            elif c < r:
+                self.stale.add(t)
+        return n_words
+
+    def _apply_small(self, pos: list[int], a: int, b: int, new: int):  # noqa: ANN202
+        """The merge pass as a Python loop (positions in order). Returns (merged weight,
+        words touched, (keys, deltas) of the pair counts, (plus keys, plus positions))."""
+        lay = self.layout
+        sym, nxt, prv, wcount, word_of = lay.sym, lay.nxt, lay.prv, lay.wcount, lay.word_of
+        deltas: dict[int, int] = {}
+        pk: list[int] = []
+        pp: list[int] = []
+        merged = 0
+        words = set()
+        b_hi, n_hi = b << 32, new << 32
+        for p in pos:
+            if sym.item(p) != a:
+                continue
+            q = nxt.item(p)
+            if sym.item(q) != b:
+                continue
+            r = nxt.item(q)
+            rs = sym.item(r)
+            sym[p] = new
+            sym[q] = REMOVED
+            nxt[p] = r
+            prv[r] = p
+            w = wcount.item(p)
+            merged += w
+            words.add(word_of.item(p))
+            lp = prv.item(p)
+            ls = sym.item(lp)
+            if ls >= 0:
+                k = (ls << 32) | a
+                deltas[k] = deltas.get(k, 0) - w
+                k = (ls << 32) | new
+                deltas[k] = deltas.get(k, 0) + w
+                pk.append(k)
+                pp.append(lp)
+            if rs >= 0:
+                k = b_hi | rs
+                deltas[k] = deltas.get(k, 0) - w
+                k = n_hi | rs
+                deltas[k] = deltas.get(k, 0) + w
+                pk.append(k)
+                pp.append(p)
+        if not pk:
+            return merged, len(words), None, None
+        return (merged, len(words), (list(deltas), list(deltas.values())),
+                (np.array(pk, dtype=np.int64), np.array(pp, dtype=np.int64)))
+
+    def _apply_large(self, pos: np.ndarray, a: int, b: int, new: int):  # noqa: ANN202
+        """The merge pass as NumPy passes (same results as `_apply_small`)."""
         lay = self.layout
         sym, nxt, prv = lay.sym, lay.nxt, lay.prv
-        pos = self._live(self._positions(slot), a, b)
+        pos = self._live(pos, a, b)
         if pos.size == 0:
-            raise TokcolumnarError(f"internal error: pair ({a}, {b}) has no occurrence")
+            return 0, 0, None, None
         q = nxt[pos]
         r = nxt[q]
         rs = sym[r]
@@ -407,52 +502,28 @@ class LikelihoodTrainer:
         ls = sym[left_pos]
         wc = lay.wcount[pos]
         merged = int(wc.sum())
-        tc = self.tcount
-        tc[a] -= merged
-        tc[b] -= merged
-        tc[new] += merged
-        sl = self.slots
-        sl.count[slot] -= merged
-        if sl.count[slot] > 0:  # cannot happen (every occurrence is merged); stay exact anyway
-            self._push_better(np.array([slot], dtype=np.int64))
+        w = lay.word_of[pos]
+        n_words = 1 + int(np.count_nonzero(w[1:] != w[:-1]))
         has_l = ls >= 0
         has_r = rs >= 0
         ls_l, lp_l, wc_l = ls[has_l], left_pos[has_l], wc[has_l]
         rs_r, p_r, wc_r = rs[has_r], pos[has_r], wc[has_r]
         plus = np.concatenate([(ls_l << 32) | new, (new << 32) | rs_r])
-        if plus.size:
-            pplus = np.concatenate([lp_l, p_r])
-            keys = np.concatenate([(ls_l << 32) | a, (b << 32) | rs_r, plus])
-            weights = np.concatenate([-wc_l, -wc_r, wc_l, wc_r])
-            order = np.argsort(keys, kind="stable")
-            sk = keys[order]
-            first = np.empty(sk.size, dtype=bool)
-            first[0] = True
-            np.not_equal(sk[1:], sk[:-1], out=first[1:])
-            starts = np.flatnonzero(first)
-            ukeys = sk[starts]
-            delta = np.add.reduceat(weights[order], starts)
-            get = sl.slot_of.get
-            uslots = np.fromiter((get(k, -1) for k in ukeys.tolist()), dtype=np.int64,
-                                 count=ukeys.size)
-            fresh = uslots < 0
-            if fresh.any():
-                uslots[fresh] = sl.add_many(ukeys[fresh])
-            sl.count[uslots] += delta
-            self._push_better(self._record_new_pairs(plus, pplus))
-        # token counts changed: a and b went down (scores up), new went up (scores down)
-        ref = self.ref
-        if tc[new] > ref[new]:
-            ref[new] = tc[new]
-        for t in (a, b):
-            if tc[t] * (1.0 + self.slack) < ref[t] or tc[t] == 0:
-                self._rescore_token(t)
-            elif tc[t] < ref[t]:
-                self.stale.add(t)
-        w = lay.word_of[pos]
-        return 1 + int(np.count_nonzero(w[1:] != w[:-1]))
+        if not plus.size:
+            return merged, n_words, None, None
+        pplus = np.concatenate([lp_l, p_r])
+        keys = np.concatenate([(ls_l << 32) | a, (b << 32) | rs_r, plus])
+        weights = np.concatenate([-wc_l, -wc_r, wc_l, wc_r])
+        order = np.argsort(keys, kind="stable")
+        sk = keys[order]
+        first = np.empty(sk.size, dtype=bool)
+        first[0] = True
+        np.not_equal(sk[1:], sk[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        delta = np.add.reduceat(weights[order], starts)
+        return merged, n_words, (sk[starts].tolist(), delta.tolist()), (plus, pplus)
 
-    def _record_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> np.ndarray:
+    def _record_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> list[int]:
         """Positions of the pairs with the new token (one sorted array for the pass), and the
         token -> pair index. Returns the slots of those pairs that are alive."""
         order = np.lexsort((pplus, plus))
@@ -466,11 +537,12 @@ class LikelihoodTrainer:
         self.bases.append(sp)
         sl = self.slots
         get = sl.slot_of.__getitem__
+        count = sl.count
         where, index = self.where, self.index
         out = []
         for key, st, en in zip(sk[starts].tolist(), starts.tolist(), ends.tolist()):
             slot = get(key)
-            if sl.count[slot] <= 0:
+            if count.item(slot) <= 0:
                 continue
             out.append(slot)
             lst = where.get(slot)
@@ -484,7 +556,7 @@ class LikelihoodTrainer:
                     index[t] = {slot}
                 else:
                     s.add(slot)
-        return np.array(out, dtype=np.int64)
+        return out
 
     # -- the loop --------------------------------------------------------------------------
     def _new_token(self, a: int, b: int) -> str:
