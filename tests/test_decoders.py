@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tokenizers import Regex, Tokenizer
 from tokenizers import decoders as hfd
@@ -67,8 +67,15 @@ def test_byte_level_round_trip_on_corpus(name):
 # --- the others, against HF ----------------------------------------------------------------
 
 
-def token_lists(alphabet):
-    return st.lists(st.text(st.sampled_from(alphabet), max_size=6), max_size=8)
+def hf_decode(decoder, tokens):
+    """HF's text, or None where HF 0.23 panics (its Strip decoder indexes out of bounds when a
+    token is shorter than start + stop and made of the stripped character)."""
+    try:
+        return decoder.decode(tokens)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # pyo3's PanicException derives from BaseException
+        return None
 
 
 PIECES = ["a", "b", "Z", " ", ".", ",", "?", "!", "'", "n't", "'s", "'m", "'ve", "'re", "do",
@@ -109,14 +116,18 @@ PAIRS = [
 @FAST
 @given(tokens=piece_lists())
 def test_decoders_match_hf(ours, theirs, tokens):
-    assert ours.decode(tokens) == theirs.decode(tokens)
+    expected = hf_decode(theirs, tokens)
+    assume(expected is not None)
+    assert ours.decode(tokens) == expected
 
 
 @pytest.mark.parametrize("ours,theirs", PAIRS, ids=lambda x: type(x).__name__)
 @settings(max_examples=100, deadline=None)
 @given(tokens=st.lists(text_strategy(max_pieces=3), max_size=6))
 def test_decoders_match_hf_on_any_text(ours, theirs, tokens):
-    assert ours.decode(tokens) == theirs.decode(tokens)
+    expected = hf_decode(theirs, tokens)
+    assume(expected is not None)
+    assert ours.decode(tokens) == expected
 
 
 def test_examples():
