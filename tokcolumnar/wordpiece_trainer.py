@@ -41,7 +41,6 @@ from .progress import Progress
 
 M32 = (1 << 32) - 1
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
-HOT_MIN = 64
 SMALL = 16  # below this many items, plain Python beats NumPy's per-call overhead
 
 
@@ -91,6 +90,19 @@ class _Slots:
             arr[:cap] = old
             setattr(self, name, arr)
 
+    def add_list(self, keys: list[int]) -> list[int]:
+        """`add_many` for a few keys, without NumPy calls."""
+        self._grow(self.n + len(keys))
+        out = []
+        for key in keys:
+            i = self.n
+            self.left[i] = key >> 32
+            self.right[i] = key & M32
+            self.slot_of[key] = i
+            self.n += 1
+            out.append(i)
+        return out
+
     def add_many(self, keys: np.ndarray) -> np.ndarray:
         """New slots for keys not seen before (all of them are new); returns their slots."""
         k = keys.size
@@ -131,7 +143,6 @@ class LikelihoodTrainer:
         self.pushes = 0
         self.popped = 0
         self.hot = np.zeros(0, dtype=np.int64)  # slots rescored exactly at every selection
-        self.hot_limit = HOT_MIN
 
     # -- scoring ---------------------------------------------------------------------------
     def _scores(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -295,11 +306,13 @@ class LikelihoodTrainer:
 
     def _scan_hot(self) -> tuple[float, int, int, int] | None:
         """The exact key (-score, -count, key, slot) of the best hot pair, by one vectorised
-        rescoring of the hot set; dead or ineligible slots leave it, and when it has grown,
-        the pairs far below its best go back to the heap."""
+        rescoring of the hot set; dead or ineligible slots leave it, and the pairs far below
+        its best go back to the heap."""
         hot = self.hot
         if hot.size == 0:
             return None
+        if hot.size <= SMALL:
+            return self._scan_hot_py()
         sl = self.slots
         score, c = self._scores(hot)
         ok = self._eligible(hot, c)
@@ -321,14 +334,31 @@ class LikelihoodTrainer:
         slot = int(hot[i])
         best = (-float(score[i]), -int(c[i]), (int(sl.left[slot]) << 32) | int(sl.right[slot]),
                 slot)
-        if hot.size > self.hot_limit:
-            low = score * (self.phi * self.phi) < m
-            if low.any():
-                out = hot[low]
-                sl.hot[out] = False
-                self.hot = hot[~low]
-                self._push_better(out)
-            self.hot_limit = max(HOT_MIN, 2 * self.hot.size)
+        low = score * (self.phi * self.phi) < m
+        if low.any():
+            out = hot[low]
+            sl.hot[out] = False
+            self.hot = hot[~low]
+            self._push_better(out)
+        return best
+
+    def _scan_hot_py(self) -> tuple[float, int, int, int] | None:
+        sl = self.slots
+        count, left, right, tcf = sl.count, sl.left, sl.right, self.tcf
+        best = None
+        keep = []
+        for i in self.hot.tolist():
+            c = count.item(i)
+            if not self._eligible_one(i, c):
+                sl.hot[i] = False
+                continue
+            keep.append(i)
+            a, b = left.item(i), right.item(i)
+            item = (-(c / (tcf.item(a) * tcf.item(b))), -c, (a << 32) | b, i)
+            if best is None or item < best:
+                best = item
+        if len(keep) < self.hot.size:
+            self.hot = np.array(keep, dtype=np.int64)
         return best
 
     def _next_best(self) -> tuple[float, int, int] | None:
@@ -416,7 +446,8 @@ class LikelihoodTrainer:
             uslots = [get(k, -1) for k in ukeys]
             fresh = [k for k, i in zip(ukeys, uslots) if i < 0]
             if fresh:
-                it = iter(sl.add_many(np.array(fresh, dtype=np.int64)).tolist())
+                it = iter(sl.add_list(fresh) if len(fresh) <= SMALL else
+                          sl.add_many(np.array(fresh, dtype=np.int64)).tolist())
                 uslots = [i if i >= 0 else next(it) for i in uslots]
             if len(uslots) <= SMALL:
                 count = sl.count
@@ -481,8 +512,7 @@ class LikelihoodTrainer:
                 pp.append(p)
         if not pk:
             return merged, len(words), None, None
-        return (merged, len(words), (list(deltas), list(deltas.values())),
-                (np.array(pk, dtype=np.int64), np.array(pp, dtype=np.int64)))
+        return merged, len(words), (list(deltas), list(deltas.values())), (pk, pp)
 
     def _apply_large(self, pos: np.ndarray, a: int, b: int, new: int):  # noqa: ANN202
         """The merge pass as NumPy passes (same results as `_apply_small`)."""
@@ -523,16 +553,30 @@ class LikelihoodTrainer:
         delta = np.add.reduceat(weights[order], starts)
         return merged, n_words, (sk[starts].tolist(), delta.tolist()), (plus, pplus)
 
-    def _record_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> list[int]:
+    def _record_new_pairs(self, plus: np.ndarray | list[int], pplus: np.ndarray | list[int]
+                          ) -> list[int]:
         """Positions of the pairs with the new token (one sorted array for the pass), and the
         token -> pair index. Returns the slots of those pairs that are alive."""
-        order = np.lexsort((pplus, plus))
-        sk, sp = plus[order], pplus[order]
-        first = np.empty(sk.size, dtype=bool)
-        first[0] = True
-        np.not_equal(sk[1:], sk[:-1], out=first[1:])
-        starts = np.flatnonzero(first)
-        ends = np.append(starts[1:], sk.size)
+        if isinstance(plus, list):
+            items = sorted(zip(plus, pplus))
+            sp = np.array([p for _, p in items], dtype=np.int64)
+            groups = []
+            last = None
+            for i, (k, _) in enumerate(items):
+                if k != last:
+                    if groups:
+                        groups[-1][2] = i
+                    groups.append([k, i, len(items)])
+                    last = k
+        else:
+            order = np.lexsort((pplus, plus))
+            sk, sp = plus[order], pplus[order]
+            first = np.empty(sk.size, dtype=bool)
+            first[0] = True
+            np.not_equal(sk[1:], sk[:-1], out=first[1:])
+            starts = np.flatnonzero(first)
+            ends = np.append(starts[1:], sk.size)
+            groups = zip(sk[starts].tolist(), starts.tolist(), ends.tolist())
         base = len(self.bases)
         self.bases.append(sp)
         sl = self.slots
@@ -540,7 +584,7 @@ class LikelihoodTrainer:
         count = sl.count
         where, index = self.where, self.index
         out = []
-        for key, st, en in zip(sk[starts].tolist(), starts.tolist(), ends.tolist()):
+        for key, st, en in groups:
             slot = get(key)
             if count.item(slot) <= 0:
                 continue
