@@ -667,13 +667,9 @@ def train_frequency(initial: Initial, cfg: Any) -> pl.DataFrame:
     s = _settings(cfg)
     trainer = BpeTrainer(initial, BpeSettings(
         vocab_size=s.vocab_size, min_frequency=cfg.min_frequency, tie_break="id",
-        prefix=s.prefix, max_token_length=cfg.max_token_length,
+        prefix=s.prefix, max_token_length=cfg.max_token_length, max_merges=s.max_merges,
         show_progress=cfg.show_progress))
-    if s.max_merges is not None:
-        trainer.s.vocab_size = min(s.vocab_size, len(initial.vocab) + s.max_merges)
     rec = trainer.train()
-    if s.max_merges is not None and len(rec.left) > s.max_merges:
-        raise TokcolumnarError("internal error: --max-merges exceeded")
     return merges_table(rec, initial.vocab.tokens, [float(c) for c in rec.count])
 
 

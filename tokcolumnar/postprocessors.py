@@ -1,0 +1,355 @@
+"""Post-processors: add special tokens around encoded sequences (`[CLS] A [SEP]`), columnar.
+
+Each processor takes the model output as a DataFrame with `ids` (list[u32]) and `word_ids`
+(list[i64]) per row, and returns the final `ids`, `word_ids` (null for added tokens) and
+`type_ids`, exactly as HF's processors of the same JSON do. Supported `tokenizer.json` types:
+`TemplateProcessing`, `BertProcessing`, `RobertaProcessing` (ids and type ids; offsets are not
+modelled), `ByteLevel` (offsets only: ids unchanged) and `Sequence`."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import polars as pl
+
+from .errors import TokcolumnarError
+
+IDS = pl.List(pl.UInt32)
+WIDS = pl.List(pl.Int64)
+
+
+def _lit_list(values: list[Any], dtype: pl.DataType) -> pl.Expr:
+    return pl.lit(pl.Series([values], dtype=dtype))
+
+
+@dataclass
+class Piece:
+    """One template item: a special token (`id` = its name) or a sequence (`id` = A or B)."""
+
+    kind: str  # "special" | "sequence"
+    id: str
+    type_id: int = 0
+
+    def to_hf(self) -> dict[str, Any]:
+        key = "SpecialToken" if self.kind == "special" else "Sequence"
+        return {key: {"id": self.id, "type_id": self.type_id}}
+
+    @classmethod
+    def from_hf(cls, d: dict[str, Any]) -> Piece:
+        if "SpecialToken" in d:
+            return cls("special", d["SpecialToken"]["id"], int(d["SpecialToken"]["type_id"]))
+        if "Sequence" in d:
+            return cls("sequence", d["Sequence"]["id"], int(d["Sequence"]["type_id"]))
+        raise TokcolumnarError(f"unsupported template piece: {d!r}")
+
+    @classmethod
+    def parse(cls, s: str) -> Piece:
+        """HF's template syntax: `$A`, `$B`, `$` (= `$A`), `$A:1`, `[SEP]`, `[SEP]:1`."""
+        name, _, tid = s.partition(":")
+        type_id = int(tid) if tid else 0
+        if name.startswith("$"):
+            seq = name[1:] or "A"
+            if seq not in ("A", "B"):
+                raise TokcolumnarError(f"template sequence must be $A or $B, got {s!r}")
+            return cls("sequence", seq, type_id)
+        return cls("special", name, type_id)
+
+
+@dataclass
+class SpecialSpec:
+    id: str
+    ids: list[int]
+    tokens: list[str]
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"id": self.id, "ids": list(self.ids), "tokens": list(self.tokens)}
+
+
+class PostProcessor:
+    """Base class: `apply(df, added_ids)` for single sequences, `apply_pair(a, b, added_ids)`
+    for pairs; both return a DataFrame with ids, word_ids and type_ids."""
+
+    hf_type: ClassVar[str] = ""
+
+    def apply(self, df: pl.DataFrame, added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        raise NotImplementedError
+
+    def apply_pair(self, a: pl.DataFrame, b: pl.DataFrame,
+                   added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        raise NotImplementedError
+
+    def to_hf(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def added_tokens(self, is_pair: bool = False) -> int:
+        """How many tokens the processor adds (HF `num_special_tokens_to_add`)."""
+        return 0
+
+
+def _with_type_ids(df: pl.DataFrame, type_id: int = 0) -> pl.DataFrame:
+    return df.select(pl.col("ids").cast(IDS), pl.col("word_ids").cast(WIDS),
+                     pl.lit(type_id, dtype=pl.UInt32).repeat_by(pl.col("ids").list.len())
+                     .cast(IDS).alias("type_ids"))
+
+
+@dataclass
+class TemplateProcessing(PostProcessor):
+    """HF `TemplateProcessing`: a single and a pair template over special tokens and $A/$B."""
+
+    hf_type: ClassVar[str] = "TemplateProcessing"
+    single: list[Piece]
+    pair: list[Piece]
+    special_tokens: dict[str, SpecialSpec] = field(default_factory=dict)
+
+    @classmethod
+    def from_strings(cls, single: str, pair: str,
+                     special_tokens: list[tuple[str, int]]) -> TemplateProcessing:
+        specs = {t: SpecialSpec(t, [i], [t]) for t, i in special_tokens}
+        out = cls([Piece.parse(x) for x in single.split()],
+                  [Piece.parse(x) for x in pair.split()], specs)
+        out.check()
+        return out
+
+    def check(self) -> None:
+        for p in self.single + self.pair:
+            if p.kind == "special" and p.id not in self.special_tokens:
+                raise TokcolumnarError(f"template uses {p.id!r}, which has no id in "
+                                       "special_tokens")
+        if any(p.kind == "sequence" and p.id == "B" for p in self.single):
+            raise TokcolumnarError("the single template cannot use $B")
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": "TemplateProcessing",
+                "single": [p.to_hf() for p in self.single],
+                "pair": [p.to_hf() for p in self.pair],
+                "special_tokens": {k: v.to_hf() for k, v in self.special_tokens.items()}}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> TemplateProcessing:
+        specs = {k: SpecialSpec(v.get("id", k), [int(i) for i in v["ids"]],
+                                list(v.get("tokens", [])))
+                 for k, v in (d.get("special_tokens") or {}).items()}
+        out = cls([Piece.from_hf(x) for x in d.get("single", [])],
+                  [Piece.from_hf(x) for x in d.get("pair", [])], specs)
+        out.check()
+        return out
+
+    def added_tokens(self, is_pair: bool = False) -> int:
+        return sum(len(self.special_tokens[p.id].ids)
+                   for p in (self.pair if is_pair else self.single) if p.kind == "special")
+
+    def _assemble(self, template: list[Piece], frame: pl.DataFrame) -> pl.DataFrame:
+        ids, wids, types = [], [], []
+        for p in template:
+            if p.kind == "special":
+                spec = self.special_tokens[p.id]
+                n = len(spec.ids)
+                ids.append(_lit_list(spec.ids, IDS))
+                wids.append(_lit_list([None] * n, WIDS))
+                types.append(_lit_list([p.type_id] * n, IDS))
+            else:
+                col = f"ids_{p.id}"
+                ids.append(pl.col(col))
+                wids.append(pl.col(f"word_ids_{p.id}"))
+                types.append(pl.lit(p.type_id, dtype=pl.UInt32).repeat_by(
+                    pl.col(col).list.len()).cast(IDS))
+        if not ids:
+            return frame.select(pl.lit([], dtype=IDS).alias("ids"),
+                                pl.lit([], dtype=WIDS).alias("word_ids"),
+                                pl.lit([], dtype=IDS).alias("type_ids"))
+        return frame.select(pl.concat_list(ids).cast(IDS).alias("ids"),
+                            pl.concat_list(wids).cast(WIDS).alias("word_ids"),
+                            pl.concat_list(types).cast(IDS).alias("type_ids"))
+
+    def apply(self, df: pl.DataFrame, added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        frame = df.select(pl.col("ids").cast(IDS).alias("ids_A"),
+                          pl.col("word_ids").cast(WIDS).alias("word_ids_A"))
+        return self._assemble(self.single, frame)
+
+    def apply_pair(self, a: pl.DataFrame, b: pl.DataFrame,
+                   added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        if a.height != b.height:
+            raise TokcolumnarError(f"pair encoding needs as many second sequences as first "
+                                   f"ones ({a.height} != {b.height})")
+        frame = pl.DataFrame({"ids_A": a.get_column("ids").cast(IDS),
+                              "word_ids_A": a.get_column("word_ids").cast(WIDS),
+                              "ids_B": b.get_column("ids").cast(IDS),
+                              "word_ids_B": b.get_column("word_ids").cast(WIDS)})
+        return self._assemble(self.pair, frame)
+
+
+@dataclass
+class BertProcessing(TemplateProcessing):
+    """HF `BertProcessing(sep, cls)`: `[CLS] A [SEP]`, pair `[CLS] A [SEP] B:1 [SEP]:1`."""
+
+    hf_type: ClassVar[str] = "BertProcessing"
+    sep: tuple[str, int] = ("[SEP]", 102)
+    cls: tuple[str, int] = ("[CLS]", 101)
+
+    @classmethod
+    def make(cls, sep: tuple[str, int], cls_: tuple[str, int]) -> BertProcessing:
+        specs = {"[CLS]": SpecialSpec("[CLS]", [cls_[1]], [cls_[0]]),
+                 "[SEP]": SpecialSpec("[SEP]", [sep[1]], [sep[0]])}
+        single = [Piece("special", "[CLS]"), Piece("sequence", "A"), Piece("special", "[SEP]")]
+        pair = single + [Piece("sequence", "B", 1), Piece("special", "[SEP]", 1)]
+        return cls(single, pair, specs, tuple(sep), tuple(cls_))  # type: ignore[arg-type]
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": "BertProcessing", "sep": [self.sep[0], self.sep[1]],
+                "cls": [self.cls[0], self.cls[1]]}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> BertProcessing:  # type: ignore[override]
+        return cls.make((d["sep"][0], int(d["sep"][1])), (d["cls"][0], int(d["cls"][1])))
+
+
+@dataclass
+class RobertaProcessing(TemplateProcessing):
+    """HF `RobertaProcessing(sep, cls)`: `<s> A </s>`, pair `<s> A </s> </s> B </s>`, every
+    type id 0 (as HF 0.23). `trim_offsets`/`add_prefix_space` only affect offsets."""
+
+    hf_type: ClassVar[str] = "RobertaProcessing"
+    sep: tuple[str, int] = ("</s>", 2)
+    cls: tuple[str, int] = ("<s>", 0)
+    trim_offsets: bool = True
+    add_prefix_space: bool = True
+
+    @classmethod
+    def make(cls, sep: tuple[str, int], cls_: tuple[str, int], trim_offsets: bool = True,
+             add_prefix_space: bool = True) -> RobertaProcessing:
+        specs = {"<cls>": SpecialSpec(cls_[0], [cls_[1]], [cls_[0]]),
+                 "<sep>": SpecialSpec(sep[0], [sep[1]], [sep[0]])}
+        single = [Piece("special", "<cls>"), Piece("sequence", "A"), Piece("special", "<sep>")]
+        pair = single + [Piece("special", "<sep>"), Piece("sequence", "B"),
+                         Piece("special", "<sep>")]
+        return cls(single, pair, specs, tuple(sep), tuple(cls_),  # type: ignore[arg-type]
+                   trim_offsets, add_prefix_space)
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": "RobertaProcessing", "sep": [self.sep[0], self.sep[1]],
+                "cls": [self.cls[0], self.cls[1]], "trim_offsets": self.trim_offsets,
+                "add_prefix_space": self.add_prefix_space}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> RobertaProcessing:  # type: ignore[override]
+        return cls.make((d["sep"][0], int(d["sep"][1])), (d["cls"][0], int(d["cls"][1])),
+                        bool(d.get("trim_offsets", True)), bool(d.get("add_prefix_space", True)))
+
+
+@dataclass
+class ByteLevelProcessing(PostProcessor):
+    """HF `ByteLevel` post-processor: it only trims offsets, so ids pass through."""
+
+    hf_type: ClassVar[str] = "ByteLevel"
+    add_prefix_space: bool = True
+    trim_offsets: bool = True
+    use_regex: bool = True
+
+    def apply(self, df: pl.DataFrame, added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        return _with_type_ids(df)
+
+    def apply_pair(self, a: pl.DataFrame, b: pl.DataFrame,
+                   added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        # HF without a template concatenates the pair, type id 1 for the second sequence
+        x, y = _with_type_ids(a), _with_type_ids(b, 1)
+        return pl.DataFrame({name: x.get_column(name).list.concat(y.get_column(name))
+                             for name in ("ids", "word_ids", "type_ids")})
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": "ByteLevel", "add_prefix_space": self.add_prefix_space,
+                "trim_offsets": self.trim_offsets, "use_regex": self.use_regex}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> ByteLevelProcessing:
+        return cls(bool(d.get("add_prefix_space", True)), bool(d.get("trim_offsets", True)),
+                   bool(d.get("use_regex", True)))
+
+
+@dataclass
+class SequenceProcessing(PostProcessor):
+    """HF `Sequence` of post-processors, applied in order (the first one that joins a pair
+    does the joining; the others then see a single sequence)."""
+
+    hf_type: ClassVar[str] = "Sequence"
+    processors: list[PostProcessor] = field(default_factory=list)
+
+    def apply(self, df: pl.DataFrame, added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        out = _with_type_ids(df)
+        for p in self.processors:
+            types = out.get_column("type_ids")
+            nxt = p.apply(out.select("ids", "word_ids"), added_ids)
+            if isinstance(p, ByteLevelProcessing):
+                nxt = nxt.with_columns(types.alias("type_ids"))
+            out = nxt
+        return out
+
+    def apply_pair(self, a: pl.DataFrame, b: pl.DataFrame,
+                   added_ids: dict[str, int] | None = None) -> pl.DataFrame:
+        rest = list(self.processors)
+        while rest and isinstance(rest[0], ByteLevelProcessing):
+            rest.pop(0)
+        if not rest:
+            return ByteLevelProcessing().apply_pair(a, b, added_ids)
+        out = rest[0].apply_pair(a, b, added_ids)
+        if len(rest) > 1:
+            tail = SequenceProcessing(rest[1:])
+            types = out.get_column("type_ids")
+            out = tail.apply(out.select("ids", "word_ids"), added_ids)
+            if all(isinstance(p, ByteLevelProcessing) for p in rest[1:]):
+                out = out.with_columns(types.alias("type_ids"))
+        return out
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": "Sequence", "processors": [p.to_hf() for p in self.processors]}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> SequenceProcessing:
+        return cls([post_processor_from_hf(x) for x in d.get("processors", [])])
+
+
+PROCESSORS: dict[str, Any] = {
+    "TemplateProcessing": TemplateProcessing, "BertProcessing": BertProcessing,
+    "RobertaProcessing": RobertaProcessing, "ByteLevel": ByteLevelProcessing,
+    "Sequence": SequenceProcessing,
+}
+
+
+def post_processor_from_hf(d: dict[str, Any] | None) -> PostProcessor | None:
+    """Build a post-processor from its `tokenizer.json` object (None stays None)."""
+    if d is None:
+        return None
+    cls = PROCESSORS.get(d.get("type", ""))
+    if cls is None:
+        raise TokcolumnarError(f"unsupported post_processor in tokenizer.json: "
+                               f"{d.get('type')!r}")
+    return cls.from_hf_dict(d)
+
+
+def bert_template(vocab: dict[str, int], cls_token: str = "[CLS]",
+                  sep_token: str = "[SEP]") -> TemplateProcessing:
+    """The BERT template, `[CLS] $A [SEP]` / `[CLS] $A [SEP] $B:1 [SEP]:1`, with the ids of
+    `vocab` (the JSON HF writes for the same `TemplateProcessing`)."""
+    missing = [t for t in (cls_token, sep_token) if t not in vocab]
+    if missing:
+        raise TokcolumnarError(f"the BERT post-processor needs {' and '.join(missing)} in the "
+                               "vocabulary (add them with --special-tokens)")
+    return TemplateProcessing.from_strings(
+        f"{cls_token} $A {sep_token}", f"{cls_token} $A {sep_token} $B:1 {sep_token}:1",
+        [(cls_token, vocab[cls_token]), (sep_token, vocab[sep_token])])
+
+
+def encode_pair(tokenizer: Any, first: Any, second: Any) -> pl.DataFrame:
+    """Encode pairs of sequences (lists of strings, or one string each) with a `Tokenizer`:
+    each side is encoded without post-processing, then the processor's pair template joins
+    them. Returns ids, word_ids and type_ids per pair. Without a post-processor the two
+    sequences are concatenated (type id 1 for the second), as HF does."""
+    a_texts = [first] if isinstance(first, str) else list(first)
+    b_texts = [second] if isinstance(second, str) else list(second)
+    raw = copy.copy(tokenizer)
+    raw.post_processor = None
+    a = raw.encode_ids(a_texts)
+    b = raw.encode_ids(b_texts)
+    proc = tokenizer.post_processor or ByteLevelProcessing()
+    return proc.apply_pair(a, b, getattr(tokenizer, "_added_ids", {}))
