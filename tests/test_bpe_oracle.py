@@ -137,3 +137,21 @@ def test_id_tie_break_matches_real_hf_trainer(words, extra):
 
     assert dedup(r.merges) == hf_merges
     assert dict(zip(r.vocab["token"], r.vocab["id"])) == tok.get_vocab()
+
+
+@SETTINGS
+@given(corpora(), options(), st.integers(0, 40))
+def test_cold_store_changes_nothing(words, opts, extra):
+    """With a cold threshold of half the best count, most new pairs wait outside the queue;
+    the merges must stay those of HF's algorithm."""
+    from tokcolumnar.bpe_trainer import BpeTrainer
+
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    old = BpeTrainer.cold_divisor
+    BpeTrainer.cold_divisor = 2
+    try:
+        got = ours(words, vs, **opts)
+    finally:
+        BpeTrainer.cold_divisor = old
+    assert got == hf_bpe(words, vs, **oracle_kw(opts))

@@ -201,6 +201,7 @@ SPLIT_PATTERNS = [
     (" ", False), ("ab", False), ("'", False), ("\n", False), (".", False),
     (r"\s+", True), (r"\d+", True), (r"\w+|[^\w\s]+", True), (r"[aeiou]", True),
     (r"\p{L}+", True), (r"^a|b$", True), (r"[\w']+", True), (r"\W", True), ("a+b?", True),
+    (r"[^\W\d]+", True), (r"\w\w?", True),
 ]
 
 
@@ -278,7 +279,19 @@ def test_unsupported_regex_is_a_clear_error():
         P.Split(r"\s+(?!\S)", "isolated", regex=True)
     with pytest.raises(TokcolumnarError, match="invalid regex"):
         P.Split(r"(", "isolated", regex=True)
-    assert onig_to_rust(r"[\w-]^") == r"[[\w\xB2\xB3\xB9\xBC-\xBE--\x{200C}\x{200D}]-](?m:^)"
+    assert onig_to_rust(r"\w[\w-]^") == (r"[\w\xB2\xB3\xB9\xBC-\xBE--\x{200C}\x{200D}]"
+                                          r"[[\w--\x{200C}\x{200D}]-](?m:^)")
+
+
+@pytest.mark.parametrize("pattern", [r"\w", r"[\w]", r"[\w']", r"\W", r"[\W]", r"[^\w]", r"\d",
+                                     r"[\d]", r"\s", r"[^\s]", r"\S", r".", r"[^\p{L}\s]"])
+def test_translated_classes_agree_with_oniguruma_on_every_code_point(pattern):
+    text = "".join(map(chr, ALL_CODE_POINTS))
+    split = hfp.Split(Regex(pattern), "removed", invert=True)
+    theirs = {p for p, _ in split.pre_tokenize_str(text)}
+    chars = pl.Series([chr(c) for c in ALL_CODE_POINTS])
+    ours = set(chars.filter(chars.str.contains(f"^(?:{onig_to_rust(pattern)})$")).to_list())
+    assert ours == theirs, sorted(hex(ord(c)) for c in ours ^ theirs)[:20]
 
 
 HF_OBJECTS = [

@@ -59,12 +59,13 @@ def merge_word(syms, x, y, new):
 
 def likelihood_wordpiece(words, vocab_size, prefix="##", special_tokens=(), max_merges=None,
                          min_score=None, min_frequency=0, limit_alphabet=None,
-                         variant_order=None, trace=False):
+                         max_token_length=None, variant_order=None, trace=False):
     """`words`: (word, count) pairs. Returns (merges, vocab): merges as
     `(left, right, pair_count, score)` (plus `(c_left, c_right)` when `trace`), vocab as the
-    list of tokens (index = id)."""
+    list of tokens (index = id). `max_token_length` counts characters without the prefix."""
     vocab, segs = initial_vocab(words, special_tokens, prefix, limit_alphabet, variant_order)
     ids = {t: i for i, t in enumerate(vocab)}
+    base = {t: (len(t) if i < len(special_tokens) else 1) for i, t in enumerate(vocab)}
     tok: dict[str, int] = {}
     pair: dict[tuple[str, str], int] = {}
     has: dict[tuple[str, str], set[int]] = {}
@@ -88,6 +89,8 @@ def likelihood_wordpiece(words, vocab_size, prefix="##", special_tokens=(), max_
         for (x, y), c in pair.items():
             if c <= 0 or c < min_frequency:
                 continue
+            if max_token_length is not None and base[x] + base[y] > max_token_length:
+                continue
             score = c / (float(tok[x]) * float(tok[y]))
             key = (score, c, -ids[x], -ids[y])
             if best_key is None or key > best_key:
@@ -102,6 +105,7 @@ def likelihood_wordpiece(words, vocab_size, prefix="##", special_tokens=(), max_
         if new not in ids:
             ids[new] = len(vocab)
             vocab.append(new)
+            base[new] = base[x] + base[y]
         merges.append((x, y, count, score, (tok[x], tok[y])) if trace else (x, y, count, score))
         for i in sorted(has.pop(best, ())):
             syms = segs[i][0]

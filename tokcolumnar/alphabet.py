@@ -105,20 +105,18 @@ def code_points(words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
 def select_alphabet(cps: np.ndarray, weights: np.ndarray, limit: int | None,
                     initial: list[str]) -> np.ndarray:
     """Code points of the alphabet, sorted: every character, or the `limit` most frequent
-    (the initial alphabet first, ties by code point), as HF's `compute_alphabet`."""
-    uniq = np.unique(cps).astype(np.int64)
-    count = np.bincount(np.searchsorted(uniq, cps), weights=weights,
-                        minlength=uniq.size).astype(np.float64)
+    (the initial alphabet first, ties by code point), as HF's `compute_alphabet`. One weighted
+    `bincount` over the code points: no sort of the corpus."""
+    count = np.bincount(cps, weights=weights) if cps.size else np.zeros(0)
+    uniq = np.flatnonzero(count > 0)
+    count = count[uniq]
     if initial:
         extra = np.array(sorted({ord(c) for c in initial}), dtype=np.int64)
-        uniq = np.concatenate([uniq, extra])
-        count = np.concatenate([count, np.full(extra.size, np.inf)])
-        uniq, first = np.unique(uniq[::-1], return_index=True)  # the initial entry wins
-        count = count[::-1][first]
+        count = np.concatenate([count[~np.isin(uniq, extra)], np.full(extra.size, np.inf)])
+        uniq = np.concatenate([uniq[~np.isin(uniq, extra)], extra])
     if limit is not None and uniq.size > limit:
-        order = np.lexsort((uniq, -count))[:limit]
-        uniq = np.sort(uniq[order])
-    return uniq
+        uniq = uniq[np.lexsort((uniq, -count))[:limit]]
+    return np.sort(uniq)
 
 
 def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet: int | None,
@@ -126,8 +124,10 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
                   eow_token: str | None, variant_order: list[str] | None = None) -> Initial:
     """Assign ids and lay out every word's initial symbols (prefix/suffix variants included).
 
-    `variant_order` puts the listed variants first, in that order (HF assigns variant ids in
-    hash order; giving its order reproduces its tie-breaks)."""
+    Characters map to ids through a lookup table indexed by `code point << 2 | flags` (bit 0:
+    not word-initial, for the prefix; bit 1: word-final, for the suffix), so the whole corpus
+    is mapped by array gathers. `variant_order` puts the listed variants first, in that order
+    (HF assigns variant ids in hash order; giving its order reproduces its tie-breaks)."""
     counts = words.get_column("count").to_numpy().astype(np.int64)
     cps, lengths = code_points(words.get_column("word"))
     word_index = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
@@ -141,39 +141,48 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
     if eow_token is not None:
         vocab.add(eow_token, "special" if eow_token in special_tokens else "alphabet", 0)
     # characters kept: the alphabet plus any single-character token (e.g. a special "a")
-    known = np.array(sorted({ord(t) for t in vocab.ids if len(t) == 1}), dtype=np.int32)
-    keep = np.isin(cps, known)
+    singles = sorted({ord(t) for t in vocab.ids if len(t) == 1})
+    top = max([int(cps.max()) if cps.size else 0, *singles]) + 1
+    kept_cp = np.zeros(top, dtype=bool)
+    kept_cp[singles] = True
     keys = cps.astype(np.int64) << 2
     if prefix is not None or suffix is not None:
-        starts = np.cumsum(lengths) - lengths
+        starts = (np.cumsum(lengths) - lengths)[lengths > 0]
+        ends = starts + lengths[lengths > 0] - 1
         if prefix is not None:  # not word-initial (HF: by original position)
             keys |= 1
-            keys[starts[lengths > 0]] &= ~1
+            keys[starts] &= ~1
         if suffix is not None:  # word-final
-            keys[(starts + lengths - 1)[lengths > 0]] |= 2
+            keys[ends] |= 2
+    keep = kept_cp[cps]
+    del cps
     if not keep.all():
         keys, word_index = keys[keep], word_index[keep]
-    uniq_keys, inv = np.unique(keys, return_inverse=True)
+    del keep
+    present = np.flatnonzero(np.bincount(keys, minlength=4 * top))
 
     def spell(key: int) -> str:
         t = chr(key >> 2)
         return (prefix if key & 1 else "") + t + (suffix if key & 2 else "")
 
-    spelled = [spell(k) for k in uniq_keys.tolist()]
+    spelled = [spell(k) for k in present.tolist()]
     variants = sorted(set(spelled) - set(vocab.ids))
     if variant_order:  # ids fixed by a given order (e.g. to mirror another tokenizer's ids)
         rank = {t: i for i, t in enumerate(variant_order)}
         variants.sort(key=lambda v: (rank.get(v, len(rank)), v))
     for v in variants:
         vocab.add(v, "variant", 1)
-    ids = np.array([vocab.ids[t] for t in spelled], dtype=np.int64)[inv]
-    del inv, keys
+    lut = np.full(4 * top, -1, dtype=np.int64)
+    lut[present] = [vocab.ids[t] for t in spelled]
+    ids = lut[keys]
+    del keys
     if eow_token is not None:
         eow = vocab.ids[eow_token]
         ends = np.searchsorted(word_index, np.arange(len(lengths)), side="right")
         ids = np.insert(ids, ends, eow)
         word_index = np.insert(word_index, ends, np.arange(len(lengths)))
     sym_lengths = np.bincount(word_index, minlength=len(lengths)).astype(np.int64)
+    del word_index
     layout = Layout.from_symbols(sym_lengths, ids, counts)
     return Initial(vocab, layout, len(words))
 

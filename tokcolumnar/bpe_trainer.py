@@ -100,6 +100,8 @@ def _invert_string(s: str) -> bytes:
 class BpeTrainer:
     """Runs the merge loop on an `Initial` (vocab + layout); see the module docstring."""
 
+    cold_divisor = 256  # initial cold threshold = best initial pair count // cold_divisor
+
     def __init__(self, initial: Initial, settings: BpeSettings):
         self.vocab: Vocab = initial.vocab
         self.layout: Layout = initial.layout
@@ -113,6 +115,12 @@ class BpeTrainer:
         self.merges = MergeRecord()
         self.batching = True
         self.passes = 0
+        # Cold store (tie-break id): pairs created with a count below `threshold` wait in
+        # arrays instead of the queue; counts only fall after creation, so none can be the best
+        # pair while the best valid count is >= threshold (see `_revive`).
+        self.threshold = 0
+        self.cold: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.reuse_pass = False
         self.tlen = np.zeros(max(settings.vocab_size, len(self.vocab)) + 1, dtype=np.int64)
         self.tlen[: len(self.vocab)] = self.vocab.base_len
 
@@ -145,28 +153,56 @@ class BpeTrainer:
 
     # -- initial pairs ---------------------------------------------------------------------
     def count_initial_pairs(self) -> None:
+        """Count every adjacent pair and index its positions: positions grouped by pair key
+        (a radix sort on 16-bit digits of a dense key when the initial vocabulary allows, else
+        a Polars sort), then one entry per pair."""
         lay = self.layout
         sym = lay.sym
-        p = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0))
+        p = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
         left, right = sym[p], sym[p + 1]
         ok = self._len_ok(left, right)
         if ok is not None:
             p, left, right = p[ok], left[ok], right[ok]
-        df = pl.DataFrame({"key": pair_keys(left, right), "pos": p, "w": lay.wcount[p]}).sort(
-            "key", "pos")
-        groups = df.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
+        n0 = len(self.vocab)
+        if n0 * n0 < (1 << 32):
+            dense = (left * n0 + right).astype(np.uint32)
+            del left, right
+            order = np.argsort((dense & 0xFFFF).astype(np.uint16), kind="stable")
+            if n0 * n0 > (1 << 16):
+                hi = (dense >> 16).astype(np.uint16)[order]
+                order = order[np.argsort(hi, kind="stable")]
+                del hi
+            dense = dense[order]
+            p = p[order]
+            del order
+            first = np.ones(dense.size, dtype=bool)
+            first[1:] = dense[1:] != dense[:-1]
+            starts = np.flatnonzero(first)
+            del first
+            lens = np.diff(np.append(starts, dense.size))
+            d = dense[starts].astype(np.int64)
+            groups = pl.DataFrame({
+                "key": ((d // n0) << 32) | (d % n0),
+                "w": np.add.reduceat(lay.wcount[p], starts) if p.size else np.zeros(0, np.int64),
+                "len": lens})
+            positions = p
+        else:
+            df = pl.DataFrame({"key": pair_keys(left, right), "pos": p, "w": lay.wcount[p]}
+                              ).sort("key", "pos")
+            groups = df.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
+            positions = df.get_column("pos").to_numpy().astype(np.int32)
         keys = groups.get_column("key").to_list()
         sums = groups.get_column("w").to_list()
         ends = np.cumsum(groups.get_column("len").to_numpy())
         starts = (ends - groups.get_column("len").to_numpy()).tolist()
-        eid0 = self.entries.add_base(df.get_column("pos").to_numpy().astype(np.int32), keys,
-                                     starts, ends.tolist())
+        eid0 = self.entries.add_base(positions, keys, starts, ends.tolist())
         eids = range(eid0, eid0 + len(keys))
         self.live = dict(zip(keys, eids))
         self.counts = dict(zip(keys, sums))
         if self.s.tie_break == "id":
             self.heap = [((CMAX - w) << 128) | (k << 64) | e for k, w, e in zip(keys, sums, eids)]
             heapq.heapify(self.heap)
+            self.threshold = max(sums, default=0) // self.cold_divisor
         else:
             for k, w, e in zip(keys, sums, eids):
                 self._push(w, k, e)
@@ -333,6 +369,15 @@ class BpeTrainer:
         cnt = [get(k, 0) for k in keys]
         eid0 = self.entries.add_base(sp.astype(np.int32), keys, starts.tolist(), ends.tolist())
         if self.hf:
+            if self.threshold > 1:
+                c_arr = np.array(cnt, dtype=np.int64)
+                cold = (c_arr > 0) & (c_arr < self.threshold)
+                if cold.any():
+                    idx = np.flatnonzero(cold)
+                    self.cold.append((sk[starts][idx], eid0 + idx, c_arr[idx]))
+                    cnt = np.where(cold, 0, c_arr).tolist()
+            if self.reuse_pass and self.cold:  # a re-created token: its pairs may be cold
+                self._revive(0, only=np.array(keys, dtype=np.int64))
             heap, push, live = self.heap, heapq.heappush, self.live
             id_mode = self.s.tie_break == "id"
             for i, (key, c) in enumerate(zip(keys, cnt)):
@@ -372,7 +417,10 @@ class BpeTrainer:
         """Pop until an entry whose count is current (HF's lazy re-queueing); None at the
         end."""
         s, counts, live, hf = self.s, self.counts, self.live, self.hf
-        while self.heap:
+        while self.heap or self.cold:
+            if not self.heap:
+                self._revive(0)
+                continue
             count, pair, eid, tie = self._pop()
             cur = counts.get(pair, 0)
             if not hf and live.get(pair) != eid:
@@ -388,8 +436,30 @@ class BpeTrainer:
                     if first >= 0:
                         self._push(cur, pair, eid, first)
                     continue
+            if self.cold and count < self.threshold:
+                self._push(count, pair, eid)
+                self._revive(count)
+                continue
             return count, pair, eid
         return None
+
+    def _revive(self, count: int, only: np.ndarray | None = None) -> None:
+        """Move cold pairs into the queue: those created with a count >= count // 2 (all when
+        `count` <= 1), or, with `only`, those among these keys. Lowers the threshold."""
+        if not self.cold:
+            return
+        keys, eids, cnt = (np.concatenate(x) for x in zip(*self.cold))
+        if only is not None:
+            move = np.isin(keys, only)
+        else:
+            self.threshold = count // 2 if count > 1 else 0
+            move = cnt >= self.threshold
+        rest = ~move
+        self.cold = [(keys[rest], eids[rest], cnt[rest])] if rest.any() else []
+        get, heap = self.counts.get, self.heap
+        for key, eid in zip(keys[move].tolist(), eids[move].tolist()):
+            self._add_live(key, eid)
+            heapq.heappush(heap, ((CMAX - get(key, 0)) << 128) | (key << 64) | eid)
 
     def _below_minimum(self, count: int) -> bool:
         return count < 1 or count < self.s.min_frequency
@@ -404,7 +474,7 @@ class BpeTrainer:
         rights = {first[1] & M32}
         made = {self._new_token(first[1] >> 32, first[1] & M32)}
         ids = self.vocab.ids
-        while len(batch) < room and self.heap:
+        while len(batch) < room and (self.heap or self.cold):
             item = self._next_valid()
             if item is None:
                 break
@@ -453,6 +523,7 @@ class BpeTrainer:
                     batch = batch[:keep]
                     n_keep = sum(sizes[:keep])
                     pos, member = pos[:n_keep], member[:n_keep]
+            n_before = len(vocab)
             a_arr = np.empty(len(batch), dtype=np.int64)
             b_arr = np.empty(len(batch), dtype=np.int64)
             n_arr = np.empty(len(batch), dtype=np.int64)
@@ -471,6 +542,7 @@ class BpeTrainer:
                 m.right.append(b)
                 m.new.append(new)
                 m.count.append(c)
+            self.reuse_pass = bool((n_arr < n_before).any())
             if pos.size:
                 words = self._apply(pos, a_arr[member], b_arr[member], n_arr[member], member,
                                     len(batch))

@@ -189,10 +189,13 @@ def hf_lowercase(col: pl.Expr) -> pl.Expr:
 
 # --- Oniguruma -> Rust regex ------------------------------------------------------------------
 # HF compiles user patterns (Split, Replace) with Oniguruma; Polars with the Rust `regex` crate.
-# Their `\s`, `\d`, `\p{..}` sets agree; their `\w` differs (Oniguruma adds ² ³ ¹ ¼ ½ ¾ and
-# leaves out U+200C/U+200D), `^`/`$` are line anchors in Oniguruma, and Rust has no look-around.
+# Their `\s`, `\d`, `.`, `\p{..}` sets agree on every code point; their `\w` differs: Oniguruma
+# leaves out U+200C/U+200D, and its `\w` outside brackets (not `[\w]`) also matches ² ³ ¹ ¼ ½ ¾.
+# `^`/`$` are line anchors in Oniguruma, and Rust has no look-around.
 ONIG_WORD_CLASS = r"[\w\xB2\xB3\xB9\xBC-\xBE--\x{200C}\x{200D}]"
 ONIG_NOT_WORD_CLASS = r"[^\w\xB2\xB3\xB9\xBC-\xBE--\x{200C}\x{200D}]"
+ONIG_WORD_IN_CLASS = r"[\w--\x{200C}\x{200D}]"
+ONIG_NOT_WORD_IN_CLASS = r"[\W\x{200C}\x{200D}]"
 _RUST_META = set("\\.+*?()|[]{}^$#&-~")
 
 
@@ -213,9 +216,9 @@ def onig_to_rust(pattern: str) -> str:
         if c == "\\" and i + 1 < n:
             e = pattern[i + 1]
             if e == "w":
-                out.append(ONIG_WORD_CLASS)
+                out.append(ONIG_WORD_IN_CLASS if depth else ONIG_WORD_CLASS)
             elif e == "W":
-                out.append(ONIG_NOT_WORD_CLASS)
+                out.append(ONIG_NOT_WORD_IN_CLASS if depth else ONIG_NOT_WORD_CLASS)
             elif e == "h" and depth == 0:
                 out.append("[0-9a-fA-F]")
             elif e == "H" and depth == 0:

@@ -123,7 +123,11 @@ class LikelihoodTrainer:
         self.layout: Layout = initial.layout
         self.n_words = initial.n_words
         self.s = settings
-        cap = max(settings.vocab_size, len(self.vocab)) + 1
+        # ids to come: at most one per merge, and merges are bounded by the symbol positions
+        room = max(settings.vocab_size - len(self.vocab), 0)
+        if settings.max_merges is not None:
+            room = min(room, settings.max_merges)
+        cap = len(self.vocab) + min(room, int(np.count_nonzero(self.layout.sym >= 0))) + 1
         self.tcount = np.zeros(cap, dtype=np.int64)
         self.tcf = np.full(cap, np.inf)  # float64 counts, inf for 0 (dead pairs score 0)
         self.tlen = np.zeros(cap, dtype=np.int64)

@@ -1,0 +1,44 @@
+-- Stage 6: pair counting — the initial pair counts and the merge queue.
+--
+-- In:  tc_seg(w, wc, syms, st), tc_vocab; $max_token_length INTEGER (NULL = no limit: a pair
+--      whose two tokens together exceed it, prefix/suffix not counted, is never counted).
+-- Out: tc_pairs(key BIGINT, cnt BIGINT)   the pair counts, key = left_id << 32 | right_id, so
+--                                         key order is the `id` tie-break order;
+--      tc_items_cold(eid, key, stale, fs, ws)  one queue entry per pair (HF's `Merge`): eid its
+--                                         creation order, stale the count it was queued with,
+--                                         fs its first occurrence (w << 32 | st), ws the words it
+--                                         was created for (HF merges an entry only there);
+--      tc_items_hot (same + cnt, the current count), tc_pending(key, d), tc_multi(key),
+--      tc_merges_log: empty, filled by the merge passes (07, 08).
+-- Every queue entry starts "cold"; the merge loop moves the best ones to the small hot table.
+
+-- name: pairs
+CREATE OR REPLACE TABLE tc_items_cold AS
+WITH occurrences AS (
+    SELECT w, wc, syms[j] AS l, syms[j + 1] AS r, st[j] AS pos
+    FROM (SELECT w, wc, syms, st, unnest(range(1, len(syms))) AS j FROM tc_seg)
+),
+eligible AS (
+    SELECT o.* FROM occurrences o
+    JOIN tc_vocab vl ON vl.id = o.l
+    JOIN tc_vocab vr ON vr.id = o.r
+    WHERE $max_token_length::INTEGER IS NULL OR vl.blen + vr.blen <= $max_token_length::INTEGER
+),
+per_word AS (
+    SELECT (l::BIGINT << 32) | r AS key, w, sum(wc) AS cnt, min(pos) AS pos
+    FROM eligible
+    GROUP BY ALL
+)
+SELECT (row_number() OVER (ORDER BY key) - 1)::BIGINT AS eid, key, sum(cnt)::BIGINT AS stale,
+       min((w::BIGINT << 32) | pos) AS fs, list(w ORDER BY w) AS ws
+FROM per_word
+GROUP BY key;
+
+-- name: tables
+CREATE OR REPLACE TABLE tc_pairs AS SELECT key, stale AS cnt FROM tc_items_cold;
+CREATE OR REPLACE TABLE tc_items_hot (eid BIGINT, key BIGINT, stale BIGINT, cnt BIGINT, fs BIGINT,
+                                      ws INTEGER[]);
+CREATE OR REPLACE TABLE tc_pending (key BIGINT, d BIGINT);
+CREATE OR REPLACE TABLE tc_multi (key BIGINT);
+CREATE OR REPLACE TABLE tc_merges_log (rank INTEGER, left_id INTEGER, right_id INTEGER,
+                                       id INTEGER, count BIGINT, words BIGINT);
