@@ -43,6 +43,7 @@ def test_course_first_merge_is_gs_with_score_one_twentieth():
     assert score == 1 / 20  # count(##g ##s) / (count(##g) * count(##s)) = 5 / (20 * 5)
     first = r.merges.row(0, named=True)
     assert (first["left_count"], first["right_count"], first["token"]) == (20, 5, "##gs")
+    assert r.merges["words"].to_list() == [1, 2, 2, 1, 1, 1, 1, 1, 1]  # words each touched
 
 
 def test_course_every_step_matches_oracle_and_hand_computation():
@@ -86,15 +87,18 @@ corpus_st = st.lists(st.tuples(word_st, st.integers(1, 40)), min_size=1, max_siz
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(words=corpus_st, extra=st.integers(0, 60), specials=st.booleans(),
-       min_freq=st.sampled_from([0, 0, 2, 5]), max_len=st.sampled_from([None, None, 2, 4]))
-def test_engine_matches_oracle_on_generated_corpora(words, extra, specials, min_freq, max_len):
+       min_freq=st.sampled_from([0, 0, 2, 5]), max_len=st.sampled_from([None, None, 2, 4]),
+       limit=st.sampled_from([None, None, None, 3, 5]))
+def test_engine_matches_oracle_on_generated_corpora(words, extra, specials, min_freq, max_len,
+                                                    limit):
     sp = ["[UNK]", "[CLS]"] if specials else []
-    v0, _ = initial_vocab(words, sp)
+    v0, _ = initial_vocab(words, sp, limit_alphabet=limit)
     vs = len(v0) + extra
-    kw = {"special_tokens": sp, "min_frequency": min_freq, "max_token_length": max_len}
+    kw = {"special_tokens": sp, "min_frequency": min_freq, "max_token_length": max_len,
+          "limit_alphabet": limit}
     merges, vocab, _ = engine(words, vs, **kw)
     om, ov = likelihood_wordpiece(words, vs, special_tokens=sp, min_frequency=min_freq,
-                                  max_token_length=max_len)
+                                  max_token_length=max_len, limit_alphabet=limit)
     assert merges == om
     assert vocab == ov
 

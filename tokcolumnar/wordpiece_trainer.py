@@ -41,6 +41,7 @@ from .progress import Progress
 
 M32 = (1 << 32) - 1
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
+HEAP_MIN = 1 << 15  # compact the heap once it holds 4x its live entries (and at least this)
 SMALL = 16  # below this many items, plain Python beats NumPy's per-call overhead
 
 
@@ -142,6 +143,7 @@ class LikelihoodTrainer:
         self.where: dict[int, list[tuple[int, int, int]]] = {}  # slot -> position slices
         self.index: dict[int, set[int]] = {}  # token id -> slots of the pairs containing it
         self.heap: list[tuple[float, int, int, int]] = []
+        self.heap_limit = HEAP_MIN
         self.rec = LikelihoodRecord()
         self.rescored = 0  # statistics
         self.pushes = 0
@@ -288,6 +290,7 @@ class LikelihoodTrainer:
         self.slots.pcount[slots] = c
         self.heap = list(zip((-score).tolist(), (-c).tolist(), gkeys.tolist(), slots.tolist()))
         heapq.heapify(self.heap)
+        self.heap_limit = max(HEAP_MIN, 4 * len(self.heap))
         self.pushes += len(self.heap)
 
     # -- selection -------------------------------------------------------------------------
@@ -614,6 +617,17 @@ class LikelihoodTrainer:
             right = right[len(prefix):]
         return self.vocab.tokens[a] + right
 
+    def _compact_heap(self) -> None:
+        """Drop outdated duplicates (entries that are not their pair's pushed key)."""
+        heap, sl = self.heap, self.slots
+        slots = np.fromiter((e[3] for e in heap), dtype=np.int64, count=len(heap))
+        ns = np.fromiter((e[0] for e in heap), dtype=np.float64, count=len(heap))
+        nc = np.fromiter((e[1] for e in heap), dtype=np.int64, count=len(heap))
+        keep = (-ns == sl.pscore[slots]) & (-nc == sl.pcount[slots])
+        heap[:] = [e for e, k in zip(heap, keep.tolist()) if k]
+        heapq.heapify(heap)
+        self.heap_limit = max(HEAP_MIN, 4 * len(heap))
+
     def train(self) -> LikelihoodRecord:
         self.count_initial()
         s, vocab, rec, sl = self.s, self.vocab, self.rec, self.slots
@@ -621,6 +635,8 @@ class LikelihoodTrainer:
         while len(vocab) < s.vocab_size:
             if s.max_merges is not None and len(rec.left) >= s.max_merges:
                 break
+            if len(self.heap) > self.heap_limit:
+                self._compact_heap()
             best = self._next_best()
             if best is None:
                 break
@@ -677,10 +693,24 @@ def train_frequency(initial: Initial, cfg: Any) -> pl.DataFrame:
     return merges_table(rec, initial.vocab.tokens, [float(c) for c in rec.count])
 
 
+def segmented_words(words: pl.DataFrame, initial: Initial) -> pl.DataFrame:
+    """`training.words_table` without the group-by: each word's final tokens and ids as Arrow
+    lists over the layout's offsets (same schema, less memory at the peak of a run)."""
+    import pyarrow as pa
+
+    offsets, ids = initial.layout.segmentation(initial.n_words)
+    off = pa.array(offsets, type=pa.int64())
+    tok = pl.Series(initial.vocab.tokens, dtype=pl.String).gather(ids)
+    tokens = pl.Series("tokens", pa.LargeListArray.from_arrays(off, tok.to_arrow()))
+    id_lists = pl.Series("ids", pa.LargeListArray.from_arrays(
+        off, pa.array(ids.astype(np.uint32))))
+    return words.with_columns(tokens.cast(pl.List(pl.String)), id_lists.cast(pl.List(pl.UInt32)))
+
+
 def train_wordpiece(words: pl.DataFrame, cfg: Any, normalizer: Any, pretokenizer: Any,
                     timings: dict[str, float]) -> Any:
     """`training.train` hook for `--model wordpiece`: words -> TrainResult."""
-    from .training import TrainResult, initial_from_words, vocab_table, words_table
+    from .training import TrainResult, initial_from_words, vocab_table
 
     if cfg.wordpiece_scoring not in ("likelihood", "frequency"):
         raise TokcolumnarError(f"unknown --wordpiece-scoring {cfg.wordpiece_scoring!r} "
@@ -705,7 +735,7 @@ def train_wordpiece(words: pl.DataFrame, cfg: Any, normalizer: Any, pretokenizer
         merges, _stats = train_likelihood(initial, cfg)
     timings["merge"] = time.perf_counter() - t2
     t3 = time.perf_counter()
-    result = TrainResult(cfg, words_table(words, initial), merges, vocab_table(initial, merges),
+    result = TrainResult(cfg, segmented_words(words, initial), merges, vocab_table(initial, merges),
                          normalizer, pretokenizer, timings)
     timings["tables"] = time.perf_counter() - t3
     return result
