@@ -6,10 +6,11 @@
 --                                         key order is the `id` tie-break order;
 --      tc_items_cold(eid, key, stale, fs, ws)  one queue entry per pair (HF's `Merge`): eid its
 --                                         creation order, stale the count it was queued with,
---                                         fs its first occurrence (w << 32 | st), ws the words it
+--                                         (eid = key for these), fs its first occurrence (w << 32 | st), ws the words it
 --                                         was created for (HF merges an entry only there);
 --      tc_items_hot (same + cnt, the current count), tc_pending(key, d), tc_multi(key),
---      tc_merges_log: empty, filled by the merge passes (07, 08).
+--      tc_merges_log: empty, filled by the merge passes (07, 08); the passes' working tables
+--      tc_state, tc_batch, tc_x, tc_ch_t, tc_new_reuse.
 -- Every queue entry starts "cold"; the merge loop moves the best ones to the small hot table.
 
 -- name: pairs
@@ -29,16 +30,27 @@ per_word AS (
     FROM eligible
     GROUP BY ALL
 )
-SELECT (row_number() OVER (ORDER BY key) - 1)::BIGINT AS eid, key, sum(cnt)::BIGINT AS stale,
+SELECT key::HUGEINT AS eid, key, sum(cnt)::BIGINT AS stale,
        min((w::BIGINT << 32) | pos) AS fs, list(w ORDER BY w) AS ws
 FROM per_word
 GROUP BY key;
 
 -- name: tables
 CREATE OR REPLACE TABLE tc_pairs AS SELECT key, stale AS cnt FROM tc_items_cold;
-CREATE OR REPLACE TABLE tc_items_hot (eid BIGINT, key BIGINT, stale BIGINT, cnt BIGINT, fs BIGINT,
+CREATE OR REPLACE TABLE tc_items_hot (eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT, fs BIGINT,
                                       ws INTEGER[]);
 CREATE OR REPLACE TABLE tc_pending (key BIGINT, d BIGINT);
 CREATE OR REPLACE TABLE tc_multi (key BIGINT);
 CREATE OR REPLACE TABLE tc_merges_log (rank INTEGER, left_id INTEGER, right_id INTEGER,
                                        id INTEGER, count BIGINT, words BIGINT);
+-- the merge passes' working tables (stage 7)
+CREATE OR REPLACE TABLE tc_state (kstar INTEGER, pass BIGINT);
+INSERT INTO tc_state VALUES (0, 0);
+CREATE OR REPLACE TABLE tc_batch (k INTEGER, role VARCHAR, r INTEGER, eid HUGEINT, key BIGINT,
+                                  a INTEGER, b INTEGER, eff BIGINT, stale BIGINT, cnt BIGINT,
+                                  new_id INTEGER, new_blen INTEGER, tok VARCHAR, fresh BOOLEAN);
+CREATE OR REPLACE TABLE tc_x (w INTEGER, wc BIGINT, s INTEGER[], st INTEGER[], kp INTEGER[]);
+CREATE OR REPLACE TABLE tc_ch_t (k INTEGER, w INTEGER, key BIGINT, d BIGINT, plus BOOLEAN,
+                                 pos INTEGER);
+CREATE OR REPLACE TABLE tc_new_reuse (eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT,
+                                      fs BIGINT, ws INTEGER[]);

@@ -121,7 +121,10 @@ class BpeTrainer:
         self.threshold = 0
         self.cold: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.reuse_pass = False
-        self.tlen = np.zeros(max(settings.vocab_size, len(self.vocab)) + 1, dtype=np.int64)
+        room = settings.vocab_size - len(self.vocab)
+        if settings.max_merges is not None:
+            room = min(room, settings.max_merges)
+        self.tlen = np.zeros(len(self.vocab) + max(room, 0) + 1, dtype=np.int64)
         self.tlen[: len(self.vocab)] = self.vocab.base_len
 
     # -- queue ---------------------------------------------------------------------------

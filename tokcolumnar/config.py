@@ -105,9 +105,13 @@ def apply_preset(cfg: TrainConfig) -> None:
             cfg.special_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
         cfg.unk_token = cfg.unk_token or "[UNK]"
     elif cfg.preset == "subword-nmt":
+        # `--vocab-size N` is read as subword-nmt's `-s N`: N merge operations
         cfg.model = "bpe"
-        cfg.pre_tokenizer = "ascii-space"
+        cfg.pre_tokenizer = "subword-nmt"
         cfg.normalizer = "none"
         cfg.end_of_word_suffix = "</w>"
         cfg.tie_break = "lexical-max"
         cfg.min_frequency = max(cfg.min_frequency, 2)
+        if cfg.max_merges is None:
+            cfg.max_merges = cfg.vocab_size
+            cfg.vocab_size = 1 << 40

@@ -47,7 +47,13 @@ class TrainResult:
 
 
 def pipeline_parts(cfg: TrainConfig) -> tuple[Normalizer | None, PreTokenizer]:
-    return build_normalizer(cfg.normalizer, cfg.lowercase), build_pretokenizer(cfg.pre_tokenizer)
+    if cfg.pre_tokenizer == "subword-nmt":
+        from .subword_nmt import SubwordNmtSplit
+
+        pretokenizer: PreTokenizer = SubwordNmtSplit()
+    else:
+        pretokenizer = build_pretokenizer(cfg.pre_tokenizer)
+    return build_normalizer(cfg.normalizer, cfg.lowercase), pretokenizer
 
 
 def words_from_inputs(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:

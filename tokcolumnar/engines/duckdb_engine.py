@@ -34,6 +34,9 @@ PRETOKENIZERS = ("whitespace", "whitespace-split", "none")
 LINE_INSENSITIVE = ("whitespace", "whitespace-split")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _SECTION = re.compile(r"^-- name: ([A-Za-z0-9_]+)\s*$", re.M)
+_UNSET = object()
+VARIABLE_TYPES = {"n": "INTEGER", "prefix": "VARCHAR", "theta": "BIGINT",
+                  "max_token_length": "INTEGER"}
 
 # merge loop tuning
 CANDIDATES = 256  # queue entries read per pass
@@ -50,6 +53,9 @@ class Scripts:
         self.con = con
         self.dir = directory
         self._cache: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
+        self._prepared: dict[tuple[str, str], list[str]] = {}
+        self._names: list[str] = []
+        self._bound: dict[str, Any] = {}
 
     def _file(self, stem: str) -> Path:
         found = sorted(self.dir.glob(f"*{stem}.sql"))
@@ -89,6 +95,39 @@ class Scripts:
 
     def rows(self, stem: str, section: str = "", **params: Any) -> list[tuple]:
         return self.run(stem, section, **params).fetchall()
+
+    # Statements run thousands of times (the merge pass) are prepared once. Their $name
+    # parameters are then bound as DuckDB variables (SET VARIABLE name = $value), read by
+    # getvariable('name') in the prepared text: values still never enter the SQL text.
+    def bind(self, **values: Any) -> None:
+        for name, value in values.items():
+            if self._bound.get(name, _UNSET) == value:
+                continue
+            sql_type = VARIABLE_TYPES[name]
+            self.con.execute(f"SET VARIABLE {name} = $v::{sql_type}", {"v": value})
+            self._bound[name] = value
+
+    def _as_variables(self, q: str) -> str:
+        return _PARAM.sub(lambda m: f"getvariable('{m.group(1)}')", q)
+
+    def run_vars(self, stem: str, section: str = "") -> None:
+        """Run a section whose $name parameters are read from the bound variables (DDL such as
+        views, which cannot take parameters)."""
+        for q, _ in self.statements(stem, section):
+            self.con.execute(self._as_variables(q))
+
+    def prepare(self, stem: str, section: str) -> list[str]:
+        """PREPARE every statement of a section; returns the EXECUTE statements to run it."""
+        key = (stem, section)
+        if key not in self._prepared:
+            names = []
+            for q, _ in self.statements(stem, section):
+                name = f"tc_{len(self._names)}"
+                self._names.append(name)
+                self.con.execute(f"PREPARE {name} AS {self._as_variables(q)}")
+                names.append(f"EXECUTE {name}")
+            self._prepared[key] = names
+        return self._prepared[key]
 
 
 def _strip_comments(q: str) -> str:
@@ -318,7 +357,7 @@ class _Cand:
 
 
 class MergeLoop:
-    """Drives stage 7/8: one SQL pass per batch of merges, until the vocabulary is full, no pair
+    """Drives stages 7-8: one SQL pass per batch of merges, until the vocabulary is full, no pair
     is left, or the best count is below min_frequency."""
 
     def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int):
@@ -332,8 +371,28 @@ class MergeLoop:
         self.minimum = max(1, cfg.min_frequency)
         self.max_merges = cfg.max_merges if cfg.max_merges is not None else 1 << 62
         self.cold_left = True
-        self.section = {"id": "candidates_id", "lexical-max": "candidates_lexical",
-                        "first-seen": "candidates_first_seen"}[cfg.tie_break]
+        sql.bind(n=CANDIDATES, prefix=cfg.continuing_subword_prefix, theta=self.theta,
+                 max_token_length=cfg.max_token_length)
+        sql.run_vars("merge_pass", "views")
+        if cfg.max_token_length is not None:
+            sql.run_vars("merge_pass", "views_max_length")
+        section = {"id": "candidates_id", "lexical-max": "candidates_lexical",
+                   "first-seen": "candidates_first_seen"}[cfg.tie_break]
+        self.q_candidates = sql.prepare("merge_pass", section)[0]
+        head = ["occurrences", "changes", "cut"] + (["stale"] if self.hf else []) + ["apply_seg"]
+        head += [] if self.hf else ["reset_merged"]
+        tail = ["log", "clear", "kstar"]
+        self.q_pass = self._script(head + ["apply_counts", "place_new"] + tail)
+        self.q_reuse = self._script(
+            head + ["new_reuse", "apply_counts",
+                    "mark_multi" if self.hf else "fold_old", "place_reuse"] + tail)
+
+    def _script(self, parts: list) -> str:
+        out = []
+        for p in parts:
+            stem, section = p if isinstance(p, tuple) else ("merge_pass", p)
+            out.extend(self.sql.prepare(stem, section))
+        return "; ".join(out)
 
     # -- queue ------------------------------------------------------------------------------
     def refill(self) -> bool:
@@ -346,6 +405,7 @@ class MergeLoop:
         theta = row[0][0] if row else -(1 << 62)
         sql.run("queue", "refill", theta=theta)
         self.theta = theta
+        sql.bind(theta=theta)
         if not row:
             self.cold_left = False
         if not self.hf:
@@ -353,11 +413,9 @@ class MergeLoop:
         return True
 
     def candidates(self) -> list[_Cand]:
-        rows = self.sql.rows("merge_pass", self.section, n=CANDIDATES,
-                             prefix=self.cfg.continuing_subword_prefix)
-        return [_Cand(*r) for r in rows]
+        return [_Cand(*r) for r in self.sql.con.execute(self.q_candidates).fetchall()]
 
-    def _first_seen_winner(self, cands: list[_Cand]) -> list[_Cand]:
+    def _first_seen_winner(self, cands: list[_Cand]) -> _Cand:
         """first-seen: make sure the leader's first occurrence is exact (fs is a lower bound)."""
         while True:
             top = [c for c in cands if c.cnt == cands[0].cnt]
@@ -369,7 +427,7 @@ class MergeLoop:
             best = min(probe, key=lambda c: (c.fs, c.eid))
             rest = top[len(probe):]
             if not rest or best.fs <= rest[0].fs:
-                return [best]
+                return best
             cands = self.candidates()
 
     # -- one pass ---------------------------------------------------------------------------
@@ -389,12 +447,10 @@ class MergeLoop:
         if first.cnt < self.minimum:
             return False
         if cfg.tie_break == "first-seen":
-            cands = self._first_seen_winner(cands)
-            first = cands[0]
+            first = self._first_seen_winner(cands)
         room = min(cfg.vocab_size - self.vocab_n, self.max_merges - self.merges_n)
         picked: list[tuple[int, str, _Cand]] = [(0, "m", first)]
-        single = first.reuse_id is not None or first.multi or not self.hf
-        if not single:
+        if self.hf and first.reuse_id is None and not first.multi:
             lefts, rights, made = {first.a}, {first.b}, {first.tok}
             members, deferred = 1, 0
             for r, c in enumerate(cands[1:], start=1):
@@ -421,9 +477,7 @@ class MergeLoop:
     def _pass(self, picked: list[tuple[int, str, _Cand]]) -> None:
         """Run stage 7 on the picked candidates: (place in queue order, 'm' member or 'd'
         deferred, candidate)."""
-        sql, cfg = self.sql, self.cfg
-        members = [c for _, role, c in picked if role == "m"]
-        nm = len(members)
+        sql = self.sql
         k, new_id, new_blen, fresh = [], [], [], []
         next_id, km = self.vocab_n, 0
         for _, role, c in picked:
@@ -432,54 +486,29 @@ class MergeLoop:
                 new_id.append(None)
                 new_blen.append(None)
                 fresh.append(False)
-                continue
-            k.append(km)
-            km += 1
-            if c.reuse_id is not None:
+            elif c.reuse_id is not None:
+                k.append(km)
                 new_id.append(c.reuse_id)
                 new_blen.append(c.reuse_blen)
                 fresh.append(False)
             else:
+                k.append(km)
                 new_id.append(next_id)
                 new_blen.append(c.blen)
                 fresh.append(True)
                 next_id += 1
+            km += role == "m"
         cs = [c for _, _, c in picked]
         sql.run("merge_pass", "batch", k=k, role=[role for _, role, _ in picked],
                 r=[r for r, _, _ in picked], eid=[c.eid for c in cs], key=[c.key for c in cs],
                 a=[c.a for c in cs], b=[c.b for c in cs], eff=[c.eff for c in cs],
                 stale=[c.stale for c in cs], cnt=[c.cnt for c in cs], new_id=new_id,
                 new_blen=new_blen, tok=[c.tok for c in cs], fresh=fresh)
-        sql.run("merge_pass", "gather")
-        sql.run("merge_pass", "occurrences")
-        sql.run("merge_pass", "changes")
-        if cfg.max_token_length is not None:
-            sql.run("merge_pass", "changes_max_length", max_token_length=cfg.max_token_length)
-        kstar = nm
-        if len(picked) > 1:
-            kstar = sql.rows("merge_pass", "cut", nm=nm)[0][0]
-        last = members[kstar - 1]
-        reuse = members[0].reuse_id is not None
-        if self.hf:
-            sql.run("merge_pass", "stale_untouched", eff=last.eff, key=last.key, eid=last.eid,
-                    kstar=kstar)
-            sql.run("merge_pass", "stale_touched", eff=last.eff, key=last.key, eid=last.eid,
-                    kstar=kstar)
-        sql.run("merge_pass", "apply_seg", kstar=kstar)
-        if not self.hf:
-            sql.run("merge_pass", "reset_merged", kstar=kstar)
-        if reuse:  # counts from before this pass are needed: fold the pending changes first
-            sql.run("queue", "flush")
-            sql.run("merge_pass", "new_items_reuse", kstar=kstar, **{"pass": self.passes})
-        else:
-            sql.run("merge_pass", "new_items", kstar=kstar, **{"pass": self.passes})
-        sql.run("merge_pass", "apply_counts", kstar=kstar)
-        if reuse:
-            sql.run("merge_pass", "mark_multi" if self.hf else "fold_old")
-        sql.run("merge_pass", "place_new", theta=self.theta)
-        sql.run("merge_pass", "log", kstar=kstar, rank0=self.merges_n)
+        reuse = picked[0][2].reuse_id is not None
+        kstar = sql.con.execute(self.q_reuse if reuse else self.q_pass).fetchone()[0]
         self.merges_n += kstar
-        self.vocab_n += sum(1 for c in members[:kstar] if c.reuse_id is None)
+        self.vocab_n += sum(1 for f in fresh[:len(picked)] if f) if kstar == km else sum(
+            1 for kk, f in zip(k, fresh) if f and 0 <= kk < kstar)
         self.passes += 1
 
     def run(self) -> None:
