@@ -22,6 +22,65 @@ from .errors import TokcolumnarError
 from .models import MODEL_TYPES, Model, lists_from_flat
 
 CHUNK_WORDS = 50_000  # words per candidate join (bounds the memory of the candidate table)
+HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
+
+
+def _utf8(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of a string column, concatenated, and the offsets of each string."""
+    import pyarrow as pa
+
+    arr = strings.cast(pl.String).fill_null("").to_arrow()
+    arr = arr.cast(pa.large_string()) if arr.type != pa.large_string() else arr
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None
+            else np.zeros(0, dtype=np.uint8))
+    start = int(off[0]) if off.size else 0
+    return data[start:int(off[-1]) if off.size else 0], (off - start).astype(np.int64)
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """HASH_BASE**i and its inverse**i modulo 2**64, i < n."""
+    inv = pow(HASH_BASE, -1, 1 << 64)
+    pw = np.full(n, HASH_BASE, dtype=np.uint64)
+    pw[0] = 1
+    pinv = np.full(n, inv, dtype=np.uint64)
+    pinv[0] = 1
+    return np.cumprod(pw, dtype=np.uint64), np.cumprod(pinv, dtype=np.uint64)
+
+
+def _prefix_sums(data: np.ndarray, pw: np.ndarray) -> np.ndarray:
+    """S[i] = sum of data[j] * B**j for j < i (modulo 2**64)."""
+    out = np.zeros(data.size + 1, dtype=np.uint64)
+    np.cumsum(data.astype(np.uint64) * pw[:data.size], dtype=np.uint64, out=out[1:])
+    return out
+
+
+def _range_hash(sums: np.ndarray, pinv: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hash of bytes [a, b): sum of data[a + j] * B**j (the same for equal byte strings
+    wherever they are)."""
+    return (sums[b] - sums[a]) * pinv[a]
+
+
+def _lookup(queries: np.ndarray, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """vals[k] for each query equal to keys[k] (keys sorted, unique), -1 where absent."""
+    if queries.size > 20_000:  # a hash join beats binary search on many queries
+        table = pl.DataFrame({"k": keys, "v": vals})
+        got = pl.DataFrame({"k": queries}).join(table, on="k", how="left",
+                                                maintain_order="left")
+        return got.get_column("v").fill_null(-1).to_numpy()
+    j = np.searchsorted(keys, queries)
+    j[j == keys.size] = 0
+    return np.where(keys[j] == queries, vals[j], -1)
+
+
+def _char_counts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    starts = np.flatnonzero((data & 0xC0) != 0x80)
+    n = offsets.size - 1
+    return np.bincount(np.searchsorted(offsets, starts, side="right") - 1,
+                       minlength=n).astype(np.int64)[:n]
 
 
 @dataclass
@@ -35,6 +94,7 @@ class WordPieceModel(Model):
     max_input_chars_per_word: int = 100
     _frame: pl.DataFrame | None = field(default=None, repr=False)
     _caps: pl.DataFrame | None = field(default=None, repr=False)
+    _hashes: dict[str, Any] | None = field(default=None, repr=False)
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
@@ -71,17 +131,16 @@ class WordPieceModel(Model):
             prefix = self.continuing_subword_prefix or ""
             frame = pl.DataFrame({"piece": list(self.vocab), "id": list(self.vocab.values())},
                                  schema={"piece": pl.String, "id": pl.UInt32})
-            cont = (pl.col("piece").str.starts_with(prefix) & (pl.col("piece").str.len_chars()
-                                                                > len(prefix))
-                    if prefix else pl.lit(False))
-            body = pl.when(cont).then(pl.col("piece").str.slice(len(prefix))).otherwise(
-                pl.col("piece"))
-            lens = (frame.lazy().select(cont.alias("cont"), body.alias("body"))
+            # at the start of a word any piece can match as written; after it, only the
+            # prefixed pieces, by the text that follows the prefix
+            first = frame.select(pl.lit(False).alias("cont"), pl.col("piece").alias("body"))
+            rest = frame.filter(pl.col("piece").str.starts_with(prefix)
+                                & (pl.col("piece").str.len_chars() > len(prefix))).select(
+                pl.lit(True).alias("cont"), pl.col("piece").str.slice(len(prefix)).alias("body"))
+            lens = (pl.concat([first, rest]).lazy()
                     .with_columns(pl.col("body").str.slice(0, 1).alias("c"),
                                   pl.col("body").str.len_chars().cast(pl.Int64).alias("cap"))
                     .group_by("cont", "c").agg(pl.col("cap").max()).collect())
-            # a piece that is exactly the prefix (or starts with it without being a
-            # continuation) is still a candidate at the start of a word
             self._frame = frame
             self._caps = lens
         return self._frame, self._caps
@@ -117,34 +176,112 @@ class WordPieceModel(Model):
                 .agg(pl.col("id").sort_by("l").last(), pl.col("l").max())
                 .collect())
 
-    def tokenize_flat(self, words: pl.Series) -> tuple[np.ndarray, pl.Series]:
-        """(word index per piece, piece ids), pieces in word order then position order.
+    # -- hashed candidate lookup ---------------------------------------------------------
+    def _hash_tables(self) -> dict[str, Any]:
+        """Polynomial hashes of every piece as written (usable at a word start) and of the
+        text after the prefix of every prefixed piece (usable after it), sorted for
+        `searchsorted`, with the pieces' UTF-8 bytes for the exact check."""
+        if self._hashes is None:
+            prefix = (self.continuing_subword_prefix or "").encode("utf-8")
+            tokens = list(self.vocab)
+            ids = np.array(list(self.vocab.values()), dtype=np.int64)
+            data, offsets = _utf8(pl.Series(tokens, dtype=pl.String))
+            pw = _powers(data.size + 1)
+            sums = _prefix_sums(data, pw[0])
+            start, end = offsets[:-1], offsets[1:]
+            n_chars = _char_counts(data, offsets)
+            full = _range_hash(sums, pw[1], start, end)
+            is_cont = np.array([t.encode("utf-8").startswith(prefix) for t in tokens],
+                               dtype=bool) & ((end - start) > len(prefix))
+            body_start = start + np.where(is_cont, len(prefix), 0)
+            body = _range_hash(sums, pw[1], body_start, end)
+            n_prefix = len(self.continuing_subword_prefix or "")
+            out: dict[str, Any] = {"data": data, "max_id": int(ids.max(initial=-1))}
+            tok_start = np.zeros(out["max_id"] + 1, dtype=np.int64)
+            tok_body = np.zeros(out["max_id"] + 1, dtype=np.int64)
+            tok_end = np.zeros(out["max_id"] + 1, dtype=np.int64)
+            tok_start[ids], tok_body[ids], tok_end[ids] = start, body_start, end
+            out.update(tok_start=tok_start, tok_body=tok_body, tok_end=tok_end)
+            for name, keys, sel, lens in (("first", full, np.ones(ids.size, dtype=bool),
+                                           n_chars),
+                                          ("cont", body, is_cont, n_chars - n_prefix)):
+                k, i, ln = keys[sel], ids[sel], lens[sel]
+                order = np.argsort(k, kind="stable")
+                k, i = k[order], i[order]
+                out[name] = (k, i, int(ln.max(initial=0)),
+                             bool(k.size > 1 and (k[1:] == k[:-1]).any()))
+            self._hashes = out
+        return self._hashes
 
-        One join gives the longest piece at every position of every word; the greedy walk
-        (start at 0, jump by the piece length) then runs for all words at once in NumPy,
-        one step per piece."""
-        n_words = len(words)
-        n_chars = words.cast(pl.String).str.len_chars().cast(pl.Int64).fill_null(0).to_numpy()
-        ok = (n_chars > 0) & (n_chars <= self.max_input_chars_per_word)
-        long_w = np.flatnonzero(n_chars > self.max_input_chars_per_word)
-        base = np.zeros(n_words + 1, dtype=np.int64)
-        np.cumsum(np.where(ok, n_chars, 0), out=base[1:])
-        best_len = np.zeros(int(base[-1]) + 1, dtype=np.int64)
-        best_id = np.zeros(int(base[-1]) + 1, dtype=np.int64)
-        idx = np.flatnonzero(ok)
-        for lo in range(0, idx.size, CHUNK_WORDS):
-            sel = idx[lo:lo + CHUNK_WORDS]
-            frame = pl.DataFrame({"w": sel, "word": words.gather(sel).cast(pl.String),
-                                  "n": n_chars[sel]})
+    def _walk_hashed(self, data: np.ndarray, sums: np.ndarray, pinv: np.ndarray,
+                     char_byte: np.ndarray, char_start: np.ndarray, word_end: np.ndarray,
+                     idx: np.ndarray, n_chars: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The greedy walk of the words `idx`, all at once, one round per piece: every
+        candidate at each word's current position (every length up to the longest piece) is
+        hashed and looked up in the vocabulary's hashes; the longest hit is the piece.
+        Returns (word, start, length, id) per piece and the words with no piece somewhere.
+        Hash hits are checked byte for byte afterwards (`_check`)."""
+        h = self._hash_tables()
+        out: list[tuple[np.ndarray, ...]] = []
+        bad = []
+        cur_w = idx
+        cur_s = np.zeros(idx.size, dtype=np.int64)
+        first = True
+        while cur_w.size:
+            keys, vals, cap, _ = h["first" if first else "cont"]
+            rem = n_chars[cur_w] - cur_s
+            m = np.minimum(rem, cap)
+            rows = int(m.sum())
+            step = np.zeros(cur_w.size, dtype=np.int64)
+            pid = np.zeros(cur_w.size, dtype=np.int64)
+            if rows and keys.size:
+                cpos = np.repeat(np.arange(cur_w.size), m)
+                ln = np.arange(rows) - np.repeat(np.cumsum(m) - m, m) + 1
+                g = (char_start[cur_w] + cur_s)[cpos]
+                a = char_byte[g]
+                end = np.where(ln == rem[cpos], word_end[cur_w][cpos],
+                               char_byte[np.minimum(g + ln, char_byte.size - 1)])
+                got = _lookup(_range_hash(sums, pinv, a, end), keys, vals)
+                hit = np.flatnonzero(got >= 0)
+                if hit.size:
+                    hp = cpos[hit]
+                    last = np.ones(hp.size, dtype=bool)
+                    last[:-1] = hp[1:] != hp[:-1]  # rows go by word, then length upwards
+                    best = hit[last]
+                    step[cpos[best]] = ln[best]
+                    pid[cpos[best]] = got[best]
+            miss = step == 0
+            if miss.any():
+                bad.append(cur_w[miss])
+                keep = ~miss
+                cur_w, cur_s, step, pid = cur_w[keep], cur_s[keep], step[keep], pid[keep]
+            out.append((cur_w, cur_s, step, pid))
+            cur_s = cur_s + step
+            go_on = cur_s < n_chars[cur_w]
+            cur_w, cur_s = cur_w[go_on], cur_s[go_on]
+            first = False
+        cols = [np.concatenate([o[k] for o in out]) if out else np.zeros(0, dtype=np.int64)
+                for k in range(4)]
+        return (*cols, np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64))
+
+    def _fill_exact(self, words: pl.Series, sel: np.ndarray, n_chars: np.ndarray,
+                    base: np.ndarray, best_len: np.ndarray, best_id: np.ndarray) -> None:
+        """The same by joining candidate strings with the vocabulary (no hashing)."""
+        for lo in range(0, sel.size, CHUNK_WORDS):
+            part = sel[lo:lo + CHUNK_WORDS]
+            frame = pl.DataFrame({"w": part, "word": words.gather(part), "n": n_chars[part]})
             found = self._longest(frame)
             at = base[found.get_column("w").to_numpy()] + found.get_column("s").to_numpy()
             best_len[at] = found.get_column("l").to_numpy()
             best_id[at] = found.get_column("id").to_numpy()
-        # the greedy walk
-        out_w: list[np.ndarray] = []
-        out_s: list[np.ndarray] = []
-        out_id: list[np.ndarray] = []
-        bad = [long_w]
+
+    @staticmethod
+    def _walk(idx: np.ndarray, n_chars: np.ndarray, base: np.ndarray, best_len: np.ndarray,
+              best_id: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Greedy walk from position 0 of every word in `idx`, all words at once: returns
+        (word, start, length, id) of every piece, and the words with an unmatched position."""
+        out: list[tuple[np.ndarray, ...]] = []
+        bad = []
         cur_w = idx
         cur_s = np.zeros(idx.size, dtype=np.int64)
         while cur_w.size:
@@ -155,16 +292,61 @@ class WordPieceModel(Model):
                 bad.append(cur_w[miss])
                 keep = ~miss
                 cur_w, cur_s, at, step = cur_w[keep], cur_s[keep], at[keep], step[keep]
-            out_w.append(cur_w)
-            out_s.append(cur_s)
-            out_id.append(best_id[at])
+            out.append((cur_w, cur_s, step, best_id[at]))
             cur_s = cur_s + step
             go_on = cur_s < n_chars[cur_w]
             cur_w, cur_s = cur_w[go_on], cur_s[go_on]
-        w = np.concatenate(out_w) if out_w else np.zeros(0, dtype=np.int64)
-        s = np.concatenate(out_s) if out_s else np.zeros(0, dtype=np.int64)
-        ids = np.concatenate(out_id) if out_id else np.zeros(0, dtype=np.int64)
-        bad_w = np.concatenate(bad)
+        cols = [np.concatenate([o[k] for o in out]) if out else np.zeros(0, dtype=np.int64)
+                for k in range(4)]
+        return (*cols, np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64))
+
+    def tokenize_flat(self, words: pl.Series) -> tuple[np.ndarray, pl.Series]:
+        """(word index per piece, piece ids), pieces in word order then position order.
+
+        For every position of every word, the longest vocabulary piece starting there is
+        found by hashing every candidate (every length up to the longest piece) and looking
+        the hashes up in the vocabulary's sorted hashes; the greedy walk (start at 0, jump by
+        the piece length) then runs for all words at once, one NumPy step per piece. Every
+        piece the walk uses is compared byte for byte with its token; a word with a hash
+        collision (never seen in practice) is redone by joining candidate strings."""
+        words = words.cast(pl.String).fill_null("")
+        n_words = len(words)
+        data, offsets = _utf8(words)
+        starts_mask = (data & 0xC0) != 0x80
+        char_byte = np.flatnonzero(starts_mask).astype(np.int64)
+        n_chars = np.bincount(np.searchsorted(offsets, char_byte, side="right") - 1,
+                              minlength=n_words).astype(np.int64)[:n_words]
+        char_start = np.zeros(n_words + 1, dtype=np.int64)
+        np.cumsum(n_chars, out=char_start[1:])
+        ok = (n_chars > 0) & (n_chars <= self.max_input_chars_per_word)
+        long_w = np.flatnonzero(n_chars > self.max_input_chars_per_word)
+        base = np.zeros(n_words + 1, dtype=np.int64)
+        np.cumsum(np.where(ok, n_chars, 0), out=base[1:])
+        best_len = np.zeros(int(base[-1]) + 1, dtype=np.int64)
+        best_id = np.zeros(int(base[-1]) + 1, dtype=np.int64)
+        idx = np.flatnonzero(ok)
+        h = self._hash_tables()
+        if h["first"][3] or h["cont"][3]:  # two vocabulary pieces share a hash: no hashing
+            self._fill_exact(words, idx, n_chars, base, best_len, best_id)
+            w, s, ln, ids, bad = self._walk(idx, n_chars, base, best_len, best_id)
+        else:
+            pw = _powers(data.size + 1)
+            sums = _prefix_sums(data, pw[0])
+            w, s, ln, ids, bad = self._walk_hashed(data, sums, pw[1], char_byte, char_start,
+                                                   offsets[1:], idx, n_chars)
+            wrong = self._check(data, char_byte, char_start, offsets, w, s, ln, ids)
+            if wrong.size:  # redo those words exactly
+                redo = np.unique(w[wrong])
+                for x in redo.tolist():
+                    best_len[base[x]:base[x + 1]] = 0
+                self._fill_exact(words, redo, n_chars, base, best_len, best_id)
+                keep = ~np.isin(w, redo)
+                bad = bad[~np.isin(bad, redo)]
+                w2, s2, ln2, ids2, bad2 = self._walk(redo, n_chars, base, best_len, best_id)
+                w, s, ids = (np.concatenate([w[keep], w2]), np.concatenate([s[keep], s2]),
+                             np.concatenate([ids[keep], ids2]))
+                bad = np.concatenate([bad, bad2])
+        bad_w = np.concatenate([long_w, bad])
         if bad_w.size:
             is_bad = np.zeros(n_words, dtype=bool)
             is_bad[bad_w] = True
@@ -175,6 +357,32 @@ class WordPieceModel(Model):
                                                      dtype=np.int64)])
         order = np.lexsort((s, w))
         return w[order], pl.Series("ids", ids[order].astype(np.uint32))
+
+    def _check(self, data: np.ndarray, char_byte: np.ndarray, char_start: np.ndarray,
+               offsets: np.ndarray, w: np.ndarray, s: np.ndarray, ln: np.ndarray,
+               ids: np.ndarray) -> np.ndarray:
+        """Indices of the walk's pieces whose bytes differ from their token's."""
+        if not w.size:
+            return np.zeros(0, dtype=np.int64)
+        h = self._hash_tables()
+        g = char_start[w] + s
+        a = char_byte[g]
+        e = char_start[w] + s + ln
+        b = np.where(e < char_start[w + 1], char_byte[np.minimum(e, char_byte.size - 1)],
+                     offsets[w + 1])
+        ta = np.where(s == 0, h["tok_start"][ids], h["tok_body"][ids])
+        tb = h["tok_end"][ids]
+        n = b - a
+        bad = n != (tb - ta)
+        n = np.where(bad, 0, n)
+        total = int(n.sum())
+        if total:
+            piece = np.repeat(np.arange(w.size), n)
+            k = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+            diff = data[np.repeat(a, n) + k] != h["data"][np.repeat(ta, n) + k]
+            if diff.any():
+                bad[np.unique(piece[diff])] = True
+        return np.flatnonzero(bad)
 
     def encode_words(self, words: pl.Series) -> pl.Series:
         """One list of ids per word (list[u32])."""
