@@ -97,3 +97,23 @@ def test_many_words_at_once_keep_their_order():
     got = WordPieceModel(vocab).encode_words(pl.Series(words)).to_list()
     inv = {i: t for t, i in vocab.items()}
     assert [[inv[i] for i in ids] for ids in got] == [greedy_encode(w, vocab) for w in words]
+
+
+def test_hash_collisions_are_caught(monkeypatch):
+    """With base 1 the hash is the byte sum, so anagrams collide: every false hit must be
+    caught by the byte check and the word redone by the string join."""
+    import tokcolumnar.wordpiece_model as wm
+
+    monkeypatch.setattr(wm, "HASH_BASE", 1)
+    vocab = {"[UNK]": 0, "ab": 1, "a": 2, "b": 3, "##a": 4, "##b": 5, "##ba": 6}
+    m = WordPieceModel(vocab)
+    words = ["ba", "ab", "aab", "bab", "abba", "c", "bc"]
+    got = m.encode_words(pl.Series(words)).to_list()
+    inv = m.id_to_token()
+    assert [[inv[i] for i in ids] for ids in got] == [greedy_encode(w, vocab) for w in words]
+    # duplicate hashes inside the vocabulary itself ("ab" and "ba" as pieces): string join only
+    vocab2 = {"[UNK]": 0, "ab": 1, "ba": 2, "a": 3, "b": 4, "##a": 5, "##b": 6}
+    m2 = WordPieceModel(vocab2)
+    got2 = m2.encode_words(pl.Series(words)).to_list()
+    inv2 = m2.id_to_token()
+    assert [[inv2[i] for i in ids] for ids in got2] == [greedy_encode(w, vocab2) for w in words]
