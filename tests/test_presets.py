@@ -1,0 +1,114 @@
+"""Presets against their references: `--preset gpt2` vs HF byte-level BPE, `--preset
+subword-nmt` vs `subword-nmt learn-bpe`; tokenizer.json round trips; byte-level decoding."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SMALL, corpus
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokcolumnar import Tokenizer, train
+
+SLOW_SNMT = {"ja_wagahai_300k.txt", "udhr_multiscript.txt", "zh_hongloumeng_300k.txt"}
+
+
+def hf_gpt2(path: Path, vocab_size: int):
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tok = HFTokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train([str(path)], trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+def check_gpt2(path: Path, out: Path, tmp: Path, encode_lines: int | None = None) -> None:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    train([str(path)], out_dir=out, preset="gpt2", vocab_size=30000)
+    hf = hf_gpt2(path, 30000)
+    (tmp / "hf").mkdir()
+    hf.model.save(str(tmp / "hf"))
+    assert (out / "merges.txt").read_bytes() == (tmp / "hf" / "merges.txt").read_bytes()
+    assert json.loads((out / "vocab.json").read_text(encoding="utf-8")) == hf.get_vocab()
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:encode_lines]
+    ours = Tokenizer.from_dir(out)
+    got = ours.encode_ids(lines).get_column("ids").to_list()
+    want = [e.ids for e in HFTokenizer.from_file(str(out / "tokenizer.json")).encode_batch(lines)]
+    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert len(got) == len(want) and not bad, f"line {bad[:1]}"
+    assert all(ours.decode(ids) == line for ids, line in zip(got, lines))
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_gpt2_small_identical_to_hf(name, tmp_path):
+    check_gpt2(corpus(f"small/{name}"), tmp_path / "ours", tmp_path)
+
+
+@pytest.mark.parametrize("lang", ["en", "ru", "ja", "zh"])
+def test_gpt2_medium_identical_to_hf(lang, tmp_path):
+    check_gpt2(corpus(f"medium/{lang}.txt"), tmp_path / "ours", tmp_path, encode_lines=20000)
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_subword_nmt_codes_identical(name, tmp_path):
+    if name in SLOW_SNMT and not os.environ.get("TOKCOLUMNAR_SLOW"):
+        pytest.skip("subword-nmt itself needs minutes on this file; set TOKCOLUMNAR_SLOW=1")
+    path = corpus(f"small/{name}")
+    ref = tmp_path / "codes.txt"
+    with open(path, "rb") as fin, open(ref, "wb") as fout:
+        subprocess.run([sys.executable, "-m", "subword_nmt.subword_nmt", "learn-bpe", "-s",
+                        "10000"], stdin=fin, stdout=fout, stderr=subprocess.DEVNULL, check=True)
+    train([str(path)], out_dir=tmp_path / "ours", preset="subword-nmt", vocab_size=10000)
+    assert (tmp_path / "ours" / "codes.txt").read_bytes() == ref.read_bytes()
+
+
+@pytest.mark.parametrize("preset", ["gpt2", "bert", "subword-nmt", None])
+def test_tokenizer_json_round_trips(preset, tmp_path):
+    from tokenizers import Tokenizer as HFTokenizer
+
+    path = corpus("small/en_taylorswift_wiki.txt")
+    kw = {"preset": preset} if preset else {"end_of_word_suffix": "</w>", "lowercase": True,
+                                            "normalizer": "nfkc"}
+    train([str(path)], out_dir=tmp_path / "o", vocab_size=3000, **kw)
+    saved = json.loads((tmp_path / "o" / "tokenizer.json").read_text(encoding="utf-8"))
+    hf_again = json.loads(HFTokenizer.from_file(str(tmp_path / "o" / "tokenizer.json")).to_str())
+    ours_again = json.loads(Tokenizer.from_file(tmp_path / "o" / "tokenizer.json").to_str())
+    for key in ("normalizer", "pre_tokenizer", "decoder", "post_processor", "added_tokens"):
+        assert hf_again[key] == saved[key], key
+        assert ours_again[key] == saved[key], key
+    for key, value in saved["model"].items():
+        if key != "merges":
+            assert hf_again["model"][key] == value, key
+        assert ours_again["model"][key] == value, key
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_byte_level_decode_inverts_encode(text):
+    tok = _gpt2_tokenizer()
+    assert tok.decode(tok.encode(text).ids) == text
+
+
+_CACHE: dict[str, Tokenizer] = {}
+
+
+def _gpt2_tokenizer() -> Tokenizer:
+    if "t" not in _CACHE:
+        from tempfile import mkdtemp
+
+        out = Path(mkdtemp()) / "o"
+        train([str(Path(__file__).resolve().parents[1] / "data" / "tokenizers_primer.txt")],
+              out_dir=out, preset="gpt2", vocab_size=600)
+        _CACHE["t"] = Tokenizer.from_dir(out)
+    return _CACHE["t"]
