@@ -10,7 +10,7 @@
 --                                         was created for (HF merges an entry only there);
 --      tc_items_hot (same + cnt, the current count), tc_pending(key, d), tc_multi(key),
 --      tc_merges_log: empty, filled by the merge passes (07, 08); the passes' working tables
---      tc_state, tc_batch, tc_x, tc_ch_t, tc_new_reuse.
+--      tc_state, tc_batch, tc_xw, tc_occ, tc_ch_t, tc_new_reuse.
 -- Every queue entry starts "cold"; the merge loop moves the best ones to the small hot table.
 
 -- name: pairs
@@ -49,7 +49,8 @@ INSERT INTO tc_state VALUES (0, 0);
 CREATE OR REPLACE TABLE tc_batch (k INTEGER, role VARCHAR, r INTEGER, eid HUGEINT, key BIGINT,
                                   a INTEGER, b INTEGER, eff BIGINT, stale BIGINT, cnt BIGINT,
                                   new_id INTEGER, new_blen INTEGER, tok VARCHAR, fresh BOOLEAN);
-CREATE OR REPLACE TABLE tc_x (w INTEGER, wc BIGINT, s INTEGER[], st INTEGER[], kp INTEGER[]);
+CREATE OR REPLACE TABLE tc_xw (w INTEGER, wc BIGINT, s INTEGER[], st INTEGER[]);
+CREATE OR REPLACE TABLE tc_occ (w INTEGER, j INTEGER, k INTEGER, new_id INTEGER);
 CREATE OR REPLACE TABLE tc_ch_t (k INTEGER, w INTEGER, key BIGINT, d BIGINT, plus BOOLEAN,
                                  pos INTEGER);
 CREATE OR REPLACE TABLE tc_new_reuse (eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT,

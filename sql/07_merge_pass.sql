@@ -30,46 +30,35 @@
 -- tc_batch, and tc_state(kstar = members kept, pass = pass number, for new entry ids).
 
 -- name: views
--- tc_ch: the pair-count changes of every occurrence in tc_x (one row each: the member k that
--- makes it, the word, the pair key, the change d, plus = a +change, pos = start of the pair's
--- left symbol). tc_new_raw / tc_new: the new queue entries of the members kept (k < kstar);
+-- tc_ch: the pair-count changes of every occurrence in tc_occ (one row each: the member k
+-- that makes it, the word, the pair key, the change d, plus = a +change, pos = start of the
+-- pair's left symbol). L is new_j when the occurrence two to the left belongs to a member
+-- j <= k (already merged), R new_j when the one two to the right belongs to a member j < k. tc_new_raw / tc_new: the new queue entries of the members kept (k < kstar);
 -- an entry id is pass << 64 | key (HUGEINT): unique, and for one pair in creation order.
-CREATE OR REPLACE MACRO tc_left_changed(kp, j) AS
-    j >= 3 AND kp[j - 2] IS NOT NULL AND kp[j - 2] <= kp[j];
-CREATE OR REPLACE MACRO tc_right_changed(kp, j) AS
-    j + 2 <= len(kp) AND kp[j + 2] IS NOT NULL AND kp[j + 2] < kp[j];
 CREATE OR REPLACE VIEW tc_ch_all AS
-WITH b AS (SELECT list(new_id ORDER BY k) AS bnew FROM tc_batch WHERE role = 'm'),
-c AS (
-    SELECT x.w, unnest(flatten(list_transform(range(1, len(x.s)), lambda j:
-        CASE WHEN x.kp[j] IS NULL THEN []
-        ELSE [
-            -- (L, a) -wc and (L, new) +wc, L = the left neighbour after members <= k
-            CASE WHEN j >= 2 THEN {'k': x.kp[j], 'key': (CASE WHEN tc_left_changed(x.kp, j)
-                    THEN b.bnew[x.kp[j - 2] + 1] ELSE x.s[j - 1] END)::BIGINT << 32 | x.s[j],
-                'd': -x.wc, 'plus': false, 'pos': CASE WHEN tc_left_changed(x.kp, j)
-                    THEN x.st[j - 2] ELSE x.st[j - 1] END} END,
-            CASE WHEN j >= 2 THEN {'k': x.kp[j], 'key': (CASE WHEN tc_left_changed(x.kp, j)
-                    THEN b.bnew[x.kp[j - 2] + 1] ELSE x.s[j - 1] END)::BIGINT << 32
-                    | b.bnew[x.kp[j] + 1],
-                'd': x.wc, 'plus': true, 'pos': CASE WHEN tc_left_changed(x.kp, j)
-                    THEN x.st[j - 2] ELSE x.st[j - 1] END} END,
-            -- (b, R) -wc and (new, R) +wc, R = the right neighbour after members < k
-            CASE WHEN j + 2 <= len(x.s) THEN {'k': x.kp[j], 'key': x.s[j + 1]::BIGINT << 32
-                    | (CASE WHEN tc_right_changed(x.kp, j)
-                       THEN b.bnew[x.kp[j + 2] + 1] ELSE x.s[j + 2] END),
-                'd': -x.wc, 'plus': false, 'pos': x.st[j + 1]} END,
-            CASE WHEN j + 2 <= len(x.s) THEN {'k': x.kp[j], 'key': b.bnew[x.kp[j] + 1]::BIGINT
-                    << 32 | (CASE WHEN tc_right_changed(x.kp, j)
-                             THEN b.bnew[x.kp[j + 2] + 1] ELSE x.s[j + 2] END),
-                'd': x.wc, 'plus': true, 'pos': x.st[j]} END
-        ] END))) AS ch
-    FROM tc_x x, b
+WITH o AS (
+    SELECT o.w, o.j, o.k, o.new_id, x.wc, x.s, x.st, len(x.s) AS n,
+           ol.k AS lk, ol.new_id AS l_new, orr.k AS rk, orr.new_id AS r_new
+    FROM tc_occ o
+    JOIN tc_xw x USING (w)
+    LEFT JOIN tc_occ ol ON ol.w = o.w AND ol.j = o.j - 2
+    LEFT JOIN tc_occ orr ON orr.w = o.w AND orr.j = o.j + 2
+),
+n AS (
+    SELECT k, w, wc, new_id, s[j] AS a, s[j + 1] AS b, st[j] AS a_st, st[j + 1] AS b_st,
+           CASE WHEN j >= 2 THEN CASE WHEN lk <= k THEN l_new ELSE s[j - 1] END END AS l,
+           CASE WHEN lk <= k THEN st[j - 2] ELSE st[j - 1] END AS l_pos,
+           CASE WHEN j + 2 <= n THEN CASE WHEN rk < k THEN r_new ELSE s[j + 2] END END AS r
+    FROM o
 )
-SELECT ch.k::INTEGER AS k, w, ch.key::BIGINT AS key, ch.d::BIGINT AS d, ch.plus AS plus,
-       ch.pos::INTEGER AS pos
-FROM c
-WHERE ch IS NOT NULL;
+SELECT k, w, (l::BIGINT << 32) | a AS key, -wc AS d, false AS plus, l_pos AS pos
+FROM n WHERE l IS NOT NULL
+UNION ALL
+SELECT k, w, (l::BIGINT << 32) | new_id, wc, true, l_pos FROM n WHERE l IS NOT NULL
+UNION ALL
+SELECT k, w, (b::BIGINT << 32) | r, -wc, false, b_st FROM n WHERE r IS NOT NULL
+UNION ALL
+SELECT k, w, (new_id::BIGINT << 32) | r, wc, true, a_st FROM n WHERE r IS NOT NULL;
 CREATE OR REPLACE VIEW tc_ch_eligible AS SELECT * FROM tc_ch_all;
 CREATE OR REPLACE VIEW tc_ch AS SELECT * FROM tc_ch_t;
 CREATE OR REPLACE VIEW tc_new_raw AS
@@ -196,34 +185,36 @@ SELECT unnest($k::INTEGER[]), unnest($role::VARCHAR[]), unnest($r::INTEGER[]),
        unnest($tok::VARCHAR[]), unnest($fresh::BOOLEAN[]);
 
 -- name: occurrences
--- The members' words, one row each: symbols s, starts st, and kp[j] = the member that merges
--- (s[j], s[j + 1]) there, NULL elsewhere. A member merges only in the words of its queue entry;
--- in a run of a == b it takes every other position, left to right.
-INSERT INTO tc_x
-WITH b AS (SELECT list(key ORDER BY k) AS bkeys FROM tc_batch WHERE role = 'm'),
-mw AS (
-    SELECT bt.k, unnest(h.ws) AS w
-    FROM tc_batch bt JOIN tc_items_hot h USING (eid)
-    WHERE bt.role = 'm'
+-- The members' words (tc_xw: symbols s, starts st) and where each member merges (tc_occ: word w,
+-- position j of the left symbol, member k, new token id). A member merges only in the words of
+-- its queue entry; in a run of a == b it takes every other position, left to right.
+INSERT INTO tc_xw
+SELECT s.w, s.wc, s.syms, s.st FROM tc_seg s
+WHERE s.w IN (SELECT unnest(h.ws) FROM tc_batch b JOIN tc_items_hot h USING (eid)
+              WHERE b.role = 'm');
+INSERT INTO tc_occ
+WITH mw AS (
+    SELECT b.k, unnest(h.ws) AS w
+    FROM tc_batch b JOIN tc_items_hot h USING (eid)
+    WHERE b.role = 'm'
 ),
-allowed AS (SELECT w, list(k) AS ks FROM mw GROUP BY w),
+pos AS (
+    SELECT w, unnest(range(1, len(s))) AS j,
+           unnest(list_transform(range(1, len(s)), lambda j: (s[j]::BIGINT << 32) | s[j + 1]))
+               AS key
+    FROM tc_xw
+),
 hits AS (
-    SELECT s.w, s.wc, s.syms, s.st,
-           list_transform(range(1, len(s.syms)), lambda j:
-               CASE WHEN list_contains(al.ks, list_position(b.bkeys,
-                             (s.syms[j]::BIGINT << 32) | s.syms[j + 1]) - 1)
-                    THEN list_position(b.bkeys, (s.syms[j]::BIGINT << 32) | s.syms[j + 1]) - 1
-               END) AS h
-    FROM tc_seg s JOIN allowed al USING (w), b
+    SELECT pos.w, pos.j, b.k, b.a, b.b, b.new_id
+    FROM pos
+    JOIN tc_batch b ON b.role = 'm' AND b.key = pos.key
+    SEMI JOIN mw ON mw.w = pos.w AND mw.k = b.k
 )
-SELECT w, wc, syms, st,
-       list_transform(range(1, len(syms)), lambda j:
-           CASE WHEN h[j] IS NOT NULL
-                     AND (j = 1 OR h[j - 1] IS DISTINCT FROM h[j]
-                          OR (j - list_max(list_filter(range(1, j + 1), lambda i:
-                                  i = 1 OR h[i - 1] IS DISTINCT FROM h[i]))) % 2 = 0)
-                THEN h[j] END)::INTEGER[] AS kp
-FROM hits;
+SELECT h.w, h.j::INTEGER, h.k, h.new_id
+FROM hits h JOIN tc_xw x USING (w)
+WHERE h.a <> h.b
+   OR (h.j - 1 - coalesce(list_max(list_filter(range(1, h.j), lambda i: x.s[i] <> h.a)), 0))
+      % 2 = 0;
 
 -- name: changes
 -- The changes materialised (as tc_ch) for the statements below.
@@ -317,18 +308,20 @@ WHERE tc_items_hot.eid = u.eid AND tc_items_hot.stale <> u.s;
 -- name: apply_seg
 UPDATE tc_seg SET syms = n.syms, st = n.st
 FROM (
-    WITH b AS (SELECT list(new_id ORDER BY k) AS bnew FROM tc_batch WHERE role = 'm'),
-    ks AS (SELECT kstar FROM tc_state)
+    WITH ko AS (
+        SELECT w, list(j) AS js, list(new_id) AS ids FROM tc_occ
+        WHERE k < (SELECT kstar FROM tc_state)
+        GROUP BY w
+    )
     SELECT x.w,
            list_filter(list_transform(range(1, len(x.s) + 1), lambda j:
-               CASE WHEN j >= 2 AND x.kp[j - 1] < ks.kstar THEN -1
-                    WHEN x.kp[j] < ks.kstar THEN b.bnew[x.kp[j] + 1]
+               CASE WHEN list_contains(ko.js, j - 1) THEN -1
+                    WHEN list_contains(ko.js, j) THEN ko.ids[list_position(ko.js, j)]
                     ELSE x.s[j] END), lambda v: v >= 0) AS syms,
            list_filter(list_transform(range(1, len(x.s) + 1), lambda j:
-               CASE WHEN j >= 2 AND x.kp[j - 1] < ks.kstar THEN -1 ELSE x.st[j] END),
+               CASE WHEN list_contains(ko.js, j - 1) THEN -1 ELSE x.st[j] END),
                lambda v: v >= 0) AS st
-    FROM tc_x x, b, ks
-    WHERE list_min(x.kp) < ks.kstar
+    FROM tc_xw x JOIN ko USING (w)
 ) n
 WHERE tc_seg.w = n.w;
 
@@ -357,11 +350,7 @@ INSERT INTO tc_items_cold SELECT eid, key, stale, fs, ws FROM tc_new WHERE stale
 
 -- name: log
 INSERT INTO tc_merges_log
-WITH touched AS (
-    SELECT k, count(*) AS words
-    FROM (SELECT unnest(list_distinct(list_filter(kp, lambda v: v IS NOT NULL))) AS k FROM tc_x)
-    GROUP BY k
-)
+WITH touched AS (SELECT k, count(DISTINCT w) AS words FROM tc_occ GROUP BY k)
 SELECT (SELECT count(*) FROM tc_merges_log) + b.k, b.a, b.b, b.new_id, b.cnt,
        coalesce(t.words, 0)
 FROM tc_batch b LEFT JOIN touched t USING (k)
@@ -371,7 +360,8 @@ SELECT new_id, tok, 'merge', new_blen FROM tc_batch
 WHERE role = 'm' AND k < (SELECT kstar FROM tc_state) AND fresh;
 
 -- name: clear
-DELETE FROM tc_x;
+DELETE FROM tc_xw;
+DELETE FROM tc_occ;
 DELETE FROM tc_ch_t;
 DELETE FROM tc_batch;
 

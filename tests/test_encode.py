@@ -1,0 +1,86 @@
+"""The encoder: HF-identical ids on arbitrary text (special tokens inside text included), the
+`encode` command writing Parquet, and decoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import corpus
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokcolumnar import Tokenizer, train
+from tokcolumnar.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "tokenizers_primer.txt"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = {}
+    for name, kw in {"ws": {"special_tokens": ["<unk>", "<s>"]},
+                     "suffix": {"end_of_word_suffix": "</w>", "special_tokens": ["[X]"]},
+                     "gpt2": {"preset": "gpt2"}}.items():
+        d = tmp_path_factory.mktemp(name) / "o"
+        train([str(DATA)], out_dir=d, vocab_size=700, **kw)
+        out[name] = d
+    return out
+
+
+TEXTS = st.text(alphabet=st.sampled_from(list("the pair merge token<s>[X]|endoftext ,.!é文\n\t")),
+                max_size=80)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(TEXTS, min_size=1, max_size=5), st.sampled_from(["ws", "suffix", "gpt2"]))
+def test_encode_matches_hf(trained, texts, which):
+    from tokenizers import Tokenizer as HFTokenizer
+
+    d = trained[which]
+    ours = Tokenizer.from_dir(d).encode_batch(texts)
+    theirs = HFTokenizer.from_file(str(d / "tokenizer.json")).encode_batch(texts)
+    assert [e.ids for e in ours] == [e.ids for e in theirs]
+    assert [e.tokens for e in ours] == [e.tokens for e in theirs]
+
+
+def test_special_tokens_inside_text(trained):
+    tok = Tokenizer.from_dir(trained["gpt2"])
+    enc = tok.encode("end<|endoftext|>start")
+    assert "<|endoftext|>" in enc.tokens
+    assert enc.ids[enc.tokens.index("<|endoftext|>")] == 0
+    assert enc.word_ids[enc.tokens.index("<|endoftext|>")] is None
+
+
+def test_encode_command(tmp_path, trained):
+    src = corpus("small/en_botchan.txt")
+    out = tmp_path / "enc.parquet"
+    assert main(["encode", "--tokenizer", str(trained["ws"]), str(src), "--out", str(out),
+                 "--quiet"]) == 0
+    df = pl.read_parquet(out)
+    lines = src.read_text(encoding="utf-8").splitlines()
+    assert df.columns == ["text", "ids", "n_tokens"]
+    assert df["text"].to_list() == lines
+    want = Tokenizer.from_dir(trained["ws"]).encode_ids(lines)["ids"]
+    assert df["ids"].to_list() == want.to_list()
+    assert (df["n_tokens"] == df["ids"].list.len()).all()
+
+
+def test_encode_parquet_column(tmp_path, trained):
+    src = tmp_path / "in.parquet"
+    pl.DataFrame({"doc": ["the merge", "pairs and tokens"], "n": [1, 2]}).write_parquet(src)
+    out = tmp_path / "enc.parquet"
+    assert main(["encode", "--tokenizer", str(trained["ws"] / "tokenizer.json"), str(src),
+                 "--column", "doc", "--out", str(out), "--quiet"]) == 0
+    df = pl.read_parquet(out)
+    assert df["doc"].to_list() == ["the merge", "pairs and tokens"]
+    tok = Tokenizer.from_dir(trained["ws"])
+    assert df["ids"].to_list() == [tok.encode(t).ids for t in df["doc"]]
+
+
+def test_decode_suffix_and_plain(trained):
+    tok = Tokenizer.from_dir(trained["suffix"])
+    assert tok.decode(tok.encode("the pairs merge").ids) == "the pairs merge"
+    plain = Tokenizer.from_dir(trained["ws"])
+    assert plain.decode(plain.encode("the pairs merge").ids) == "the pairs merge"
