@@ -112,3 +112,49 @@ def _gpt2_tokenizer() -> Tokenizer:
               out_dir=out, preset="gpt2", vocab_size=600)
         _CACHE["t"] = Tokenizer.from_dir(out)
     return _CACHE["t"]
+
+
+def _hf_made_tokenizers(path: Path):
+    """Tokenizers trained and configured by HF itself (not by us)."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    bl = HFTokenizer(models.BPE())
+    bl.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    bl.decoder = decoders.ByteLevel()
+    bl.train([str(path)], trainers.BpeTrainer(vocab_size=2000, show_progress=False,
+                                              special_tokens=["<s>", "</s>"]))
+    wp = HFTokenizer(models.WordPiece(unk_token="[UNK]"))
+    wp.normalizer = normalizers.BertNormalizer()
+    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wp.decoder = decoders.WordPiece()
+    wp.train([str(path)], trainers.WordPieceTrainer(
+        vocab_size=2000, show_progress=False,
+        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    wp.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", wp.token_to_id("[CLS]")), ("[SEP]", wp.token_to_id("[SEP]"))])
+    sfx = HFTokenizer(models.BPE(end_of_word_suffix="</w>", unk_token="<unk>"))
+    sfx.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    sfx.pre_tokenizer = pre_tokenizers.Whitespace()
+    sfx.decoder = decoders.BPEDecoder(suffix="</w>")
+    sfx.train([str(path)], trainers.BpeTrainer(vocab_size=2000, show_progress=False,
+                                               end_of_word_suffix="</w>",
+                                               special_tokens=["<unk>"]))
+    return {"byte-level": bl, "wordpiece": wp, "suffix": sfx}
+
+
+@pytest.mark.parametrize("which", ["byte-level", "wordpiece", "suffix"])
+def test_reads_hf_tokenizer_json(which, tmp_path):
+    path = corpus("small/en_botchan.txt")
+    hf = _hf_made_tokenizers(path)[which]
+    f = tmp_path / "tokenizer.json"
+    hf.save(str(f))
+    ours = Tokenizer.from_file(f)
+    lines = path.read_text(encoding="utf-8").splitlines()[:1500] + [
+        "Ünïcode façade — naïve 東京 ½ ﬁ", "  leading and trailing  ", ""]
+    got = ours.encode_batch(lines)
+    want = hf.encode_batch(lines)
+    assert [e.ids for e in got] == [e.ids for e in want]
+    for e, w in zip(got[:300], want[:300]):
+        assert ours.decode(e.ids) == hf.decode(w.ids)

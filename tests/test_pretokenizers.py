@@ -267,11 +267,14 @@ def test_nulls_stay_null():
         assert out[1] is None and out[0]
 
 
-def test_split_marker_collision_raises():
-    pieces = P.Split(r"\s", "isolated", regex=True).apply(["a \ufdd3b"])
-    assert pieces == [["a", " ", "\ufdd3b"]]
+def test_split_marker_candidates():
+    split = P.Split(r"\s", "isolated", regex=True)
+    assert split.apply(["a \ufdd3b", "\ufdd4 \ufdd5"]) == [["a", " ", "\ufdd3b"],
+                                                      ["\ufdd4", " ", "\ufdd5"]]
+    every = "".join(chr(c) for c in [*range(0xFDD3, 0xFDF0), *range(0xE000, 0xF8FF)])
+    assert split.apply([every + " x"]) == [[every, " ", "x"]]
     with pytest.raises(Exception, match="marker"):
-        P.Split(r"\s", "isolated", regex=True).apply(["a \ufdd3\ufdd4\ufdd5\ufdd6b"])
+        split.apply([every + "\uf8ff x"])
 
 
 def test_unsupported_regex_is_a_clear_error():

@@ -13,9 +13,10 @@ How the HF behaviours are emulated without look-around (Polars uses the Rust reg
   the same, and each piece is unescaped afterwards. Then every UTF-8 byte is mapped to its GPT-2
   character (`bytelevel.byte_map_expr`).
 * Split with a user regex: the matches are bracketed with a marker character that does not occur
-  in the chunk (the first of U+FDD3..U+FDD6 absent from it; a chunk holding all four raises), then
-  the string is split on it. Each behaviour (removed, isolated, merged_with_previous,
-  merged_with_next, contiguous) and `invert` are placements of the markers.
+  in the chunk (the first of U+FDD3..U+FDEF, U+E000..U+F8FF absent from it, found in one regex
+  scan; a chunk holding all 6,429 of them raises), then the string is split on it. Each
+  behaviour (removed, isolated, merged_with_previous, merged_with_next, contiguous) and `invert`
+  are placements of the markers.
 * Character classes: `\\p{L}`, `\\p{N}`, `\\s` of Polars' regex crate and of HF's Oniguruma agree on
   every code point (checked over all of Unicode by the tests). HF's Bert/Punctuation
   pre-tokenizers test punctuation with the `unicode_categories` crate, whose tables are older;
@@ -98,7 +99,11 @@ _ESC = "\ufdd1"
 _ESC_MARK = "\ufdd2"
 # The GPT-2 pattern once the marker is in place (see the module docstring).
 _GPT2_SPLIT = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}\x{FDD0}]+|\s+")
-_SPLIT_MARKERS = ("\ufdd3", "\ufdd4", "\ufdd5", "\ufdd6")
+# Split's marker candidates: the other noncharacters of U+FDD0..U+FDEF, then the BMP private use
+# area; the first one absent from a chunk is used.
+_SPLIT_MARKERS = pl.Series([chr(c) for c in [*range(0xFDD3, 0xFDF0), *range(0xE000, 0xF900)]],
+                           dtype=pl.String)
+_SPLIT_MARKERS_RE = r"[\x{FDD3}-\x{FDEF}\x{E000}-\x{F8FF}]"
 
 BEHAVIORS = ("removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous")
 _HF_BEHAVIOR = {"removed": "Removed", "isolated": "Isolated",
@@ -145,19 +150,16 @@ def split_class(col: pl.Expr, cls: str, behavior: str) -> pl.Expr:
 
 
 def _pick_marker(col: pl.Expr) -> pl.Expr:
-    """A scalar expression: the first of `_SPLIT_MARKERS` that does not occur in `col`."""
-    all_present = pl.lit(True)
-    for m in _SPLIT_MARKERS:
-        all_present = all_present & col.str.contains(m, literal=True).any()
+    """A scalar expression: the first character of `_SPLIT_MARKERS` that does not occur in `col`
+    (one regex scan of the chunk, which normally finds none of them)."""
+    present = col.str.extract_all(_SPLIT_MARKERS_RE).explode().drop_nulls().unique().implode()
+    pool = pl.lit(_SPLIT_MARKERS)
+    marker = pool.filter(pool.is_in(present).not_()).first()
     # Raise (as a failed conversion naming the problem) when every candidate occurs.
-    guard = (pl.when(all_present)
+    guard = (pl.when(marker.is_null())
              .then(pl.lit("tokcolumnar: Split cannot run: this chunk contains every marker "
-                          "character U+FDD3..U+FDD6"))
+                          "candidate (U+FDD3..U+FDEF and U+E000..U+F8FF)"))
              .otherwise(pl.lit("0")).str.to_integer(strict=True))
-    marker: pl.Expr = pl.lit(_SPLIT_MARKERS[-1])
-    for m in reversed(_SPLIT_MARKERS[:-1]):
-        marker = (pl.when(col.str.contains(m, literal=True).any().not_())
-                  .then(pl.lit(m)).otherwise(marker))
     return pl.concat_str([marker, guard.cast(pl.String).str.slice(0, 0)])
 
 
