@@ -101,8 +101,12 @@ class Tokenizer:
             post = post_processor_from_hf(d["post_processor"])
         added = [AddedToken(t["content"], t["id"], t.get("special", True))
                  for t in d.get("added_tokens") or []]
-        return cls(model, normalizer_from_hf(d.get("normalizer")),
-                   pretokenizer_from_hf(d.get("pre_tokenizer")), decoder, post, added)
+        pre = pretokenizer_from_hf(d.get("pre_tokenizer"))
+        if extras and extras.get("pre_tokenizer") == "subword-nmt":
+            from .subword_nmt import SubwordNmtSplit  # no exact HF equivalent
+
+            pre = SubwordNmtSplit()
+        return cls(model, normalizer_from_hf(d.get("normalizer")), pre, decoder, post, added)
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> Tokenizer:
