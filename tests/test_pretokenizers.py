@@ -334,11 +334,7 @@ def test_legacy_metaspace_json():
 def test_build_by_name(name):
     pre = P.build_pretokenizer(name)
     assert isinstance(pre.apply(["Hello world 42!\n"])[0], list)
-    if pre.to_hf() is not None and name != "ascii-space":
+    if pre.to_hf() is not None:
         assert P.pretokenizer_from_hf(pre.to_hf()).to_hf() == pre.to_hf()
     with pytest.raises(TokcolumnarError):
         P.build_pretokenizer("nope")
-
-
-def test_ascii_space():
-    assert P.AsciiSpace().apply(["a b\tc  d \r\n", "  \n"]) == [["a", "b\tc", "d"], []]

@@ -448,21 +448,6 @@ class Split(PreTokenizer):
 
 
 @dataclass
-class AsciiSpace(PreTokenizer):
-    """subword-nmt's split: strip '\\r', '\\n' and ' ' from both ends of the line, then split on
-    the ASCII space only (tabs and other whitespace stay inside words). In HF terms this is
-    `Split(" ", "removed")` once the line ending is gone, which is what `to_hf` writes."""
-
-    hf_type: ClassVar[str] = ""
-
-    def expr(self, col: pl.Expr) -> pl.Expr:
-        return _non_empty(col.str.strip_chars("\r\n ").str.split(" "))
-
-    def to_hf(self) -> dict[str, Any]:
-        return Split(" ", "removed").to_hf()
-
-
-@dataclass
 class WholeSequence(PreTokenizer):
     """No pre-tokenizer: each sequence (line ending included) is one word."""
 
@@ -528,7 +513,7 @@ def pretokenizer_from_hf(d: dict[str, Any] | None) -> PreTokenizer:
 
 
 PRETOKENIZER_NAMES = ("whitespace", "whitespace-split", "bert", "byte-level", "metaspace",
-                      "digits", "ascii-space", "none")
+                      "digits", "none")
 
 
 def build_pretokenizer(name: str) -> PreTokenizer:
@@ -539,7 +524,7 @@ def build_pretokenizer(name: str) -> PreTokenizer:
     table: dict[str, Any] = {
         "whitespace": Whitespace, "whitespace-split": WhitespaceSplit,
         "bert": BertPreTokenizer, "byte-level": ByteLevel, "metaspace": Metaspace,
-        "digits": Digits, "ascii-space": AsciiSpace, "none": WholeSequence,
+        "digits": Digits, "none": WholeSequence,
     }
     if name not in table:
         raise TokcolumnarError(f"unknown pre-tokenizer {name!r} (choose from "
