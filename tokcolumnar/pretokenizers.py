@@ -20,7 +20,10 @@ How the HF behaviours are emulated without look-around (Polars uses the Rust reg
 * Character classes: `\\p{L}`, `\\p{N}`, `\\s` of Polars' regex crate and of HF's Oniguruma agree on
   every code point (checked over all of Unicode by the tests). HF's Bert/Punctuation
   pre-tokenizers test punctuation with the `unicode_categories` crate, whose tables are older;
-  `HF_PUNCTUATION` below is that exact set (re-checked against HF by the tests).
+  `HF_PUNCTUATION` below is that exact set (re-checked against HF by the tests). HF's Digits
+  uses Rust's `char::is_numeric`, which in HF's build knows Unicode 17: `NUMERIC_CLASS` adds the
+  13 numbers Unicode 17 assigned to Polars' (Unicode 16) `\\p{N}`.
+  So all of these agree with HF on every code point, and the property tests exclude nothing.
 
 Known differences from HF:
 * Split: a pattern HF runs with Oniguruma is translated to Rust regex syntax
