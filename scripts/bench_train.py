@@ -7,7 +7,7 @@ with its own peak RSS from `wait4`. Per-stage times of ours come from its run.js
 
     python scripts/bench_train.py ../shared/corpora/medium/en.txt --vocab-size 30000
     python scripts/bench_train.py ../shared/corpora/medium/zh.txt --mode byte-level
-    python scripts/bench_train.py ../shared/corpora/medium/en.txt --mode duckdb
+    python scripts/bench_train.py ../shared/corpora/medium/en.txt --engines polars,duckdb
 """
 
 from __future__ import annotations
@@ -58,51 +58,55 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file")
     ap.add_argument("--vocab-size", type=int, default=30000)
-    ap.add_argument("--mode", choices=["whitespace", "byte-level", "duckdb"], default="whitespace")
+    ap.add_argument("--mode", choices=["whitespace", "byte-level"], default="whitespace")
+    ap.add_argument("--engines", default="polars",
+                    help="our engines to time beside HF, comma-separated (polars,duckdb)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="tokcolumnar-bench-"))
-    ours_cmd = [sys.executable, "-m", "tokcolumnar", "train", args.file, "--out",
-                str(tmp / "ours"), "--vocab-size", str(args.vocab_size), "--quiet"]
-    if args.mode == "byte-level":
-        ours_cmd += ["--preset", "gpt2"]
-    else:
-        ours_cmd += ["--pre-tokenizer", "whitespace"]
-    if args.mode == "duckdb":
-        ours_cmd += ["--engine", "duckdb"]
-    hf_mode = "byte-level" if args.mode == "byte-level" else "whitespace"
-    hf_cmd = [sys.executable, "-c", HF_SCRIPT, args.file, str(args.vocab_size), hf_mode,
-              str(tmp / "hf.json")]
+    cmds: dict[str, list[str]] = {}
+    for engine in args.engines.split(","):
+        cmd = [sys.executable, "-m", "tokcolumnar", "train", args.file, "--out",
+               str(tmp / engine), "--vocab-size", str(args.vocab_size), "--quiet",
+               "--engine", engine]
+        cmd += ["--preset", "gpt2"] if args.mode == "byte-level" else [
+            "--pre-tokenizer", "whitespace"]
+        cmds[engine] = cmd
+    cmds["hf"] = [sys.executable, "-c", HF_SCRIPT, args.file, str(args.vocab_size), args.mode,
+                  str(tmp / "hf.json")]
 
-    results: dict[str, list[tuple[float, float]]] = {"ours": [], "hf": []}
-    stages: list[dict[str, float]] = []
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
+    stages: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
+    names = list(cmds)
     for r in range(args.rounds):
-        for name, cmd in (("ours", ours_cmd), ("hf", hf_cmd)) if r % 2 == 0 else (
-                ("hf", hf_cmd), ("ours", ours_cmd)):
-            wall, rss = run(cmd)
+        for name in names if r % 2 == 0 else names[::-1]:  # alternate the order
+            wall, rss = run(cmds[name])
             results[name].append((wall, rss))
-            if name == "ours":
-                stages.append(json.loads((tmp / "ours" / "run.json").read_text())["timings_s"])
-            print(f"round {r + 1} {name:4s}: {wall:6.2f} s  {rss:7.1f} MiB", flush=True)
+            if name != "hf":
+                stages[name].append(
+                    json.loads((tmp / name / "run.json").read_text())["timings_s"])
+            print(f"round {r + 1} {name:7s}: {wall:6.2f} s  {rss:7.1f} MiB", flush=True)
 
     def med(name: str, i: int) -> float:
         return statistics.median(x[i] for x in results[name])
 
-    ow, hw, orss, hrss = med("ours", 0), med("hf", 0), med("ours", 1), med("hf", 1)
-    same = None
+    hw, hrss = med("hf", 0), med("hf", 1)
     hf_merges = json.loads((tmp / "hf.json").read_text())["model"]["merges"]
-    our_merges = json.loads((tmp / "ours" / "tokenizer.json").read_text())["model"]["merges"]
-    same = hf_merges == our_merges
     print()
     print(f"file: {args.file}  mode: {args.mode}  vocab: {args.vocab_size}  rounds: {args.rounds}")
-    print(f"ours: {ow:.2f} s  peak {orss:.0f} MiB   (median)")
-    print(f"hf:   {hw:.2f} s  peak {hrss:.0f} MiB   (median)")
-    print(f"ratio ours/hf: wall {ow / hw:.2f}x  peak RSS {orss / hrss:.2f}x")
-    keys = sorted({k for s in stages for k in s})
-    print("ours per stage (median s): " + ", ".join(
-        f"{k} {statistics.median(s.get(k, 0.0) for s in stages):.2f}" for k in keys))
-    print(f"merges identical to HF: {same}")
+    print(f"hf:      {hw:6.2f} s  peak {hrss:6.0f} MiB   (median)")
+    for name in names:
+        if name == "hf":
+            continue
+        w, rss = med(name, 0), med(name, 1)
+        ours = json.loads((tmp / name / "tokenizer.json").read_text())["model"]["merges"]
+        keys = sorted({k for st in stages[name] for k in st})
+        per_stage = ", ".join(
+            f"{k} {statistics.median(st.get(k, 0.0) for st in stages[name]):.2f}" for k in keys)
+        print(f"{name + ':':8s} {w:6.2f} s  peak {rss:6.0f} MiB   ratio to hf: wall "
+              f"{w / hw:.2f}x, peak RSS {rss / hrss:.2f}x; merges identical: {ours == hf_merges}")
+        print(f"         stages (median s): {per_stage}")
 
 
 if __name__ == "__main__":
