@@ -9,8 +9,8 @@
 --                                         (eid = key for these), fs its first occurrence (w << 32 | st), ws the words it
 --                                         was created for (HF merges an entry only there);
 --      tc_items_hot (same + cnt, the current count), tc_pending(key, d), tc_multi(key),
---      tc_merges_log: empty, filled by the merge passes (07, 08); the passes' working tables
---      tc_state, tc_batch, tc_xw, tc_occ, tc_ch_t, tc_new_reuse.
+--      tc_merges_log, tc_pass: empty, filled by the merge passes (stages 7, 8);
+--      tc_vocab is renamed tc_vocab_base (stage 7 makes tc_vocab a view with the new tokens).
 -- Every queue entry starts "cold"; the merge loop moves the best ones to the small hot table.
 
 -- name: pairs
@@ -37,21 +37,18 @@ GROUP BY key;
 
 -- name: tables
 CREATE OR REPLACE TABLE tc_pairs AS SELECT key, stale AS cnt FROM tc_items_cold;
-CREATE OR REPLACE TABLE tc_items_hot (eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT, fs BIGINT,
-                                      ws INTEGER[]);
+CREATE OR REPLACE TABLE tc_items_hot (eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT,
+                                      fs BIGINT, ws INTEGER[]);
 CREATE OR REPLACE TABLE tc_pending (key BIGINT, d BIGINT);
 CREATE OR REPLACE TABLE tc_multi (key BIGINT);
+-- the merges, and the tokens they create (tc_vocab becomes a view: tc_vocab_base + these)
 CREATE OR REPLACE TABLE tc_merges_log (rank INTEGER, left_id INTEGER, right_id INTEGER,
-                                       id INTEGER, count BIGINT, words BIGINT);
--- the merge passes' working tables (stage 7)
-CREATE OR REPLACE TABLE tc_state (kstar INTEGER, pass BIGINT);
-INSERT INTO tc_state VALUES (0, 0);
-CREATE OR REPLACE TABLE tc_batch (k INTEGER, role VARCHAR, r INTEGER, eid HUGEINT, key BIGINT,
-                                  a INTEGER, b INTEGER, eff BIGINT, stale BIGINT, cnt BIGINT,
-                                  new_id INTEGER, new_blen INTEGER, tok VARCHAR, fresh BOOLEAN);
-CREATE OR REPLACE TABLE tc_xw (w INTEGER, wc BIGINT, s INTEGER[], st INTEGER[]);
-CREATE OR REPLACE TABLE tc_occ (w INTEGER, j INTEGER, k INTEGER, new_id INTEGER);
-CREATE OR REPLACE TABLE tc_ch_t (k INTEGER, w INTEGER, key BIGINT, d BIGINT, plus BOOLEAN,
-                                 pos INTEGER);
-CREATE OR REPLACE TABLE tc_new_reuse (eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT,
-                                      fs BIGINT, ws INTEGER[]);
+                                       id INTEGER, count BIGINT, words BIGINT, tok VARCHAR,
+                                       blen INTEGER, fresh BOOLEAN);
+ALTER TABLE tc_vocab RENAME TO tc_vocab_base;
+-- what one merge pass changes (stage 7, `compute`), one row per change
+CREATE OR REPLACE TABLE tc_pass (kind VARCHAR, w INTEGER, syms INTEGER[], st INTEGER[],
+                                 eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT, fs BIGINT,
+                                 ws INTEGER[], d BIGINT, k INTEGER, a INTEGER, b INTEGER,
+                                 new_id INTEGER, words BIGINT, tok VARCHAR, blen INTEGER,
+                                 fresh BOOLEAN);

@@ -22,6 +22,8 @@ DELETE FROM tc_pending;
 SELECT stale FROM tc_items_cold ORDER BY stale DESC LIMIT 1 OFFSET $h;
 
 -- name: refill
+-- (entries used up by a merge are dropped from hot here)
+DELETE FROM tc_items_hot WHERE cnt = -4611686018427387904;
 INSERT INTO tc_items_hot
 SELECT c.eid, c.key, c.stale, coalesce(p.cnt, 0), c.fs, c.ws
 FROM tc_items_cold c LEFT JOIN tc_pairs p USING (key)

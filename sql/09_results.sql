@@ -11,12 +11,16 @@
 --               rank UINTEGER (first merge that produced the id; NULL otherwise).
 
 -- name: words_out
-SELECT w.word, w.count, w.first_seen,
-       list_transform(s.syms, lambda i: v.toks[i + 1]) AS tokens,
+SELECT w.word, w.count, w.first_seen, coalesce(t.tokens, []::VARCHAR[]) AS tokens,
        s.syms::UINTEGER[] AS ids
 FROM tc_words w
 JOIN tc_seg s USING (w)
-CROSS JOIN (SELECT list(token ORDER BY id) AS toks FROM tc_vocab) v
+LEFT JOIN (
+    SELECT u.w, list(v.token ORDER BY u.i) AS tokens
+    FROM (SELECT w, unnest(syms) AS id, unnest(range(len(syms))) AS i FROM tc_seg) u
+    JOIN tc_vocab v USING (id)
+    GROUP BY u.w
+) t USING (w)
 ORDER BY w.w;
 
 -- name: merges_out

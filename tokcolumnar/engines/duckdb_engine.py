@@ -35,8 +35,7 @@ LINE_INSENSITIVE = ("whitespace", "whitespace-split")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _SECTION = re.compile(r"^-- name: ([A-Za-z0-9_]+)\s*$", re.M)
 _UNSET = object()
-VARIABLE_TYPES = {"n": "INTEGER", "prefix": "VARCHAR", "theta": "BIGINT",
-                  "max_token_length": "INTEGER"}
+VARIABLE_TYPES = {"n": "INTEGER", "prefix": "VARCHAR", "theta": "BIGINT"}
 
 # merge loop tuning
 CANDIDATES = 256  # queue entries read per pass
@@ -371,28 +370,15 @@ class MergeLoop:
         self.minimum = max(1, cfg.min_frequency)
         self.max_merges = cfg.max_merges if cfg.max_merges is not None else 1 << 62
         self.cold_left = True
-        sql.bind(n=CANDIDATES, prefix=cfg.continuing_subword_prefix, theta=self.theta,
-                 max_token_length=cfg.max_token_length)
+        sql.bind(n=CANDIDATES, prefix=cfg.continuing_subword_prefix, theta=self.theta)
         sql.run_vars("merge_pass", "views")
-        if cfg.max_token_length is not None:
-            sql.run_vars("merge_pass", "views_max_length")
         section = {"id": "candidates_id", "lexical-max": "candidates_lexical",
                    "first-seen": "candidates_first_seen"}[cfg.tie_break]
-        self.q_candidates = sql.prepare("merge_pass", section)[0]
-        head = ["occurrences", "changes", "cut"] + (["stale"] if self.hf else []) + ["apply_seg"]
-        head += [] if self.hf else ["reset_merged"]
-        tail = ["log", "clear", "kstar"]
-        self.q_pass = self._script(head + ["apply_counts", "place_new"] + tail)
-        self.q_reuse = self._script(
-            head + ["new_reuse", "apply_counts",
-                    "mark_multi" if self.hf else "fold_old", "place_reuse"] + tail)
-
-    def _script(self, parts: list) -> str:
-        out = []
-        for p in parts:
-            stem, section = p if isinstance(p, tuple) else ("merge_pass", p)
-            out.extend(self.sql.prepare(stem, section))
-        return "; ".join(out)
+        self.q_candidates = "; ".join(sql.prepare("merge_pass", "clear")
+                                      + sql.prepare("merge_pass", section))
+        self.q_apply = "; ".join(sql.prepare("merge_pass", "apply"))
+        self.q_reuse = "; ".join(sql.prepare("merge_pass", "reuse_counts") + sql.prepare(
+            "merge_pass", "mark_multi" if self.hf else "fold_old"))
 
     # -- queue ------------------------------------------------------------------------------
     def refill(self) -> bool:
@@ -499,17 +485,18 @@ class MergeLoop:
                 next_id += 1
             km += role == "m"
         cs = [c for _, _, c in picked]
-        sql.run("merge_pass", "batch", k=k, role=[role for _, role, _ in picked],
+        self.passes += 1
+        sql.run("merge_pass", "compute", k=k, role=[role for _, role, _ in picked],
                 r=[r for r, _, _ in picked], eid=[c.eid for c in cs], key=[c.key for c in cs],
                 a=[c.a for c in cs], b=[c.b for c in cs], eff=[c.eff for c in cs],
                 stale=[c.stale for c in cs], cnt=[c.cnt for c in cs], new_id=new_id,
-                new_blen=new_blen, tok=[c.tok for c in cs], fresh=fresh)
-        reuse = picked[0][2].reuse_id is not None
-        kstar = sql.con.execute(self.q_reuse if reuse else self.q_pass).fetchone()[0]
+                new_blen=new_blen, tok=[c.tok for c in cs], fresh=fresh, hf=self.hf,
+                max_token_length=self.cfg.max_token_length, **{"pass": self.passes})
+        if picked[0][2].reuse_id is not None:
+            sql.con.execute(self.q_reuse)
+        kstar = sql.con.execute(self.q_apply).fetchone()[0]
         self.merges_n += kstar
-        self.vocab_n += sum(1 for f in fresh[:len(picked)] if f) if kstar == km else sum(
-            1 for kk, f in zip(k, fresh) if f and 0 <= kk < kstar)
-        self.passes += 1
+        self.vocab_n += sum(1 for kk, f in zip(k, fresh) if f and 0 <= kk < kstar)
 
     def run(self) -> None:
         progress = None
@@ -608,19 +595,39 @@ def _rust_ranges(pattern: str) -> list[tuple[int, int]]:
     which Polars (and HF tokenizers) use."""
     cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     df = pl.DataFrame({"cp": cps, "c": [chr(c) for c in cps]})
-    hit = df.filter(pl.col("c").str.contains(f"^(?:{pattern})$")).get_column("cp").to_list()
-    out: list[tuple[int, int]] = []
-    for c in hit:
-        if out and c == out[-1][1] + 1:
-            out[-1] = (out[-1][0], c)
-        else:
-            out.append((c, c))
-    return out
+    return _ranges(df.filter(pl.col("c").str.contains(f"^(?:{pattern})$")).get_column(
+        "cp").to_list())
 
 
 def _re2_class(ranges: list[tuple[int, int]]) -> str:
     return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}"
                    for a, b in ranges)
+
+
+def _sigma_classes() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The characters Rust's to_lowercase treats as cased / case-ignorable when it decides
+    whether a capital sigma ends a word (its tables, measured through Polars: they are not the
+    regex crate's \\p{Cased} / \\p{Case_Ignorable}, which follow a newer Unicode version)."""
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    df = pl.DataFrame({"cp": cps, "c": [chr(c) for c in cps]}).with_columns(
+        after_letter=(pl.lit("\u0391") + pl.col("c") + pl.lit("\u03a3")).str.to_lowercase()
+        .str.ends_with("\u03c2"),
+        after_space=(pl.lit(" ") + pl.col("c") + pl.lit("\u03a3")).str.to_lowercase()
+        .str.ends_with("\u03c2"))
+    cased = df.filter(pl.col("after_space")).get_column("cp").to_list()
+    ignorable = df.filter(pl.col("after_letter") & ~pl.col("after_space")).get_column(
+        "cp").to_list()
+    return _ranges(cased), _ranges(ignorable)
+
+
+def _ranges(cps: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for c in cps:
+        if out and c == out[-1][1] + 1:
+            out[-1] = (out[-1][0], c)
+        else:
+            out.append((c, c))
+    return out
 
 
 def _sql_str(s: str) -> str:
@@ -633,9 +640,9 @@ def _lowercase_fixes() -> tuple[str, str, list[tuple[str, str]]]:
     import duckdb
 
     cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and c != 0x3A3]
-    df = pl.DataFrame({"c": [chr(c) for c in cps]})
     con = duckdb.connect()
-    got = con.sql("SELECT c, lower(c) AS d FROM df").pl().with_columns(
+    con.register("tc_chars", pl.DataFrame({"c": [chr(c) for c in cps]}))
+    got = con.sql("SELECT c, lower(c) AS d FROM tc_chars").pl().with_columns(
         pl.col("c").str.to_lowercase().alias("r"))
     diff = got.filter(pl.col("d") != pl.col("r"))
     src, dst, multi = [], [], []
@@ -653,8 +660,7 @@ def text_functions_sql() -> str:
     `python -m tokcolumnar.engines.duckdb_engine --regenerate`)."""
     w = _re2_class(_rust_ranges(r"\w"))
     s = _re2_class(_rust_ranges(r"\s"))
-    cased = _re2_class(_rust_ranges(r"\p{Cased}"))
-    ci = _re2_class(_rust_ranges(r"\p{Case_Ignorable}"))
+    cased, ci = (_re2_class(r) for r in _sigma_classes())
     src, dst, multi = _lowercase_fixes()
     lower = "t"
     for c, r in multi:
@@ -677,10 +683,11 @@ def text_functions_sql() -> str:
 -- follow an older Unicode version than the Rust regex crate behind Polars and HF tokenizers.
 -- The classes below are the exact code point sets of Rust's \\w (Alphabetic, M, Nd, Pc,
 -- Join_Control) and \\s (White_Space), listed as ranges, so both engines split identically.
--- Likewise lower() (utf8proc) differs from Rust's to_lowercase on {len(src) + len(multi)} code points
--- (newer characters, U+0130) and has no final-sigma rule; the translate/replace tables and the
--- regexp_replace below (Σ -> ς when a cased letter precedes it and none follows, case-ignorable
--- characters skipped, as Rust does) close both gaps.
+-- Likewise lower() (utf8proc) differs from Rust's to_lowercase on {len(src) + len(multi)}
+-- code points (newer characters, U+0130) and has no final-sigma rule: the translate / replace
+-- tables and the regexp_replace below (Σ -> ς when a cased letter precedes it and none
+-- follows, case-ignorable characters skipped, with the cased / case-ignorable sets Rust's
+-- to_lowercase itself uses, measured) close both gaps.
 
 CREATE OR REPLACE MACRO tc_pretokenize(t, kind) AS
     CASE kind

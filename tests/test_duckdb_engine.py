@@ -1,0 +1,280 @@
+"""The DuckDB twin (tokcolumnar/engines/duckdb_engine.py + sql/) against the Polars engine:
+identical words / merges / vocab tables on every small corpus, on hypothesis-generated corpora
+for each tie-break and option, and the text functions (Unicode classes, lowercase) against the
+Rust regex crate that Polars uses."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tokcolumnar.config import TrainConfig
+from tokcolumnar.engines import duckdb_engine as de
+from tokcolumnar.engines.crosscheck import compare_results
+from tokcolumnar.errors import TokcolumnarError
+from tokcolumnar.training import train, words_from_inputs
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPORA = Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
+SMALL = sorted(p.name for p in (CORPORA / "small").glob("*.txt")) or ["<missing>"]
+
+
+def small(name: str) -> Path:
+    p = CORPORA / "small" / name
+    if not p.exists():
+        pytest.skip(f"corpus {p} not available (set TOKCOLUMNAR_CORPORA)")
+    return p
+
+
+def vocab_for(name: str) -> int:
+    return 5000 if name.startswith(("ja_", "zh_")) else 2000
+
+
+def both(inputs=None, from_counts=None, **options):
+    cfg = TrainConfig(show_progress=False, **options)
+    a = train(inputs, from_counts=from_counts, config=cfg)
+    b = de.train_duckdb(inputs, cfg, from_counts=from_counts)
+    return a, b
+
+
+def assert_same(a, b) -> None:
+    d = compare_results(a, b, ("polars", "duckdb"))
+    assert d is None, d
+    for name in ("words", "merges", "vocab"):
+        assert getattr(a, name).equals(getattr(b, name)), name
+
+
+# -- the text functions of stage 1 ------------------------------------------------------------
+def test_text_functions_file_is_generated_from_rust_classes():
+    """sql/01_text_functions.sql is exactly what the generator makes from the Rust regex
+    crate's classes today (regenerate it if a Polars upgrade changes Unicode tables)."""
+    path = de.SQL_DIR / "01_text_functions.sql"
+    assert path.read_text(encoding="utf-8") == de.text_functions_sql()
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = de.connect()
+    yield c
+    c.close()
+
+
+def test_whitespace_classes_match_rust_on_every_code_point(con):
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    # every character alone, and between two ASCII letters (so \w / \s / other all show)
+    df = pl.DataFrame({"t": [f"a{chr(c)}b {chr(c)}" for c in cps]})
+    got = con.sql("SELECT tc_pretokenize(t, 'whitespace') AS w, "
+                  "tc_pretokenize(t, 'whitespace-split') AS s FROM df").pl()
+    want = df.select(pl.col("t").str.extract_all(r"\w+|[^\w\s]+").alias("w"),
+                     pl.col("t").str.extract_all(r"\S+").alias("s"))
+    assert got.get_column("w").to_list() == want.get_column("w").to_list()
+    assert got.get_column("s").to_list() == want.get_column("s").to_list()
+
+
+def test_duckdb_ascii_w_really_differs():
+    """The reason for the generated classes: RE2's \\w is ASCII only."""
+    got = duckdb.connect().execute(r"SELECT regexp_extract_all('héllo wörld', '\w+')").fetchone()[0]
+    assert got == ["h", "llo", "w", "rld"]
+
+
+def test_lowercase_matches_rust_including_final_sigma(con):
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    df = pl.DataFrame({"t": [chr(c) for c in cps]})
+    got = con.sql("SELECT tc_lowercase(t) AS l FROM df").pl().get_column("l")
+    assert got.to_list() == df.get_column("t").str.to_lowercase().to_list()
+    rnd = random.Random(7)
+    pool = list("ΣσΑΒabc .'\u0301\u00ad:-İ") + [chr(0x10D50), chr(0x1C89), " ", "ΣΣ"]
+    texts = ["".join(rnd.choice(pool) for _ in range(rnd.randint(1, 12))) for _ in range(20000)]
+    texts += ["ΟΔΟΣ", "ΟΔΟΣ.", "ΟΔΟΣ.Α", "Σ", "ΑΣ'Σ", "ΑΣ\u0301", "ΑΣ\u0301Β", "ΣΣΣ", "a Σ b"]
+    df = pl.DataFrame({"t": texts})
+    got = con.sql("SELECT tc_lowercase(t) AS l FROM df").pl().get_column("l").to_list()
+    assert got == df.get_column("t").str.to_lowercase().to_list()
+
+
+# -- counting -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", SMALL)
+def test_count_matches_polars(name):
+    path = small(name)
+    cfg = TrainConfig(show_progress=False)
+    assert de.count_duckdb(str(path), cfg).equals(words_from_inputs(str(path), cfg))
+
+
+@pytest.mark.parametrize("opts", [
+    {"pre_tokenizer": "whitespace-split"},
+    {"pre_tokenizer": "none"},
+    {"lowercase": True},
+    {"normalizer": "nfc", "lowercase": True},
+])
+def test_count_options_match_polars(opts):
+    path = str(small("udhr_multiscript.txt"))
+    cfg = TrainConfig(show_progress=False, **opts)
+    assert de.count_duckdb(path, cfg).equals(words_from_inputs(path, cfg))
+
+
+def test_count_formats_match_polars(tmp_path):
+    text = small("en_taylorswift_wiki.txt").read_text(encoding="utf-8")
+    lines = text.splitlines()[:400]
+    pl.DataFrame({"body": lines, "n": list(range(len(lines)))}).write_parquet(
+        tmp_path / "c.parquet")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"body": x}) + "\n" for x in lines),
+                                      encoding="utf-8")
+    pl.DataFrame({"id": list(range(len(lines))), "body": lines}).write_csv(tmp_path / "c.csv")
+    (tmp_path / "a.txt").write_text("\n".join(lines[:200]) + "\n", encoding="utf-8")
+    with gzip.open(tmp_path / "b.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\r\n".join(lines[200:]))
+    for inputs, column in [(str(tmp_path / "c.parquet"), "body"),
+                           (str(tmp_path / "c.jsonl"), "body"),
+                           (str(tmp_path / "c.csv"), "body"),
+                           ([str(tmp_path / "a.txt"), str(tmp_path / "b.txt.gz")], "text")]:
+        cfg = TrainConfig(show_progress=False, column=column)
+        assert de.count_duckdb(inputs, cfg).equals(words_from_inputs(inputs, cfg)), inputs
+
+
+def test_count_python_inputs_match_polars():
+    texts = ["Hello, world!", "", "héllo  wörld\n", "naïve café", "日本語のテキスト"]
+    cfg = TrainConfig(show_progress=False)
+    assert de.count_duckdb(iter(texts), cfg).equals(words_from_inputs(iter(texts), cfg))
+    df = pl.DataFrame({"text": texts})
+    assert de.count_duckdb(df, cfg).equals(words_from_inputs(df, cfg))
+
+
+def test_unsupported_options_fail_clearly(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_text("a b\n", encoding="utf-8")
+    with pytest.raises(TokcolumnarError, match="duckdb engine"):
+        de.count_duckdb(str(p), TrainConfig(pre_tokenizer="byte-level", show_progress=False))
+    with pytest.raises(TokcolumnarError, match="BPE only"):
+        de.train_duckdb(str(p), TrainConfig(model="wordpiece", show_progress=False))
+    with pytest.raises(TokcolumnarError, match="no words"):
+        (tmp_path / "e.txt").write_text("  \n", encoding="utf-8")
+        de.count_duckdb(str(tmp_path / "e.txt"), TrainConfig(show_progress=False))
+
+
+# -- training on the real corpora -----------------------------------------------------------
+@pytest.mark.parametrize("name", SMALL)
+def test_train_matches_polars_on_small_corpora(name):
+    a, b = both(str(small(name)), vocab_size=vocab_for(name))
+    assert a.merges.height > 400
+    assert_same(a, b)
+
+
+def test_train_30000_matches_polars():
+    a, b = both(str(small("en_taylorswift_wiki.txt")), vocab_size=30000)
+    assert a.merges.height > 5000
+    assert_same(a, b)
+
+
+@pytest.mark.parametrize("opts", [
+    {"min_frequency": 6},
+    {"special_tokens": ["<unk>", "<s>", "e"], "limit_alphabet": 40},
+    {"initial_alphabet": ["Q", "ж", "€"], "limit_alphabet": 30},
+    {"continuing_subword_prefix": "##"},
+    {"end_of_word_suffix": "</w>"},
+    {"continuing_subword_prefix": "##", "end_of_word_suffix": "</w>"},
+    {"end_of_word_token": "</w>"},
+    {"max_token_length": 4},
+    {"max_merges": 333},
+])
+def test_train_options_match_polars(opts):
+    a, b = both(str(small("en_botchan.txt")), vocab_size=1200, **opts)
+    assert_same(a, b)
+
+
+@pytest.mark.parametrize("tie_break", ["lexical-max", "first-seen"])
+def test_exact_tie_breaks_match_polars(tie_break):
+    words = words_from_inputs(str(small("en_botchan.txt")), TrainConfig(show_progress=False))
+    words = words.head(800)  # one merge per pass in these modes: keep it small
+    a, b = both(from_counts=words, vocab_size=300, tie_break=tie_break)
+    assert_same(a, b)
+
+
+def test_from_counts_file_matches_polars(tmp_path):
+    words = words_from_inputs(str(small("ru_pushkin_300k.txt")), TrainConfig(show_progress=False))
+    f = tmp_path / "w.parquet"
+    words.select("word", "count").write_parquet(f)  # no first_seen: row order
+    a, b = both(from_counts=str(f), vocab_size=600)
+    assert_same(a, b)
+
+
+def test_cli_engine_duckdb_writes_the_same_files(tmp_path):
+    from tokcolumnar.cli import main
+
+    path = str(small("en_botchan.txt"))
+    assert main(["train", path, "--vocab-size", "700", "--out", str(tmp_path / "p"),
+                 "--quiet"]) == 0
+    assert main(["train", path, "--vocab-size", "700", "--out", str(tmp_path / "d"),
+                 "--engine", "duckdb", "--quiet"]) == 0
+    for f in ("merges.txt", "vocab.json", "tokenizer.json"):
+        assert (tmp_path / "p" / f).read_bytes() == (tmp_path / "d" / f).read_bytes(), f
+    for f in ("merges.parquet", "vocab.parquet", "words.parquet"):
+        assert pl.read_parquet(tmp_path / "p" / f).equals(pl.read_parquet(tmp_path / "d" / f))
+    assert main(["count", path, "--out", str(tmp_path / "w.parquet"), "--engine", "duckdb",
+                 "--quiet"]) == 0
+    assert pl.read_parquet(tmp_path / "w.parquet").equals(
+        words_from_inputs(path, TrainConfig(show_progress=False)))
+
+
+# -- hypothesis: tiny corpora make ties, runs and re-created tokens frequent -----------------
+ALPHABETS = ["ab", "abc", "abcd", "aé文🎉", "xyz_-"]
+
+
+@st.composite
+def corpora(draw):
+    alphabet = draw(st.sampled_from(ALPHABETS))
+    words = draw(st.lists(st.text(alphabet=alphabet, min_size=1, max_size=9), min_size=1,
+                          max_size=14, unique=True))
+    counts = draw(st.lists(st.integers(1, 9), min_size=len(words), max_size=len(words)))
+    return pl.DataFrame({"word": words, "count": counts},
+                        schema={"word": pl.String, "count": pl.UInt64}).with_row_index(
+        "first_seen").select("word", "count", "first_seen")
+
+
+@st.composite
+def options(draw):
+    o = {}
+    if draw(st.booleans()):
+        o["min_frequency"] = draw(st.integers(0, 4))
+    if draw(st.booleans()):
+        o["special_tokens"] = draw(st.sampled_from([["<s>"], ["[UNK]", "a"], ["x", "<pad>"]]))
+    if draw(st.booleans()):
+        o["limit_alphabet"] = draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        o["initial_alphabet"] = draw(st.sampled_from([["z"], ["a", "q"]]))
+    marker = draw(st.sampled_from(["none", "prefix", "suffix", "eow", "prefix+suffix"]))
+    if "prefix" in marker:
+        o["continuing_subword_prefix"] = "##"
+    if "suffix" in marker:
+        o["end_of_word_suffix"] = "</w>"
+    if marker == "eow":
+        o["end_of_word_token"] = "</w>"
+    if draw(st.integers(0, 3)) == 0:
+        o["max_token_length"] = draw(st.integers(1, 4))
+    return o
+
+
+SETTINGS = settings(max_examples=40, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def _initial_size(words, opts) -> int:
+    r = train(from_counts=words, config=TrainConfig(vocab_size=10**6, max_merges=0,
+                                                   show_progress=False, **opts))
+    return r.vocab.height
+
+
+@SETTINGS
+@given(corpora(), options(), st.integers(0, 40),
+       st.sampled_from(["id", "lexical-max", "first-seen"]))
+def test_hypothesis_corpora_match_polars(words, opts, extra, tie_break):
+    vs = _initial_size(words, opts) + extra
+    a, b = both(from_counts=words, vocab_size=vs, tie_break=tie_break, **opts)
+    assert_same(a, b)

@@ -1,0 +1,141 @@
+"""Cross-check the two engines: train with Polars and with DuckDB, compare the tables.
+
+`crosscheck(inputs, cfg, from_counts)` is what `tokcolumnar crosscheck INPUT... [options]` runs:
+it prints the first difference and returns 1, or a one-line summary and returns 0.
+`compare_results(a, b)` / `compare_dirs(a, b)` compare two `TrainResult`s or two saved
+training directories the same way (a test can alter a table and see the difference)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..config import TrainConfig
+from ..errors import TokcolumnarError
+
+# What must agree (DESIGN.md §3 "Both engines"): every column of the three tables.
+COLUMNS = {
+    "words": ["word", "count", "first_seen", "tokens", "ids"],
+    "merges": ["rank", "left", "right", "token", "left_id", "right_id", "id", "count", "score",
+               "words"],
+    "vocab": ["id", "token", "kind", "rank"],
+}
+
+
+def _tables(x: Any) -> dict[str, pl.DataFrame]:
+    if isinstance(x, (str, Path)):
+        d = Path(x)
+        if not d.is_dir():
+            raise TokcolumnarError(f"not a directory: {x}")
+        out = {}
+        for name in COLUMNS:
+            f = d / f"{name}.parquet"
+            if not f.exists():
+                raise TokcolumnarError(f"{d} has no {name}.parquet")
+            out[name] = pl.read_parquet(f)
+        return out
+    return {name: getattr(x, name) for name in COLUMNS}
+
+
+def _fmt(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 120 else s[:117] + "..."
+
+
+def first_difference(a: pl.DataFrame, b: pl.DataFrame, name: str,
+                     labels: tuple[str, str] = ("a", "b")) -> str | None:
+    """A one-line description of the first difference between two tables, or None."""
+    cols = [c for c in COLUMNS.get(name, a.columns)]
+    for c in cols:
+        if (c in a.columns) != (c in b.columns):
+            where = labels[0] if c not in a.columns else labels[1]
+            return f"{name}: column {c!r} missing in {where}"
+    cols = [c for c in cols if c in a.columns]
+    for c in cols:
+        if a.schema[c] != b.schema[c]:
+            return (f"{name}.{c}: type {a.schema[c]} ({labels[0]}) vs {b.schema[c]} "
+                    f"({labels[1]})")
+    n = min(a.height, b.height)
+    first: tuple[int, str] | None = None
+    for c in cols:
+        sa, sb = a.get_column(c).head(n), b.get_column(c).head(n)
+        diff = sa.ne_missing(sb)
+        if diff.any():
+            i = int(diff.arg_max())  # first True
+            if first is None or i < first[0]:
+                first = (i, c)
+    if first is not None:
+        i, c = first
+        key = ""
+        if name == "merges":
+            key = f" (rank {a.get_column('rank')[i]})"
+        elif name == "words":
+            key = f" (word {a.get_column('word')[i]!r})"
+        elif name == "vocab":
+            key = f" (id {a.get_column('id')[i]})"
+        return (f"{name} row {i}{key}, column {c!r}: {labels[0]} {_fmt(a.get_column(c)[i])} vs "
+                f"{labels[1]} {_fmt(b.get_column(c)[i])}")
+    if a.height != b.height:
+        longer, label = (a, labels[0]) if a.height > b.height else (b, labels[1])
+        row = longer.row(n, named=True)
+        return (f"{name}: {a.height:,} rows ({labels[0]}) vs {b.height:,} ({labels[1]}); first "
+                f"extra row in {label}: {_fmt({k: row[k] for k in cols})}")
+    return None
+
+
+def compare_results(a: Any, b: Any, labels: tuple[str, str] = ("a", "b")) -> str | None:
+    """Compare two TrainResults or saved training directories (words, merges, vocab): the
+    first difference as a line of text, or None when identical."""
+    ta, tb = _tables(a), _tables(b)
+    for name in COLUMNS:
+        d = first_difference(ta[name], tb[name], name, labels)
+        if d:
+            return d
+    return None
+
+
+def compare_dirs(a: str | Path, b: str | Path, out: Any = None) -> int:
+    """Compare two saved training directories; print the first difference (1) or a summary
+    (0)."""
+    out = out or sys.stdout
+    d = compare_results(a, b, (str(a), str(b)))
+    if d:
+        print(f"DIFFERENT: {d}", file=out)
+        return 1
+    print(f"identical: {a} and {b}", file=out)
+    return 0
+
+
+def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any = None) -> int:
+    """Train with both engines and compare words, merges and vocab. Prints the first difference
+    and returns 1, or a one-line summary and returns 0."""
+    from ..training import train
+    from .duckdb_engine import train_duckdb
+
+    out = out or sys.stdout
+    inputs = inputs or None
+    if inputs is None and from_counts is None:
+        raise TokcolumnarError("give INPUT files or --from-counts words.parquet")
+    if inputs is not None and from_counts is not None:
+        raise TokcolumnarError("give either INPUT files or --from-counts, not both")
+    pcfg = dataclasses.replace(cfg, engine="polars")
+    dcfg = dataclasses.replace(cfg, engine="duckdb")
+    t0 = time.perf_counter()
+    a = train(inputs, from_counts=from_counts, config=pcfg)
+    tp = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    b = train_duckdb(inputs, dcfg, from_counts=from_counts)
+    td = time.perf_counter() - t1
+    d = compare_results(a, b, ("polars", "duckdb"))
+    times = f"polars {tp:.2f}s, duckdb {td:.2f}s ({td / tp if tp else float('inf'):.1f}x)"
+    if d:
+        print(f"MISMATCH: {d} [{times}]", file=out)
+        return 1
+    print(f"identical: {a.words.height:,} words, {a.merges.height:,} merges, "
+          f"{a.vocab.height:,} tokens; {times}", file=out)
+    return 0
