@@ -8,21 +8,24 @@ occurrence of the chosen pair is merged (left to right in runs such as `##a ##a 
 
 A merge of `(a, b)` into `n` changes the token counts of `a`, `b` and `n`, hence the score of
 every pair that contains one of them, and only of those (the pairs whose pair count changes
-contain one of them too). Scores can go *up* (when `c_a` drops), so a lazy heap alone is wrong.
-The loop keeps, for every pair, the best key it has in the heap (`pushed`); heap entries are
-upper bounds of the pairs' true keys:
+contain one of them too). Scores can go *up* (when `c_a` drops), so a lazy heap alone is wrong;
+rescoring every pair of `a` and `b` after every merge is exact but slow (frequent tokens such as
+`##s` have thousands of pairs). The selection is exact with less work:
 
-- after a merge, the pairs of `a`, `b` and `n` are rescored in one NumPy pass (the pair ->
-  token index gives them); a pair whose key improved on its pushed key is pushed again, one
-  whose key got worse keeps its (now optimistic) entry;
-- a popped entry that is not the pair's pushed key is an outdated duplicate and is dropped; a
-  popped entry whose pair's true key is worse is pushed again with the true key; an entry whose
-  key is exact is the best pair (every other pair has an entry at least as good as its truth).
+- every pair has a heap entry that bounds its true key; pairs with the new token are rescored
+  at once, and the pairs of a token whose count dropped are rescored only once it has dropped by
+  more than `slack` (1/64) since they last were (`ref`); until then the token is *stale* and
+  entries underestimate scores by at most `phi = (1 + slack)^2`;
+- a popped entry is made exact and moved to a small *hot* set, rescored exactly (one vectorised
+  pass) at every selection; popping goes on until the next entry, inflated by `phi`, cannot beat
+  the best hot pair (with no stale token, entries are exact bounds and whole keys are compared);
+- entries that are not the pair's latest pushed key are outdated duplicates and are dropped.
 
-Each merge is one columnar pass over the pair's positions, as in `bpe_trainer`: gather, check,
-rewrite the links, emit the pair deltas and group them with `np.unique` + `bincount`. Pairs live
-in dense slots (count, left, right, best pushed key as NumPy arrays) so that rescoring a token's
-pairs is a gather, not a loop."""
+Each merge is one pass over the pair's positions, as in `bpe_trainer`: gather, check, rewrite
+the links, emit the pair deltas and group them; a plain Python loop for the (many) merges that
+touch a handful of positions, NumPy passes for the others. Pairs live in dense slots (count,
+ids, latest pushed key as NumPy arrays) and a token -> slots index, so that rescoring a token's
+pairs is a gather, not a loop. docs/wordpiece.md has the details and measurements."""
 
 from __future__ import annotations
 
