@@ -16,6 +16,7 @@ from tokenizers import pre_tokenizers as hfp
 from tests.hf_text import (
     ALL_CODE_POINTS,
     CONTRACTIONS,
+    NORM_DIFF,
     WHITESPACE,
     corpus_ids,
     corpus_path,
@@ -160,8 +161,9 @@ def test_random_text_matches_hf(kind, texts):
 
 
 @FAST
-@given(texts=st.lists(text_strategy(), min_size=1, max_size=8))
+@given(texts=st.lists(text_strategy(exclude=NORM_DIFF), min_size=1, max_size=8))
 def test_random_text_bert_pipeline_matches_hf(texts):
+    # BertNormalizer runs NFD: leave out the documented Unicode-version differences
     hf_norm = hfn.BertNormalizer()
     normalized = [hf_norm.normalize_str(t) for t in texts]
     assert BertNormalizer().apply(texts) == normalized
