@@ -121,7 +121,7 @@ class BpeTrainer:
         self.threshold = 0
         self.cold: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.reuse_pass = False
-        room = settings.vocab_size - len(self.vocab)
+        room = min(settings.vocab_size - len(self.vocab), initial.layout.sym.size)
         if settings.max_merges is not None:
             room = min(room, settings.max_merges)
         self.tlen = np.zeros(len(self.vocab) + max(room, 0) + 1, dtype=np.int64)

@@ -31,6 +31,7 @@ class Encoding:
     ids: list[int]
     tokens: list[str]
     word_ids: list[int | None] = field(default_factory=list)
+    type_ids: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -187,17 +188,20 @@ class Tokenizer:
                  .select("row", "seg", self.pre_tokenizer.expr(text).alias("word"))
                  .explode("word").drop_nulls("word")
                  .filter(pl.col("word").str.len_bytes() > 0)
-                 .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("row").alias("wi"))
+                 .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("row", "seg")
+                               .alias("k"))
                  .collect())
         uniq = words.get_column("word").unique(maintain_order=True)
         uniq_ids = self.model.encode_words(uniq)
         table = pl.DataFrame({"word": uniq, "ids": uniq_ids})
         pieces = words.join(table, on="word", how="left", maintain_order="left").select(
-            "row", "seg", "wi", "ids")
+            "row", "seg", "k", "ids")
+        # a special token written in the text counts as a word of its own, as in HF
         specials = seg.filter(pl.col("sid").is_not_null()).select(
-            "row", "seg", pl.lit(None, dtype=pl.Int64).alias("wi"),
+            "row", "seg", pl.lit(0, dtype=pl.Int64).alias("k"),
             pl.concat_list(pl.col("sid").cast(pl.UInt32)).alias("ids"))
-        allp = pl.concat([pieces, specials]).sort("row", "seg", "wi", nulls_last=False)
+        allp = pl.concat([pieces, specials]).sort("row", "seg", "k").with_columns(
+            pl.int_range(pl.len(), dtype=pl.Int64).over("row").alias("wi"))
         flat = allp.with_columns(pl.col("wi").repeat_by(pl.col("ids").list.len())
                                  .alias("wid")).explode("ids", "wid")
         flat = flat.drop_nulls("ids")
@@ -209,15 +213,29 @@ class Tokenizer:
             out = self.post_processor.apply(out, self._added_ids)
         return out
 
-    def encode_batch(self, texts: Iterable[str]) -> list[Encoding]:
-        out = self.encode_ids(texts)
+    def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
         tok = self._id_to_token
-        return [Encoding(ids, [tok[i] for i in ids], wids)
-                for ids, wids in zip(out.get_column("ids").to_list(),
-                                     out.get_column("word_ids").to_list())]
+        ids_l = out.get_column("ids").to_list()
+        wids_l = out.get_column("word_ids").to_list()
+        types_l = (out.get_column("type_ids").to_list() if "type_ids" in out.columns
+                   else [[0] * len(x) for x in ids_l])
+        return [Encoding(ids, [tok[i] for i in ids], wids, types)
+                for ids, wids, types in zip(ids_l, wids_l, types_l)]
 
-    def encode(self, text: str) -> Encoding:
-        return self.encode_batch([text])[0]
+    def encode_batch(self, texts: Iterable[str]) -> list[Encoding]:
+        return self._encodings(self.encode_ids(texts))
+
+    def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
+        """Pairs of sequences (ids, word_ids, type_ids), joined by the post-processor."""
+        from .postprocessors import encode_pair
+
+        return encode_pair(self, list(firsts), list(seconds))
+
+    def encode(self, text: str, pair: str | None = None) -> Encoding:
+        """Encode one text, or a pair of texts (`[CLS] a [SEP] b [SEP]` with BERT)."""
+        if pair is None:
+            return self.encode_batch([text])[0]
+        return self._encodings(self.encode_pair_ids([text], [pair]))[0]
 
     # -- decoding ------------------------------------------------------------------------------
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
