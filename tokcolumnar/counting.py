@@ -23,8 +23,9 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
     col = pl.col("text")
     if normalizer is not None:
         col = normalizer.expr(col)
-    lf = texts.to_frame("text").lazy().select(pretokenizer.expr(col).alias("word")).explode(
-        "word").drop_nulls()
+    # split only; the per-word mapping (e.g. byte-level's byte table) runs on distinct words
+    lf = texts.to_frame("text").lazy().select(pretokenizer.split_expr(col).alias("word")
+                                              ).explode("word").drop_nulls()
     if first_seen_offset is not None:
         lf = lf.with_row_index("pos", offset=first_seen_offset).group_by("word").agg(
             pl.len().cast(pl.UInt64).alias("count"),
@@ -32,7 +33,20 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
     else:
         lf = lf.group_by("word").agg(pl.len().cast(pl.UInt64).alias("count"))
     part = lf.collect()
-    return part, int(part.get_column("count").sum() or 0)
+    n = int(part.get_column("count").sum() or 0)
+    return part, n
+
+
+def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer) -> pl.DataFrame:
+    """Apply the pre-tokenizer's per-word mapping to the distinct pieces, folding any pieces
+    that map to the same word."""
+    mapped = words.with_columns(pretokenizer.word_expr(pl.col("word")).alias("word"))
+    if mapped.get_column("word").n_unique() == mapped.height:
+        return mapped
+    aggs = [pl.col("count").sum()]
+    if "first_seen" in mapped.columns:
+        aggs.append(pl.col("first_seen").min())
+    return mapped.group_by("word").agg(aggs)
 
 
 def merge_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
@@ -66,7 +80,7 @@ def count_words(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     bar.close(total)
     if not parts:
         raise TokcolumnarError("the input contains no words (empty files or empty column?)")
-    words = merge_counts(parts)
+    words = map_words(merge_counts(parts), pretokenizer)
     words = words.filter(pl.col("word").str.len_bytes() > 0)
     if len(words) == 0:
         raise TokcolumnarError("the input contains no words (empty files or empty column?)")
