@@ -2,10 +2,10 @@
 -- of its queue entry, then update segmentations, counts and queue.
 --
 -- In:  tc_seg, tc_vocab, tc_items_hot (the best queue entries, stage 8), tc_pairs/tc_pending;
---      the pass's table of pairs, given as parameters (one list per column, see `compute`): each
---      member (role 'm', k = 0, 1, ... in merge order) or deferred candidate (role 'd') with its
---      queue entry (eid, key = a << 32 | b, eff, stale, cnt), its place r in queue order and the
---      id / length of its new token (an existing id when the merged string exists).
+--      the pass's table of pairs, given as parameters (one list per column, see `compute`): the
+--      candidates in queue order (r = 0, 1, ...), each with its queue entry (eid, key =
+--      a << 32 | b, eff, stale, cnt), its new token (string, length, existing id if any) and
+--      whether it shares a symbol the wrong way round with an earlier candidate (conflict).
 -- Out: `compute` writes everything the pass changes into tc_pass, one row per change:
 --        'seg'   a word's new symbols            'hot'   a queue entry's new counts
 --        'new'   a new queue entry               'delta' a pair-count change
@@ -25,15 +25,16 @@
 --     queued with its count right after member k (dropped when not positive);
 --   * HF pops every entry that comes before member k in the queue; one whose count changed is
 --     re-queued at its count at that moment (`stale`).
--- A batch is exact: no member's left symbol is an earlier member's right or the reverse (such
--- candidates are deferred instead), and the cut keeps the members that no new pair (at the
--- count it is queued with, an upper bound) and no deferred candidate (at its count then) would
--- overtake.
+-- A batch is exact: a candidate whose left symbol is an earlier one's right (or the reverse)
+-- is a member only if none of its occurrences overlaps an earlier candidate's (the merges then
+-- commute; otherwise it is deferred, not merged), members are numbered k in queue order, and
+-- the cut keeps the members that no new pair (at the count it is queued with, an upper bound)
+-- and no deferred candidate (at its count then) would overtake.
 --
 -- Parameters are bound per run ($n candidates read, $prefix the continuing-subword prefix,
 -- $theta the hot threshold of stage 8: the engine binds these as DuckDB variables and prepares
--- the statements once) or per pass (the batch lists, $pass, $hf, $max_token_length of
--- `compute`).
+-- the statements once) or per pass (the candidate lists, $pass, $vocab_n (the next new id),
+-- $hf, $max_token_length of `compute`).
 
 -- name: views
 -- tc_vocab: the initial vocabulary and the tokens the merges created.
@@ -136,20 +137,16 @@ SELECT eid, fs FROM tc_fs;
 -- name: compute
 INSERT INTO tc_pass BY NAME
 WITH batch AS (
-    SELECT unnest($k::INTEGER[]) AS k, unnest($role::VARCHAR[]) AS role,
-           unnest($r::INTEGER[]) AS r, unnest($eid::HUGEINT[]) AS eid,
-           unnest($key::BIGINT[]) AS key, unnest($a::INTEGER[]) AS a,
-           unnest($b::INTEGER[]) AS b, unnest($eff::BIGINT[]) AS eff,
-           unnest($stale::BIGINT[]) AS stale, unnest($cnt::BIGINT[]) AS cnt,
-           unnest($new_id::INTEGER[]) AS new_id, unnest($new_blen::INTEGER[]) AS new_blen,
-           unnest($tok::VARCHAR[]) AS tok, unnest($fresh::BOOLEAN[]) AS fresh
+    SELECT unnest($r::INTEGER[]) AS r, unnest($conflict::BOOLEAN[]) AS conflict,
+           unnest($eid::HUGEINT[]) AS eid, unnest($key::BIGINT[]) AS key,
+           unnest($a::INTEGER[]) AS a, unnest($b::INTEGER[]) AS b,
+           unnest($eff::BIGINT[]) AS eff, unnest($stale::BIGINT[]) AS stale,
+           unnest($cnt::BIGINT[]) AS cnt, unnest($reuse_id::INTEGER[]) AS reuse_id,
+           unnest($new_blen::INTEGER[]) AS new_blen, unnest($tok::VARCHAR[]) AS tok
 ),
-m AS (SELECT * FROM batch WHERE role = 'm'),
-d AS (SELECT * FROM batch WHERE role = 'd'),
--- the words of each member's queue entry, and their symbols
-mw AS (SELECT m.k, unnest(h.ws) AS w FROM m JOIN tc_items_hot h USING (eid)),
-xw AS (SELECT s.w, s.wc, s.syms AS s, s.st FROM tc_seg s WHERE s.w IN (SELECT w FROM mw)),
--- occurrences: position j of the left symbol; runs of a == b alternate from their start
+-- the words of each candidate's queue entry, and their symbols
+cw AS (SELECT c.r, unnest(h.ws) AS w FROM batch c JOIN tc_items_hot h USING (eid)),
+xw AS (SELECT s.w, s.wc, s.syms AS s, s.st FROM tc_seg s WHERE s.w IN (SELECT w FROM cw)),
 pos AS (
     SELECT w, unnest(range(1, len(s))) AS j,
            unnest(list_transform(range(1, len(s)), lambda j: (s[j]::BIGINT << 32) | s[j + 1]))
@@ -157,13 +154,33 @@ pos AS (
     FROM xw
 ),
 hits AS (
-    SELECT pos.w, pos.j, m.k, m.a, m.b, m.new_id
-    FROM pos JOIN m ON m.key = pos.key
-    SEMI JOIN mw ON mw.w = pos.w AND mw.k = m.k
+    SELECT pos.w, pos.j, c.r, c.a, c.b, c.conflict
+    FROM pos JOIN batch c ON c.key = pos.key
+    SEMI JOIN cw ON cw.w = pos.w AND cw.r = c.r
 ),
+-- a candidate sharing a symbol with an earlier one is a member only when none of its
+-- occurrences overlaps one of an earlier candidate (then they commute); otherwise deferred
+overlapped AS (
+    SELECT DISTINCT h.r FROM hits h JOIN hits h2 ON h2.w = h.w AND h2.j = h.j - 1
+    WHERE h.conflict AND h2.r < h.r
+    UNION
+    SELECT DISTINCT h.r FROM hits h JOIN hits h2 ON h2.w = h.w AND h2.j = h.j + 1
+    WHERE h.conflict AND h2.r < h.r
+),
+m AS (
+    SELECT c.*, (row_number() OVER (ORDER BY r) - 1)::INTEGER AS k,
+           c.reuse_id IS NULL AS fresh,
+           coalesce(c.reuse_id, ($vocab_n::INTEGER
+               + sum(CASE WHEN c.reuse_id IS NULL THEN 1 ELSE 0 END) OVER (ORDER BY r) - 1)
+               ::INTEGER) AS new_id
+    FROM batch c
+    WHERE c.r NOT IN (SELECT r FROM overlapped)
+),
+d AS (SELECT * FROM batch WHERE r IN (SELECT r FROM overlapped)),
+-- occurrences (position j of the left symbol) of the members; runs of a == b alternate
 occ AS (
-    SELECT h.w, h.j::INTEGER AS j, h.k, h.new_id
-    FROM hits h JOIN xw x USING (w)
+    SELECT h.w, h.j::INTEGER AS j, m.k, m.new_id
+    FROM hits h JOIN m USING (r) JOIN xw x USING (w)
     WHERE h.a <> h.b
        OR (h.j - 1 - coalesce(list_max(list_filter(range(1, h.j), lambda i: x.s[i] <> h.a)), 0))
           % 2 = 0
@@ -329,7 +346,8 @@ UNION ALL BY NAME SELECT * FROM new_rows
 UNION ALL BY NAME SELECT * FROM hot_rows
 UNION ALL BY NAME SELECT 'delta' AS kind, key, d FROM dl
 UNION ALL BY NAME SELECT * FROM log_rows
-UNION ALL BY NAME SELECT 'kstar' AS kind, kstar AS k FROM kst;
+UNION ALL BY NAME
+SELECT 'kstar' AS kind, kstar AS k, (SELECT count(*) FROM mk WHERE fresh) AS d FROM kst;
 
 -- name: apply
 UPDATE tc_seg SET syms = p.syms, st = p.st
@@ -346,7 +364,7 @@ INSERT INTO tc_pending SELECT key, d FROM tc_pass WHERE kind = 'delta';
 INSERT INTO tc_merges_log
 SELECT (SELECT count(*) FROM tc_merges_log) + k, a, b, new_id, cnt, words, tok, blen, fresh
 FROM tc_pass WHERE kind = 'log';
-SELECT k FROM tc_pass WHERE kind = 'kstar';
+SELECT k, d FROM tc_pass WHERE kind = 'kstar';
 
 -- name: clear
 DELETE FROM tc_pass;

@@ -40,7 +40,7 @@ VARIABLE_TYPES = {"n": "INTEGER", "prefix": "VARCHAR", "theta": "BIGINT"}
 # merge loop tuning
 CANDIDATES = 256  # queue entries read per pass
 HOT_SIZE = 4096  # entries moved from cold to hot per refill
-MAX_DEFERRED = 12  # conflicting candidates skipped (and checked) per batch
+MAX_CONFLICTS = 48  # candidates sharing a symbol with an earlier one, per batch
 
 
 # -- SQL files ------------------------------------------------------------------------------
@@ -435,68 +435,45 @@ class MergeLoop:
         if cfg.tie_break == "first-seen":
             first = self._first_seen_winner(cands)
         room = min(cfg.vocab_size - self.vocab_n, self.max_merges - self.merges_n)
-        picked: list[tuple[int, str, _Cand]] = [(0, "m", first)]
+        picked: list[tuple[_Cand, bool]] = [(first, False)]
         if self.hf and first.reuse_id is None and not first.multi:
             lefts, rights, made = {first.a}, {first.b}, {first.tok}
-            members, deferred = 1, 0
-            for r, c in enumerate(cands[1:], start=1):
-                if members >= room or c.eff < self.theta or c.cnt < self.minimum:
+            conflicts = 0
+            for c in cands[1:]:
+                if len(picked) >= room or c.eff < self.theta or c.cnt < self.minimum:
                     break
                 if c.reuse_id is not None or c.multi or c.tok in made:
                     break
-                if c.a in rights or c.b in lefts:
-                    if deferred >= MAX_DEFERRED:
+                conflict = c.a in rights or c.b in lefts
+                if conflict:
+                    conflicts += 1
+                    if conflicts > MAX_CONFLICTS:
                         break
-                    picked.append((r, "d", c))
-                    deferred += 1
-                    continue
-                picked.append((r, "m", c))
-                members += 1
+                picked.append((c, conflict))
                 lefts.add(c.a)
                 rights.add(c.b)
                 made.add(c.tok)
-            while picked[-1][1] == "d":  # deferred after the last member check nothing
-                picked.pop()
         self._pass(picked)
         return True
 
-    def _pass(self, picked: list[tuple[int, str, _Cand]]) -> None:
-        """Run stage 7 on the picked candidates: (place in queue order, 'm' member or 'd'
-        deferred, candidate)."""
+    def _pass(self, picked: list[tuple[_Cand, bool]]) -> None:
+        """Run stage 7 on the picked candidates (in queue order, with their conflict flag)."""
         sql = self.sql
-        k, new_id, new_blen, fresh = [], [], [], []
-        next_id, km = self.vocab_n, 0
-        for _, role, c in picked:
-            if role == "d":
-                k.append(-1)
-                new_id.append(None)
-                new_blen.append(None)
-                fresh.append(False)
-            elif c.reuse_id is not None:
-                k.append(km)
-                new_id.append(c.reuse_id)
-                new_blen.append(c.reuse_blen)
-                fresh.append(False)
-            else:
-                k.append(km)
-                new_id.append(next_id)
-                new_blen.append(c.blen)
-                fresh.append(True)
-                next_id += 1
-            km += role == "m"
-        cs = [c for _, _, c in picked]
+        cs = [c for c, _ in picked]
         self.passes += 1
-        sql.run("merge_pass", "compute", k=k, role=[role for _, role, _ in picked],
-                r=[r for r, _, _ in picked], eid=[c.eid for c in cs], key=[c.key for c in cs],
-                a=[c.a for c in cs], b=[c.b for c in cs], eff=[c.eff for c in cs],
-                stale=[c.stale for c in cs], cnt=[c.cnt for c in cs], new_id=new_id,
-                new_blen=new_blen, tok=[c.tok for c in cs], fresh=fresh, hf=self.hf,
+        sql.run("merge_pass", "compute", r=list(range(len(cs))),
+                conflict=[f for _, f in picked], eid=[c.eid for c in cs],
+                key=[c.key for c in cs], a=[c.a for c in cs], b=[c.b for c in cs],
+                eff=[c.eff for c in cs], stale=[c.stale for c in cs], cnt=[c.cnt for c in cs],
+                reuse_id=[c.reuse_id for c in cs],
+                new_blen=[c.blen if c.reuse_id is None else c.reuse_blen for c in cs],
+                tok=[c.tok for c in cs], vocab_n=self.vocab_n, hf=self.hf,
                 max_token_length=self.cfg.max_token_length, **{"pass": self.passes})
-        if picked[0][2].reuse_id is not None:
+        if cs[0].reuse_id is not None:
             sql.con.execute(self.q_reuse)
-        kstar = sql.con.execute(self.q_apply).fetchone()[0]
+        kstar, fresh = sql.con.execute(self.q_apply).fetchone()
         self.merges_n += kstar
-        self.vocab_n += sum(1 for kk, f in zip(k, fresh) if f and 0 <= kk < kstar)
+        self.vocab_n += fresh
 
     def run(self) -> None:
         progress = None
