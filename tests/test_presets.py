@@ -67,8 +67,10 @@ def test_subword_nmt_codes_identical(name, tmp_path):
     path = corpus(f"small/{name}")
     ref = tmp_path / "codes.txt"
     with open(path, "rb") as fin, open(ref, "wb") as fout:
-        subprocess.run([sys.executable, "-m", "subword_nmt.subword_nmt", "learn-bpe", "-s",
-                        "10000"], stdin=fin, stdout=fout, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run([sys.executable, "-c", "from subword_nmt.subword_nmt import main; main()",
+                        "learn-bpe", "-s", "10000"], stdin=fin, stdout=fout,
+                       stderr=subprocess.DEVNULL, check=True)
+    assert ref.stat().st_size > 0
     train([str(path)], out_dir=tmp_path / "ours", preset="subword-nmt", vocab_size=10000)
     assert (tmp_path / "ours" / "codes.txt").read_bytes() == ref.read_bytes()
 
