@@ -65,7 +65,8 @@ named AS (
 )
 SELECT named.eid, named.key, named.a, named.b, named.stale, named.cnt, named.eff, named.tok,
        named.blen, ve.id AS reuse_id, ve.blen AS reuse_blen,
-       named.key IN (SELECT key FROM tc_multi) AS multi, NULL::BIGINT AS fs
+       named.key IN (SELECT key FROM tc_multi) AS multi, NULL::BIGINT AS fs, '' AS ltok,
+       '' AS rtok
 FROM named LEFT JOIN tc_vocab ve ON ve.token = named.tok
 ORDER BY named.eff DESC, named.key, named.eid;
 
@@ -88,7 +89,8 @@ toks AS (
     FROM top
 )
 SELECT toks.eid, toks.key, toks.a, toks.b, toks.stale, toks.cnt, toks.eff, toks.tok, toks.blen,
-       ve.id AS reuse_id, ve.blen AS reuse_blen, false AS multi, NULL::BIGINT AS fs
+       ve.id AS reuse_id, ve.blen AS reuse_blen, false AS multi, NULL::BIGINT AS fs, toks.ltok,
+       toks.rtok
 FROM toks LEFT JOIN tc_vocab ve ON ve.token = toks.tok
 ORDER BY toks.cnt DESC, toks.ltok DESC, toks.rtok DESC;
 
@@ -112,7 +114,8 @@ named AS (
     JOIN tc_vocab vr ON vr.id = (top.key & 4294967295)
 )
 SELECT named.eid, named.key, named.a, named.b, named.stale, named.cnt, named.eff, named.tok,
-       named.blen, ve.id AS reuse_id, ve.blen AS reuse_blen, false AS multi, named.fs
+       named.blen, ve.id AS reuse_id, ve.blen AS reuse_blen, false AS multi, named.fs, '' AS ltok,
+       '' AS rtok
 FROM named LEFT JOIN tc_vocab ve ON ve.token = named.tok
 ORDER BY named.cnt DESC, named.fs, named.eid;
 
@@ -142,7 +145,8 @@ WITH batch AS (
            unnest($a::INTEGER[]) AS a, unnest($b::INTEGER[]) AS b,
            unnest($eff::BIGINT[]) AS eff, unnest($stale::BIGINT[]) AS stale,
            unnest($cnt::BIGINT[]) AS cnt, unnest($reuse_id::INTEGER[]) AS reuse_id,
-           unnest($new_blen::INTEGER[]) AS new_blen, unnest($tok::VARCHAR[]) AS tok
+           unnest($new_blen::INTEGER[]) AS new_blen, unnest($tok::VARCHAR[]) AS tok,
+           unnest($ltok::VARCHAR[]) AS ltok, unnest($rtok::VARCHAR[]) AS rtok
 ),
 -- the words of each candidate's queue entry, and their symbols
 cw AS (SELECT c.r, unnest(h.ws) AS w FROM batch c JOIN tc_items_hot h USING (eid)),
@@ -235,26 +239,42 @@ pushed AS (
     FROM creators c JOIN dk ON dk.key = c.key AND dk.k <= c.creator
     GROUP BY c.creator, c.key
 ),
+-- queue order as one comparable value (greater = comes first): `id` mode: count, then the
+-- smaller pair key; lexical-max: count, then the greater (left, right) strings
+toks AS (
+    SELECT id, token FROM tc_vocab WHERE NOT $hf::BOOLEAN
+    UNION ALL
+    SELECT new_id, tok FROM m WHERE NOT $hf::BOOLEAN AND fresh
+),
 strongest AS (
-    SELECT creator,
-           max((v::HUGEINT << 64) | (18446744073709551615::HUGEINT - key)) AS strength
-    FROM pushed WHERE v > 0
-    GROUP BY creator
+    SELECT p.creator,
+           max(CASE WHEN $hf::BOOLEAN THEN {'v': p.v, 'x': -p.key, 'l': '', 'r': ''}
+                    ELSE {'v': p.v, 'x': 0::BIGINT, 'l': tl.token, 'r': tr.token} END) AS strength
+    FROM pushed p
+    LEFT JOIN toks tl ON tl.id = (p.key >> 32)
+    LEFT JOIN toks tr ON tr.id = (p.key & 4294967295)
+    WHERE p.v > 0
+    GROUP BY p.creator
 ),
 new_pair_cut AS (
     SELECT min(m.k) AS k
     FROM m JOIN strongest s ON s.creator < m.k
-    WHERE s.strength > ((m.eff::HUGEINT << 64) | (18446744073709551615::HUGEINT - m.key))
+    WHERE s.strength > CASE WHEN $hf::BOOLEAN
+                            THEN {'v': m.eff, 'x': -m.key, 'l': '', 'r': ''}
+                            ELSE {'v': m.eff, 'x': 0::BIGINT, 'l': m.ltok, 'r': m.rtok} END
 ),
 deferred_steps AS (
-    SELECT m.k, m.eff, m.key AS mkey, m.eid AS meid, d.key, d.eid,
+    SELECT m.k, m.eff, m.key AS mkey, m.eid AS meid, m.ltok AS ml, m.rtok AS mr, d.key, d.eid,
+           d.ltok, d.rtok,
            least(d.stale, d.cnt + coalesce((SELECT sum(dk.d) FROM dk
                                             WHERE dk.key = d.key AND dk.k < m.k), 0)) AS v
     FROM d JOIN m ON m.r > d.r
 ),
 deferred_cut AS (
     SELECT min(k) AS k FROM deferred_steps
-    WHERE v > eff OR (v = eff AND (key < mkey OR (key = mkey AND eid < meid)))
+    WHERE CASE WHEN $hf::BOOLEAN
+               THEN v > eff OR (v = eff AND (key < mkey OR (key = mkey AND eid < meid)))
+               ELSE {'v': v, 'l': ltok, 'r': rtok} > {'v': eff, 'l': ml, 'r': mr} END
 ),
 kst AS (
     SELECT least(coalesce((SELECT k FROM new_pair_cut), (SELECT count(*) FROM m)),

@@ -183,10 +183,18 @@ def test_train_30000_matches_polars():
     {"end_of_word_token": "</w>"},
     {"max_token_length": 4},
     {"max_merges": 333},
+    {"preset": "subword-nmt"},
+    {"tie_break": "lexical-max", "continuing_subword_prefix": "##"},
 ])
-def test_train_options_match_polars(opts):
+def test_train_options_match_polars(opts, tmp_path):
     a, b = both(str(small("en_botchan.txt")), vocab_size=1200, **opts)
     assert_same(a, b)
+    if opts.get("preset") == "subword-nmt":  # -s 1200: 1200 merges, codes.txt identical
+        assert a.merges.height == 1200
+        a.save(tmp_path / "a")
+        b.save(tmp_path / "b")
+        assert (tmp_path / "a" / "codes.txt").read_bytes() == (
+            tmp_path / "b" / "codes.txt").read_bytes()
 
 
 @pytest.mark.parametrize("tie_break", ["lexical-max", "first-seen"])

@@ -30,8 +30,8 @@ SQL_DIR = Path(os.environ.get("TOKCOLUMNAR_SQL_DIR")
                or Path(__file__).resolve().parents[2] / "sql")
 
 NORMALIZERS = ("none", "nfc")
-PRETOKENIZERS = ("whitespace", "whitespace-split", "none")
-LINE_INSENSITIVE = ("whitespace", "whitespace-split")
+PRETOKENIZERS = ("whitespace", "whitespace-split", "subword-nmt", "none")
+LINE_INSENSITIVE = ("whitespace", "whitespace-split", "subword-nmt")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _SECTION = re.compile(r"^-- name: ([A-Za-z0-9_]+)\s*$", re.M)
 _UNSET = object()
@@ -140,10 +140,8 @@ def _strip_strings(q: str) -> str:
 def connect() -> Any:
     import duckdb
 
-    con = duckdb.connect(":memory:")
     threads = os.environ.get("TOKCOLUMNAR_DUCKDB_THREADS")
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
+    con = duckdb.connect(":memory:", config={"threads": int(threads)} if threads else {})
     Scripts(con).run("text_functions")
     return con
 
@@ -353,6 +351,8 @@ class _Cand:
     reuse_blen: int | None
     multi: bool
     fs: int | None
+    ltok: str
+    rtok: str
 
 
 class MergeLoop:
@@ -436,7 +436,8 @@ class MergeLoop:
             first = self._first_seen_winner(cands)
         room = min(cfg.vocab_size - self.vocab_n, self.max_merges - self.merges_n)
         picked: list[tuple[_Cand, bool]] = [(first, False)]
-        if self.hf and first.reuse_id is None and not first.multi:
+        batching = self.hf or cfg.tie_break == "lexical-max"
+        if batching and first.reuse_id is None and not first.multi:
             lefts, rights, made = {first.a}, {first.b}, {first.tok}
             conflicts = 0
             for c in cands[1:]:
@@ -467,7 +468,8 @@ class MergeLoop:
                 eff=[c.eff for c in cs], stale=[c.stale for c in cs], cnt=[c.cnt for c in cs],
                 reuse_id=[c.reuse_id for c in cs],
                 new_blen=[c.blen if c.reuse_id is None else c.reuse_blen for c in cs],
-                tok=[c.tok for c in cs], vocab_n=self.vocab_n, hf=self.hf,
+                tok=[c.tok for c in cs], ltok=[c.ltok for c in cs], rtok=[c.rtok for c in cs],
+                vocab_n=self.vocab_n, hf=self.hf,
                 max_token_length=self.cfg.max_token_length, **{"pass": self.passes})
         if cs[0].reuse_id is not None:
             sql.con.execute(self.q_reuse)
@@ -639,6 +641,8 @@ def text_functions_sql() -> str:
     s = _re2_class(_rust_ranges(r"\s"))
     cased, ci = (_re2_class(r) for r in _sigma_classes())
     src, dst, multi = _lowercase_fixes()
+    breaks = r"\x{0B}\x{0C}\x{1C}\x{1D}\x{1E}\x{85}\x{2028}\x{2029}"
+    nmt = rf"[^ \x{{0D}}\x{{0A}}{breaks}]*[{breaks}]|[^ \x{{0D}}\x{{0A}}{breaks}]+"
     lower = "t"
     for c, r in multi:
         lower = f"replace({lower}, {_sql_str(c)}, {_sql_str(r)})"
@@ -652,6 +656,7 @@ def text_functions_sql() -> str:
 --   tc_pretokenize(text, kind) -> VARCHAR[]  the words of a text:
 --     'whitespace'        HF Whitespace, `\\w+|[^\\w\\s]+`
 --     'whitespace-split'  HF WhitespaceSplit, `\\S+`
+--     'subword-nmt'       subword-nmt's split: ASCII spaces only (and its line ends)
 --     'none'              the whole text as one word (nothing for '')
 --   tc_lowercase(text) -> VARCHAR            Rust's str::to_lowercase
 --   tc_normalize(text, normalizer, lowercase) -> VARCHAR   ('none' | 'nfc', then lowercase)
@@ -670,6 +675,7 @@ CREATE OR REPLACE MACRO tc_pretokenize(t, kind) AS
     CASE kind
         WHEN 'whitespace' THEN regexp_extract_all(t, '[{w}]+|[^{w}{s}]+')
         WHEN 'whitespace-split' THEN regexp_extract_all(t, '[^{s}]+')
+        WHEN 'subword-nmt' THEN regexp_extract_all(t, '{nmt}')
         WHEN 'none' THEN CASE WHEN t = '' THEN []::VARCHAR[] ELSE [t] END
     END;
 
