@@ -77,6 +77,20 @@ class Layout:
         wcount[positions] = counts[word_index]
         return cls(sym, nxt, prv, wcount, word_of)
 
+    def merge_at(self, pos: np.ndarray, new: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+        """Merge the symbol at each of `pos` (non-overlapping) with its right neighbour into
+        `new`. Returns each merged symbol's left neighbour position (as it stands after the
+        merge) and its right neighbour's symbol as it stood before."""
+        sym, nxt, prv = self.sym, self.nxt, self.prv
+        q = nxt[pos]
+        r = nxt[q]
+        rs = sym[r]
+        sym[pos] = new
+        sym[q] = REMOVED
+        nxt[pos] = r
+        prv[r] = pos
+        return prv[pos], rs
+
     def segmentation(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
         """Final symbols: (offsets per word, flat ids) in word order."""
         live = np.flatnonzero(self.sym >= 0)

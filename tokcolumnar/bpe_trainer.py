@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from .alphabet import REMOVED, Initial, Layout, Vocab
+from .alphabet import Initial, Layout, Vocab
 from .progress import Progress
 
 M24 = (1 << 24) - 1
@@ -295,16 +295,8 @@ class BpeTrainer:
         after the pass, and `(b, r) -1, (new, r) +1` for the right neighbour r as it stood
         before. Returns the number of distinct words each member touched."""
         lay = self.layout
-        sym, nxt, prv = lay.sym, lay.nxt, lay.prv
-        q = nxt[pos]
-        r = nxt[q]
-        rs = sym[r]
-        sym[pos] = new
-        sym[q] = REMOVED
-        nxt[pos] = r
-        prv[r] = pos
-        left_pos = prv[pos]
-        ls = sym[left_pos]
+        left_pos, rs = lay.merge_at(pos, new)
+        ls = lay.sym[left_pos]
         wc = lay.wcount[pos]
         has_l = ls >= 0
         has_r = rs >= 0

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from .alphabet import REMOVED, Layout
+from .alphabet import Layout
 from .errors import TokcolumnarError
 
 
@@ -140,7 +140,7 @@ class BPEModel(Model):
         keys, ranks, new = self.merge_table()
         if keys.size == 0:
             return
-        sym, nxt, prv = lay.sym, lay.nxt, lay.prv
+        sym, nxt = lay.sym, lay.nxt
         active = np.flatnonzero(sym >= 0)
         big = np.int64(1) << 40
         while active.size:
@@ -162,12 +162,7 @@ class BPEModel(Model):
             pos = best % big
             rank_pos = np.searchsorted(cand, pos)
             new_id = new[idx[rank_pos]]
-            q = nxt[pos]
-            r = nxt[q]
-            sym[pos] = new_id
-            sym[q] = REMOVED
-            nxt[pos] = r
-            prv[r] = pos
+            lay.merge_at(pos, new_id)
             active = active[np.isin(lay.word_of[active], word[starts])]
 
     def to_hf(self) -> dict[str, Any]:

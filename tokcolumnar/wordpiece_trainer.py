@@ -527,18 +527,11 @@ class LikelihoodTrainer:
     def _apply_large(self, pos: np.ndarray, a: int, b: int, new: int):  # noqa: ANN202
         """The merge pass as NumPy passes (same results as `_apply_small`)."""
         lay = self.layout
-        sym, nxt, prv = lay.sym, lay.nxt, lay.prv
+        sym = lay.sym
         pos = self._live(pos, a, b)
         if pos.size == 0:
             return 0, 0, None, None
-        q = nxt[pos]
-        r = nxt[q]
-        rs = sym[r]
-        sym[pos] = new
-        sym[q] = REMOVED
-        nxt[pos] = r
-        prv[r] = pos
-        left_pos = prv[pos]
+        left_pos, rs = lay.merge_at(pos, new)
         ls = sym[left_pos]
         wc = lay.wcount[pos]
         merged = int(wc.sum())
