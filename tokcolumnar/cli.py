@@ -134,7 +134,13 @@ def cmd_encode(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     from .sql_query import run_sql
 
-    run_sql(args.dir, args.query, fmt=args.format, output=args.output)
+    params = {}
+    for item in args.param or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise TokcolumnarError(f"--param expects NAME=VALUE, got {item!r}")
+        params[name] = value
+    run_sql(args.dir, args.query, fmt=args.format, output=args.output, params=params or None)
     return 0
 
 
@@ -179,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("query", metavar="SQL")
     q.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     q.add_argument("--output", default=None, metavar="FILE")
+    q.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="a named query parameter ($NAME in the SQL); repeatable")
     q.set_defaults(func=cmd_sql)
 
     x = sub.add_parser("crosscheck", help="train with both engines and compare the tables")
