@@ -77,6 +77,20 @@ class Layout:
         wcount[positions] = counts[word_index]
         return cls(sym, nxt, prv, wcount, word_of)
 
+    def live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
+        """The positions among `pos` (sorted) where the pair (a, b) still occurs; in runs
+        `a a a` only every other one, left to right, as HF merges them."""
+        sym, nxt = self.sym, self.nxt
+        pos = pos[(sym[pos] == a) & (sym[nxt[pos]] == b)]
+        if a == b and pos.size > 1:
+            n = pos.size
+            chained = np.zeros(n, dtype=bool)
+            chained[1:] = nxt[pos[:-1]] == pos[1:]
+            idx = np.arange(n)
+            run_start = np.maximum.accumulate(np.where(chained, 0, idx))
+            pos = pos[((idx - run_start) & 1) == 0]
+        return pos
+
     def merge_at(self, pos: np.ndarray, new: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
         """Merge the symbol at each of `pos` (non-overlapping) with its right neighbour into
         `new`. Returns each merged symbol's left neighbour position (as it stands after the

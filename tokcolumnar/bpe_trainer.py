@@ -245,18 +245,7 @@ class BpeTrainer:
         return pos
 
     def _live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
-        """The positions among `pos` where (a, b) still occurs; runs `a a a` merge left to
-        right, as HF does."""
-        sym, nxt = self.layout.sym, self.layout.nxt
-        pos = pos[(sym[pos] == a) & (sym[nxt[pos]] == b)]
-        if a == b and pos.size > 1:
-            n = pos.size
-            chained = np.zeros(n, dtype=bool)
-            chained[1:] = nxt[pos[:-1]] == pos[1:]
-            idx = np.arange(n)
-            run_start = np.maximum.accumulate(np.where(chained, 0, idx))
-            pos = pos[((idx - run_start) & 1) == 0]
-        return pos
+        return self.layout.live_occurrences(pos, a, b)
 
     def _gather(self, batch: list[tuple[int, int, int]]
                 ) -> tuple[np.ndarray, np.ndarray, list[int]]:

@@ -418,16 +418,7 @@ class LikelihoodTrainer:
         return np.sort(np.concatenate([self.bases[b][st:en] for b, st, en in sl]))
 
     def _live(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
-        sym, nxt = self.layout.sym, self.layout.nxt
-        pos = pos[(sym[pos] == a) & (sym[nxt[pos]] == b)]
-        if a == b and pos.size > 1:  # runs `a a a`: merge left to right
-            n = pos.size
-            chained = np.zeros(n, dtype=bool)
-            chained[1:] = nxt[pos[:-1]] == pos[1:]
-            idx = np.arange(n)
-            run_start = np.maximum.accumulate(np.where(chained, 0, idx))
-            pos = pos[((idx - run_start) & 1) == 0]
-        return pos
+        return self.layout.live_occurrences(pos, a, b)
 
     def _merge(self, slot: int, a: int, b: int, new: int) -> int:
         """Merge every occurrence of the pair in `slot`; returns the number of words touched.
