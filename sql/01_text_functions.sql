@@ -1,5 +1,5 @@
 -- Stage 1: text functions for the counting stage (GENERATED: do not edit by hand;
--- regenerate with `python -m tokcolumnar.engines.duckdb_engine --regenerate`).
+-- regenerate with `python -m tokcolumnar.engines.duckdb_text --regenerate`).
 --
 -- In:  nothing. Out: three macros used by stage 3.
 --   tc_pretokenize(text, kind) -> VARCHAR[]  the words of a text:

@@ -1,0 +1,193 @@
+"""Stages 4-8 of BPE in DuckDB: the alphabet, the initial symbols and pair counts, and the
+merge loop. All data stays in DuckDB tables (the words, each word's symbols, the pair counts and
+the merge queue); Python only drives the loop: it reads the best queue entries, picks the batch
+of merges for the next pass (DESIGN.md §4: members that share no symbol the wrong way round;
+SQL then cuts the batch where a new pair or a deferred candidate would overtake a member) and
+runs the pass's statements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import TrainConfig
+from .duckdb_sql import Scripts
+
+# merge loop tuning
+CANDIDATES = 256  # queue entries read per pass
+HOT_SIZE = 4096  # entries moved from cold to hot per refill
+MAX_CONFLICTS = 48  # candidates sharing a symbol with an earlier one, per batch
+
+
+@dataclass
+class _Cand:
+    eid: int
+    key: int
+    a: int
+    b: int
+    stale: int
+    cnt: int
+    eff: int
+    tok: str
+    blen: int
+    reuse_id: int | None
+    reuse_blen: int | None
+    multi: bool
+    fs: int | None
+    ltok: str
+    rtok: str
+
+
+class MergeLoop:
+    """Drives stages 7-8: one SQL pass per batch of merges, until the vocabulary is full, no pair
+    is left, or the best count is below min_frequency."""
+
+    def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int):
+        self.sql = sql
+        self.cfg = cfg
+        self.hf = cfg.tie_break == "id"
+        self.vocab_n = vocab_n
+        self.merges_n = 0
+        self.theta = 1 << 62  # everything starts cold
+        self.passes = 0
+        self.minimum = max(1, cfg.min_frequency)
+        self.max_merges = cfg.max_merges if cfg.max_merges is not None else 1 << 62
+        self.cold_left = True
+        sql.bind(n=CANDIDATES, prefix=cfg.continuing_subword_prefix, theta=self.theta)
+        sql.run_vars("merge_pass", "views")
+        section = {"id": "candidates_id", "lexical-max": "candidates_lexical",
+                   "first-seen": "candidates_first_seen"}[cfg.tie_break]
+        self.q_candidates = "; ".join(sql.prepare("merge_pass", "clear")
+                                      + sql.prepare("merge_pass", section))
+        self.q_apply = "; ".join(sql.prepare("merge_pass", "apply"))
+        self.q_reuse = "; ".join(sql.prepare("merge_pass", "reuse_counts") + sql.prepare(
+            "merge_pass", "mark_multi" if self.hf else "fold_old"))
+
+    # -- queue ------------------------------------------------------------------------------
+    def refill(self) -> bool:
+        """Lower theta and move the next cold entries to hot. False when cold was empty."""
+        sql = self.sql
+        if not self.cold_left:
+            return False
+        sql.run("queue", "flush")
+        row = sql.rows("queue", "threshold", h=HOT_SIZE)
+        theta = row[0][0] if row else -(1 << 62)
+        sql.run("queue", "refill", theta=theta)
+        self.theta = theta
+        sql.bind(theta=theta)
+        if not row:
+            self.cold_left = False
+        if not self.hf:
+            sql.run("queue", "drop_dead")
+        return True
+
+    def candidates(self) -> list[_Cand]:
+        return [_Cand(*r) for r in self.sql.con.execute(self.q_candidates).fetchall()]
+
+    def _first_seen_winner(self, cands: list[_Cand]) -> _Cand:
+        """first-seen: make sure the leader's first occurrence is exact (fs is a lower bound)."""
+        while True:
+            top = [c for c in cands if c.cnt == cands[0].cnt]
+            probe = top[:32]
+            got = dict(self.sql.rows("merge_pass", "first_seen_actual",
+                                     eids=[c.eid for c in probe]))
+            for c in probe:
+                c.fs = got.get(c.eid, 1 << 62)
+            best = min(probe, key=lambda c: (c.fs, c.eid))
+            rest = top[len(probe):]
+            if not rest or best.fs <= rest[0].fs:
+                return best
+            cands = self.candidates()
+
+    # -- one pass ---------------------------------------------------------------------------
+    def step(self) -> bool:
+        """One pass; False when training is over."""
+        cfg = self.cfg
+        if self.vocab_n >= cfg.vocab_size or self.merges_n >= self.max_merges:
+            return False
+        cands = self.candidates()
+        while not cands or cands[0].eff < self.theta:
+            if not self.refill():
+                break
+            cands = self.candidates()
+        if not cands:
+            return False
+        first = cands[0]
+        if first.cnt < self.minimum:
+            return False
+        if cfg.tie_break == "first-seen":
+            first = self._first_seen_winner(cands)
+        room = min(cfg.vocab_size - self.vocab_n, self.max_merges - self.merges_n)
+        picked: list[tuple[_Cand, bool]] = [(first, False)]
+        batching = self.hf or cfg.tie_break == "lexical-max"
+        if batching and first.reuse_id is None and not first.multi:
+            lefts, rights, made = {first.a}, {first.b}, {first.tok}
+            conflicts = 0
+            for c in cands[1:]:
+                if len(picked) >= room or c.eff < self.theta or c.cnt < self.minimum:
+                    break
+                if c.reuse_id is not None or c.multi or c.tok in made:
+                    break
+                conflict = c.a in rights or c.b in lefts
+                if conflict:
+                    conflicts += 1
+                    if conflicts > MAX_CONFLICTS:
+                        break
+                picked.append((c, conflict))
+                lefts.add(c.a)
+                rights.add(c.b)
+                made.add(c.tok)
+        self._pass(picked)
+        return True
+
+    def _pass(self, picked: list[tuple[_Cand, bool]]) -> None:
+        """Run stage 7 on the picked candidates (in queue order, with their conflict flag)."""
+        sql = self.sql
+        cs = [c for c, _ in picked]
+        self.passes += 1
+        sql.run("merge_pass", "compute", r=list(range(len(cs))),
+                conflict=[f for _, f in picked], eid=[c.eid for c in cs],
+                key=[c.key for c in cs], a=[c.a for c in cs], b=[c.b for c in cs],
+                eff=[c.eff for c in cs], stale=[c.stale for c in cs], cnt=[c.cnt for c in cs],
+                reuse_id=[c.reuse_id for c in cs],
+                new_blen=[c.blen if c.reuse_id is None else c.reuse_blen for c in cs],
+                tok=[c.tok for c in cs], ltok=[c.ltok for c in cs], rtok=[c.rtok for c in cs],
+                vocab_n=self.vocab_n, hf=self.hf,
+                max_token_length=self.cfg.max_token_length, **{"pass": self.passes})
+        if cs[0].reuse_id is not None:
+            sql.con.execute(self.q_reuse)
+        kstar, fresh = sql.con.execute(self.q_apply).fetchone()
+        self.merges_n += kstar
+        self.vocab_n += fresh
+
+    def run(self) -> None:
+        progress = None
+        if self.cfg.show_progress is not False:
+            from ..progress import Progress
+
+            progress = Progress("merging (duckdb)", total=self.cfg.vocab_size,
+                                enabled=self.cfg.show_progress)
+        while self.step():
+            if progress is not None:
+                progress.update(self.vocab_n)
+        if progress is not None:
+            progress.close(self.vocab_n)
+
+
+def initial(sql: Scripts, cfg: TrainConfig) -> int:
+    """Stages 4-6; returns the initial vocabulary size."""
+    from ..alphabet import check_vocab_size
+
+    sql.run("alphabet", "chars")
+    sql.run("alphabet", "alphabet", initial_alphabet=list(cfg.initial_alphabet),
+            limit_alphabet=cfg.limit_alphabet)
+    sql.run("alphabet", "vocab", special_tokens=list(cfg.special_tokens),
+            eow_token=cfg.end_of_word_token)
+    sql.run("initial_symbols", "symbols", prefix=cfg.continuing_subword_prefix,
+            suffix=cfg.end_of_word_suffix, eow_token=cfg.end_of_word_token)
+    sql.run("initial_symbols", "variants", variant_order=list(cfg.variant_order or []))
+    sql.run("initial_symbols", "seg")
+    n = sql.con.execute("SELECT count(*) FROM tc_vocab").fetchone()[0]
+    check_vocab_size(cfg.vocab_size, n)
+    sql.run("pair_counts", "pairs", max_token_length=cfg.max_token_length)
+    sql.run("pair_counts", "tables")
+    return n

@@ -1,0 +1,203 @@
+"""Stages 2-3 in DuckDB: read the corpus through DuckDB's readers (or Python data), normalize,
+pre-tokenize and count words into `tc_words`; or load a `--from-counts` table."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..config import TrainConfig
+from ..errors import TokcolumnarError
+from .duckdb_sql import Scripts, connect, duck_error
+
+NORMALIZERS = ("none", "nfc")
+PRETOKENIZERS = ("whitespace", "whitespace-split", "subword-nmt", "none")
+LINE_INSENSITIVE = ("whitespace", "whitespace-split", "subword-nmt")
+
+
+def _check_supported(cfg: TrainConfig) -> None:
+    if (cfg.normalizer or "none").lower() not in NORMALIZERS:
+        raise TokcolumnarError(f"the duckdb engine supports the normalizers "
+                               f"{', '.join(NORMALIZERS)} (got {cfg.normalizer!r}); use "
+                               "--engine polars")
+    if cfg.pre_tokenizer.lower() not in PRETOKENIZERS:
+        raise TokcolumnarError(f"the duckdb engine supports the pre-tokenizers "
+                               f"{', '.join(PRETOKENIZERS)} (got {cfg.pre_tokenizer!r}); use "
+                               "--engine polars")
+
+
+def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
+    """Stage 2: fill tc_corpus(src, seq, text) from files (DuckDB readers) or Python data."""
+    import duckdb
+
+    con = sql.con
+    sql.run("read_corpus", "create")
+    if inputs is None:
+        raise TokcolumnarError("no inputs given (pass files or --from-counts)")
+    frame = _as_frame(inputs, cfg.column)
+    if frame is not None:
+        con.register("tc_input_frame", frame)
+        con.execute("INSERT INTO tc_corpus SELECT 0, tc_row, text FROM tc_input_frame")
+        con.unregister("tc_input_frame")
+        return
+    from ..corpus import expand_inputs
+
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    for src, s in enumerate(expand_inputs(inputs, cfg.format)):
+        path = str(s.path)
+        try:
+            if s.fmt == "text":
+                if s.compression is None:
+                    sql.run("read_corpus", "text", path=path, src=src)
+                elif s.compression in ("gzip", "zstd"):
+                    if cfg.pre_tokenizer.lower() not in LINE_INSENSITIVE:
+                        raise TokcolumnarError(
+                            f"{path}: the duckdb engine reads compressed text through read_csv, "
+                            "which drops line endings; with the "
+                            f"{cfg.pre_tokenizer!r} pre-tokenizer they matter (decompress the "
+                            "file or use --engine polars)")
+                    sql.run("read_corpus", "text_compressed", path=path, src=src)
+                else:
+                    raise TokcolumnarError(f"{path}: the duckdb engine cannot read "
+                                           f"{s.compression} files (use --engine polars)")
+            else:
+                if s.fmt == "parquet" and s.compression:
+                    raise TokcolumnarError(f"{path}: compressed Parquet files are not readable "
+                                           "by DuckDB (use --engine polars)")
+                delim = "\t" if ".tsv" in s.path.name else ","
+                extra = {"delim": delim} if s.fmt == "csv" else {}
+                cur = sql.run("read_corpus", f"peek_{s.fmt}", path=path, **extra)
+                cols = {d[0]: d[1] for d in cur.description}
+                if cfg.column not in cols:
+                    raise TokcolumnarError(
+                        f"{path}: no column {cfg.column!r} (columns: "
+                        f"{', '.join(cols) or 'none'}); choose one with --column")
+                ctype = str(cols[cfg.column]).upper()
+                if ctype not in ("VARCHAR", "STRING", '"NULL"', "NULL", "JSON"):
+                    raise TokcolumnarError(f"{path}: text column has type {ctype}, expected "
+                                           "strings")
+                sql.run("read_corpus", s.fmt, path=path, src=src, column=cfg.column, **extra)
+        except duckdb.Error as e:
+            msg = duck_error(e)
+            if "UTF-8" in msg or "utf-8" in msg or "Unicode" in msg:
+                raise TokcolumnarError(f"{path}: invalid UTF-8 ({msg})") from None
+            raise TokcolumnarError(f"cannot read {path} as {s.fmt}: {msg}") from None
+
+
+def _as_frame(inputs: Any, column: str) -> pl.DataFrame | None:
+    """Python inputs (data frames, Arrow tables, iterables of strings) as a frame
+    (tc_row, text); None for paths."""
+    import pyarrow as pa
+
+    if isinstance(inputs, pl.LazyFrame):
+        inputs = inputs.collect()
+    if isinstance(inputs, pa.Table):
+        inputs = pl.from_arrow(inputs)
+    if isinstance(inputs, pl.DataFrame):
+        if column not in inputs.columns:
+            raise TokcolumnarError(f"no column {column!r} in the data frame "
+                                   f"(columns: {', '.join(inputs.columns)})")
+        s = inputs.get_column(column)
+        if s.dtype == pl.Null:
+            s = s.cast(pl.String)
+        if s.dtype != pl.String:
+            raise TokcolumnarError(f"data frame: text column has type {s.dtype}, expected "
+                                   "strings")
+        return pl.DataFrame({"text": s}).with_row_index("tc_row")
+    if isinstance(inputs, (str, os.PathLike)):
+        return None
+    if isinstance(inputs, (list, tuple)) and all(isinstance(x, (str, os.PathLike))
+                                                 for x in inputs):
+        return None
+    if isinstance(inputs, Iterable):
+        texts = list(inputs)
+        for x in texts:
+            if not isinstance(x, str):
+                raise TokcolumnarError(f"expected strings in the iterator, got "
+                                       f"{type(x).__name__}")
+        return pl.DataFrame({"text": pl.Series(texts, dtype=pl.String)}).with_row_index("tc_row")
+    raise TokcolumnarError(f"unsupported input {type(inputs).__name__}")
+
+
+def count_into(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
+    """Stages 2-3: tc_words from the inputs."""
+    import duckdb
+
+    _check_supported(cfg)
+    _load_corpus(sql, inputs, cfg)
+    try:
+        sql.run("count_words", "tokenize", normalizer=(cfg.normalizer or "none").lower(),
+                lowercase=bool(cfg.lowercase), pretokenizer=cfg.pre_tokenizer.lower())
+        sql.run("count_words", "count")
+    except duckdb.Error as e:
+        raise TokcolumnarError(f"counting words failed: {duck_error(e)}") from None
+    _check_words(sql, cfg)
+
+
+def _check_words(sql: Scripts, cfg: TrainConfig) -> None:
+    n, longest = sql.rows("count_words", "stats")[0]
+    if n == 0:
+        raise TokcolumnarError("the input contains no words (empty files or empty column?)")
+    if cfg.max_word_chars and longest > cfg.max_word_chars:
+        raise TokcolumnarError(
+            f"a pre-token of {longest:,} characters exceeds --max-word-chars "
+            f"{cfg.max_word_chars:,} (a huge line without separators?); split the input, choose "
+            "another pre-tokenizer, or raise the limit")
+
+
+def count_duckdb(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
+    """The counting stage in DuckDB: the `words` table (word, count u64, first_seen u64),
+    sorted by first_seen, identical to the Polars engine's."""
+    con = connect()
+    try:
+        sql = Scripts(con)
+        count_into(sql, inputs, cfg)
+        return con.sql("SELECT word, count, first_seen FROM tc_words ORDER BY w").pl()
+    finally:
+        con.close()
+
+
+def load_counts(sql: Scripts, from_counts: Any) -> pl.DataFrame | None:
+    """`--from-counts`: a Parquet path (read by DuckDB, normalised as the Polars engine does) or
+    a data frame (used as is). Returns the frame when one was given (the words table keeps it)."""
+    import duckdb
+
+    con = sql.con
+    if isinstance(from_counts, pl.DataFrame):
+        df = from_counts
+        if "first_seen" not in df.columns:
+            df = df.with_row_index("first_seen").select("word", "count", "first_seen")
+        con.register("tc_counts_input",
+                     df.select("word", "count", "first_seen").with_row_index("tc_row"))
+        sql.run("count_words", "from_frame")
+        con.unregister("tc_counts_input")
+        return df
+    path = str(from_counts)
+    if not Path(path).exists():
+        raise TokcolumnarError(f"counts file not found: {path}")
+    try:
+        cur = con.execute("SELECT * FROM read_parquet($p) LIMIT 0", {"p": path})
+        cols = {d[0]: str(d[1]).upper() for d in cur.description}
+    except duckdb.Error as e:
+        raise TokcolumnarError(f"cannot read {path} as Parquet: {duck_error(e)}") from None
+    for col in ("word", "count"):
+        if col not in cols:
+            raise TokcolumnarError(f"{path}: no column {col!r} (columns: {', '.join(cols)})")
+    if cols["word"] not in ("VARCHAR", "STRING"):
+        raise TokcolumnarError(f"{path}: column 'word' must be strings")
+    if not any(t in cols["count"] for t in ("INT", "HUGEINT")):
+        raise TokcolumnarError(f"{path}: column 'count' must be integers")
+    sql.run("count_words", "counts_file" if "first_seen" in cols else "counts_file_rows",
+            path=path)
+    if con.execute("SELECT count(*) FROM tc_counts_input WHERE count < 0").fetchone()[0]:
+        raise TokcolumnarError(f"{path}: negative counts")
+    sql.run("count_words", "from_counts")
+    con.execute("DROP TABLE tc_counts_input")
+    if not con.execute("SELECT count(*) FROM tc_words").fetchone()[0]:
+        raise TokcolumnarError(f"{path}: no words with a positive count")
+    return None
