@@ -4,51 +4,12 @@ HF trainer on the same corpora."""
 
 from __future__ import annotations
 
-import polars as pl
 from bpe_oracle import hf_bpe, naive_bpe
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import as_table, corpora, options
 
 from tokcolumnar import train
-
-# Small alphabets make ties, runs (`a a a`) and re-created tokens frequent.
-ALPHABETS = ["ab", "abc", "abcd", "aé文🎉", "xyz_-"]
-
-
-@st.composite
-def corpora(draw):
-    alphabet = draw(st.sampled_from(ALPHABETS))
-    words = draw(st.lists(st.text(alphabet=alphabet, min_size=1, max_size=9), min_size=1,
-                          max_size=14, unique=True))
-    counts = draw(st.lists(st.integers(1, 9), min_size=len(words), max_size=len(words)))
-    return list(zip(words, counts))
-
-
-@st.composite
-def options(draw):
-    o = {}
-    if draw(st.booleans()):
-        o["min_frequency"] = draw(st.integers(0, 4))
-    if draw(st.booleans()):
-        o["special_tokens"] = draw(st.sampled_from([["<s>"], ["[UNK]", "a"], ["x", "<pad>"]]))
-    if draw(st.booleans()):
-        o["limit_alphabet"] = draw(st.integers(1, 4))
-    if draw(st.booleans()):
-        o["initial_alphabet"] = draw(st.sampled_from([["z"], ["a", "q"]]))
-    marker = draw(st.sampled_from(["none", "prefix", "suffix", "eow", "prefix+suffix"]))
-    if "prefix" in marker:
-        o["continuing_subword_prefix"] = "##"
-    if "suffix" in marker:
-        o["end_of_word_suffix"] = "</w>"
-    if marker == "eow":
-        o["end_of_word_token"] = "</w>"
-    return o
-
-
-def as_table(words):
-    return pl.DataFrame({"word": [w for w, _ in words], "count": [c for _, c in words]},
-                        schema={"word": pl.String, "count": pl.UInt64}).with_row_index(
-        "first_seen").select("word", "count", "first_seen")
 
 
 def ours(words, vocab_size, **kw):

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pytest
+from conftest import SMALL, corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import as_table, corpora, options
 
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.engines import duckdb_engine as de
@@ -23,16 +24,9 @@ from tokcolumnar.engines.crosscheck import compare_results
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.training import train, words_from_inputs
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPORA = Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
-SMALL = sorted(p.name for p in (CORPORA / "small").glob("*.txt")) or ["<missing>"]
-
 
 def small(name: str) -> Path:
-    p = CORPORA / "small" / name
-    if not p.exists():
-        pytest.skip(f"corpus {p} not available (set TOKCOLUMNAR_CORPORA)")
-    return p
+    return corpus(f"small/{name}")
 
 
 def vocab_for(name: str) -> int:
@@ -232,43 +226,6 @@ def test_cli_engine_duckdb_writes_the_same_files(tmp_path):
 
 
 # -- hypothesis: tiny corpora make ties, runs and re-created tokens frequent -----------------
-ALPHABETS = ["ab", "abc", "abcd", "aé文🎉", "xyz_-"]
-
-
-@st.composite
-def corpora(draw):
-    alphabet = draw(st.sampled_from(ALPHABETS))
-    words = draw(st.lists(st.text(alphabet=alphabet, min_size=1, max_size=9), min_size=1,
-                          max_size=14, unique=True))
-    counts = draw(st.lists(st.integers(1, 9), min_size=len(words), max_size=len(words)))
-    return pl.DataFrame({"word": words, "count": counts},
-                        schema={"word": pl.String, "count": pl.UInt64}).with_row_index(
-        "first_seen").select("word", "count", "first_seen")
-
-
-@st.composite
-def options(draw):
-    o = {}
-    if draw(st.booleans()):
-        o["min_frequency"] = draw(st.integers(0, 4))
-    if draw(st.booleans()):
-        o["special_tokens"] = draw(st.sampled_from([["<s>"], ["[UNK]", "a"], ["x", "<pad>"]]))
-    if draw(st.booleans()):
-        o["limit_alphabet"] = draw(st.integers(1, 4))
-    if draw(st.booleans()):
-        o["initial_alphabet"] = draw(st.sampled_from([["z"], ["a", "q"]]))
-    marker = draw(st.sampled_from(["none", "prefix", "suffix", "eow", "prefix+suffix"]))
-    if "prefix" in marker:
-        o["continuing_subword_prefix"] = "##"
-    if "suffix" in marker:
-        o["end_of_word_suffix"] = "</w>"
-    if marker == "eow":
-        o["end_of_word_token"] = "</w>"
-    if draw(st.integers(0, 3)) == 0:
-        o["max_token_length"] = draw(st.integers(1, 4))
-    return o
-
-
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -280,7 +237,7 @@ def _initial_size(words, opts) -> int:
 
 
 @SETTINGS
-@given(corpora(), options(), st.integers(0, 40),
+@given(corpora().map(as_table), options(max_token_length=True), st.integers(0, 40),
        st.sampled_from(["id", "lexical-max", "first-seen"]))
 def test_hypothesis_corpora_match_polars(words, opts, extra, tie_break):
     vs = _initial_size(words, opts) + extra
