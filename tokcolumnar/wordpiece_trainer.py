@@ -22,8 +22,8 @@ rescoring every pair of `a` and `b` after every merge is exact but slow (frequen
 - entries that are not the pair's latest pushed key are outdated duplicates and are dropped.
 
 Each merge is one pass over the pair's positions, as in `bpe_trainer`: gather, check, rewrite
-the links, emit the pair deltas and group them; a plain Python loop for the (many) merges that
-touch a handful of positions, NumPy passes for the others. Pairs live in dense slots (count,
+the links, emit the pair deltas and group them, as NumPy passes (also for the many merges that
+touch a handful of positions). Pairs live in dense slots (count,
 ids, latest pushed key as NumPy arrays) and a token -> slots index, so that rescoring a token's
 pairs is a gather, not a loop. docs/wordpiece.md has the details and measurements."""
 
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .alphabet import REMOVED, Initial, Layout, Vocab
+from .alphabet import Initial, Layout, Vocab
 from .bpe_trainer import BpeSettings, BpeTrainer, MergeRecord
 from .errors import TokcolumnarError
 from .progress import Progress
@@ -45,7 +45,7 @@ from .progress import Progress
 M32 = (1 << 32) - 1
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
 HEAP_MIN = 1 << 15  # compact the heap once it holds 4x its live entries (and at least this)
-SMALL = 16  # below this many items, plain Python beats NumPy's per-call overhead
+SMALL = 16  # below this many heap entries, plain Python beats NumPy's per-call overhead
 
 
 @dataclass
@@ -423,14 +423,10 @@ class LikelihoodTrainer:
     def _merge(self, slot: int, a: int, b: int, new: int) -> int:
         """Merge every occurrence of the pair in `slot`; returns the number of words touched.
 
-        Small merges (most of them: likelihood scoring favours rare pairs) run as a Python loop
-        over the positions, large ones as NumPy passes; both apply the same sequential
-        semantics (left to right, left neighbours as rewritten, right ones as they were)."""
-        pos = self._positions(slot)
-        if pos.size <= SMALL:
-            merged, n_words, deltas, plus = self._apply_small(pos.tolist(), a, b, new)
-        else:
-            merged, n_words, deltas, plus = self._apply_large(pos, a, b, new)
+        One NumPy pass over the pair's positions, also for the many merges that touch only a
+        handful of words (likelihood scoring favours rare pairs): sequential semantics, left
+        to right, left neighbours as rewritten and right ones as they were."""
+        merged, n_words, deltas, plus = self._apply(self._positions(slot), a, b, new)
         if merged == 0:
             raise TokcolumnarError(f"internal error: pair ({a}, {b}) has no occurrence")
         tc = self.tcount
@@ -469,54 +465,10 @@ class LikelihoodTrainer:
                 self.stale.add(t)
         return n_words
 
-    def _apply_small(self, pos: list[int], a: int, b: int, new: int):  # noqa: ANN202
-        """The merge pass as a Python loop (positions in order). Returns (merged weight,
-        words touched, (keys, deltas) of the pair counts, (plus keys, plus positions))."""
-        lay = self.layout
-        sym, nxt, prv, wcount, word_of = lay.sym, lay.nxt, lay.prv, lay.wcount, lay.word_of
-        deltas: dict[int, int] = {}
-        pk: list[int] = []
-        pp: list[int] = []
-        merged = 0
-        words = set()
-        b_hi, n_hi = b << 32, new << 32
-        for p in pos:
-            if sym.item(p) != a:
-                continue
-            q = nxt.item(p)
-            if sym.item(q) != b:
-                continue
-            r = nxt.item(q)
-            rs = sym.item(r)
-            sym[p] = new
-            sym[q] = REMOVED
-            nxt[p] = r
-            prv[r] = p
-            w = wcount.item(p)
-            merged += w
-            words.add(word_of.item(p))
-            lp = prv.item(p)
-            ls = sym.item(lp)
-            if ls >= 0:
-                k = (ls << 32) | a
-                deltas[k] = deltas.get(k, 0) - w
-                k = (ls << 32) | new
-                deltas[k] = deltas.get(k, 0) + w
-                pk.append(k)
-                pp.append(lp)
-            if rs >= 0:
-                k = b_hi | rs
-                deltas[k] = deltas.get(k, 0) - w
-                k = n_hi | rs
-                deltas[k] = deltas.get(k, 0) + w
-                pk.append(k)
-                pp.append(p)
-        if not pk:
-            return merged, len(words), None, None
-        return merged, len(words), (list(deltas), list(deltas.values())), (pk, pp)
-
-    def _apply_large(self, pos: np.ndarray, a: int, b: int, new: int):  # noqa: ANN202
-        """The merge pass as NumPy passes (same results as `_apply_small`)."""
+    def _apply(self, pos: np.ndarray, a: int, b: int, new: int):  # noqa: ANN202
+        """The merge pass: gather the live occurrences, rewrite the links, group the pair
+        deltas. Returns (merged weight, words touched, (keys, deltas) of the pair counts,
+        (plus keys, plus positions))."""
         lay = self.layout
         sym = lay.sym
         pos = self._live(pos, a, b)
@@ -547,30 +499,17 @@ class LikelihoodTrainer:
         delta = np.add.reduceat(weights[order], starts)
         return merged, n_words, (sk[starts].tolist(), delta.tolist()), (plus, pplus)
 
-    def _record_new_pairs(self, plus: np.ndarray | list[int], pplus: np.ndarray | list[int]
-                          ) -> list[int]:
+    def _record_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> list[int]:
         """Positions of the pairs with the new token (one sorted array for the pass), and the
         token -> pair index. Returns the slots of those pairs that are alive."""
-        if isinstance(plus, list):
-            items = sorted(zip(plus, pplus))
-            sp = np.array([p for _, p in items], dtype=np.int64)
-            groups = []
-            last = None
-            for i, (k, _) in enumerate(items):
-                if k != last:
-                    if groups:
-                        groups[-1][2] = i
-                    groups.append([k, i, len(items)])
-                    last = k
-        else:
-            order = np.lexsort((pplus, plus))
-            sk, sp = plus[order], pplus[order]
-            first = np.empty(sk.size, dtype=bool)
-            first[0] = True
-            np.not_equal(sk[1:], sk[:-1], out=first[1:])
-            starts = np.flatnonzero(first)
-            ends = np.append(starts[1:], sk.size)
-            groups = zip(sk[starts].tolist(), starts.tolist(), ends.tolist())
+        order = np.lexsort((pplus, plus))
+        sk, sp = plus[order], pplus[order]
+        first = np.empty(sk.size, dtype=bool)
+        first[0] = True
+        np.not_equal(sk[1:], sk[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        ends = np.append(starts[1:], sk.size)
+        groups = zip(sk[starts].tolist(), starts.tolist(), ends.tolist())
         base = len(self.bases)
         self.bases.append(sp)
         sl = self.slots
