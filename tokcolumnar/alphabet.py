@@ -37,6 +37,14 @@ class Vocab:
         self.base_len.append(base_len)
         return len(self.tokens) - 1
 
+    def joined(self, a: int, b: int, prefix: str | None) -> str:
+        """The token a merge of (a, b) makes: the continuing prefix leaves the right part
+        (`##a` + `##b` -> `##ab`)."""
+        right = self.tokens[b]
+        if prefix and right.startswith(prefix):
+            right = right[len(prefix):]
+        return self.tokens[a] + right
+
     def __len__(self) -> int:
         return len(self.tokens)
 

@@ -391,11 +391,7 @@ class BpeTrainer:
 
     # -- the loop --------------------------------------------------------------------------
     def _new_token(self, a: int, b: int) -> str:
-        right = self.vocab.tokens[b]
-        prefix = self.s.prefix
-        if prefix and right.startswith(prefix):
-            right = right[len(prefix):]
-        return self.vocab.tokens[a] + right
+        return self.vocab.joined(a, b, self.s.prefix)
 
     def _next_valid(self) -> tuple[int, int, int] | None:
         """Pop until an entry whose count is current (HF's lazy re-queueing); None at the

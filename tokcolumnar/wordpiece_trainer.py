@@ -537,11 +537,7 @@ class LikelihoodTrainer:
 
     # -- the loop --------------------------------------------------------------------------
     def _new_token(self, a: int, b: int) -> str:
-        right = self.vocab.tokens[b]
-        prefix = self.s.prefix
-        if prefix and right.startswith(prefix):
-            right = right[len(prefix):]
-        return self.vocab.tokens[a] + right
+        return self.vocab.joined(a, b, self.s.prefix)
 
     def _compact_heap(self) -> None:
         """Drop outdated duplicates (entries that are not their pair's pushed key)."""
