@@ -1,16 +1,13 @@
 """The DuckDB twin (tokcolumnar/engines/duckdb_engine.py + sql/) against the Polars engine:
 identical words / merges / vocab tables on every small corpus, on hypothesis-generated corpora
-for each tie-break and option, and the text functions (Unicode classes, lowercase) against the
-Rust regex crate that Polars uses."""
+for each tie-break and option (the text functions of stage 1: tests/test_duckdb_text.py)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import random
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 from conftest import SMALL, corpus
@@ -45,53 +42,6 @@ def assert_same(a, b) -> None:
     assert d is None, d
     for name in ("words", "merges", "vocab"):
         assert getattr(a, name).equals(getattr(b, name)), name
-
-
-# -- the text functions of stage 1 ------------------------------------------------------------
-def test_text_functions_file_is_generated_from_rust_classes():
-    """sql/01_text_functions.sql is exactly what the generator makes from the Rust regex
-    crate's classes today (regenerate it if a Polars upgrade changes Unicode tables)."""
-    path = de.SQL_DIR / "01_text_functions.sql"
-    assert path.read_text(encoding="utf-8") == de.text_functions_sql()
-
-
-@pytest.fixture(scope="module")
-def con():
-    c = de.connect()
-    yield c
-    c.close()
-
-
-def test_whitespace_classes_match_rust_on_every_code_point(con):
-    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    # every character alone, and between two ASCII letters (so \w / \s / other all show)
-    df = pl.DataFrame({"t": [f"a{chr(c)}b {chr(c)}" for c in cps]})
-    got = con.sql("SELECT tc_pretokenize(t, 'whitespace') AS w, "
-                  "tc_pretokenize(t, 'whitespace-split') AS s FROM df").pl()
-    want = df.select(pl.col("t").str.extract_all(r"\w+|[^\w\s]+").alias("w"),
-                     pl.col("t").str.extract_all(r"\S+").alias("s"))
-    assert got.get_column("w").to_list() == want.get_column("w").to_list()
-    assert got.get_column("s").to_list() == want.get_column("s").to_list()
-
-
-def test_duckdb_ascii_w_really_differs():
-    """The reason for the generated classes: RE2's \\w is ASCII only."""
-    got = duckdb.connect().execute(r"SELECT regexp_extract_all('héllo wörld', '\w+')").fetchone()[0]
-    assert got == ["h", "llo", "w", "rld"]
-
-
-def test_lowercase_matches_rust_including_final_sigma(con):
-    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    df = pl.DataFrame({"t": [chr(c) for c in cps]})
-    got = con.sql("SELECT tc_lowercase(t) AS l FROM df").pl().get_column("l")
-    assert got.to_list() == df.get_column("t").str.to_lowercase().to_list()
-    rnd = random.Random(7)
-    pool = list("ΣσΑΒabc .'\u0301\u00ad:-İ") + [chr(0x10D50), chr(0x1C89), " ", "ΣΣ"]
-    texts = ["".join(rnd.choice(pool) for _ in range(rnd.randint(1, 12))) for _ in range(20000)]
-    texts += ["ΟΔΟΣ", "ΟΔΟΣ.", "ΟΔΟΣ.Α", "Σ", "ΑΣ'Σ", "ΑΣ\u0301", "ΑΣ\u0301Β", "ΣΣΣ", "a Σ b"]
-    df = pl.DataFrame({"t": texts})
-    got = con.sql("SELECT tc_lowercase(t) AS l FROM df").pl().get_column("l").to_list()
-    assert got == df.get_column("t").str.to_lowercase().to_list()
 
 
 # -- counting -------------------------------------------------------------------------------
