@@ -30,9 +30,6 @@ def train_duckdb(inputs: Any, cfg: TrainConfig, from_counts: Any = None) -> Any:
 
     from ..training import TrainResult, pipeline_parts
 
-    if cfg.model != "bpe":
-        raise TokcolumnarError("the duckdb engine trains BPE only (WordPiece: use --engine "
-                               "polars)")
     timings: dict[str, float] = {}
     normalizer, pretokenizer = pipeline_parts(cfg)
     con = connect()
@@ -45,6 +42,17 @@ def train_duckdb(inputs: Any, cfg: TrainConfig, from_counts: Any = None) -> Any:
         else:
             count_into(sql, inputs, cfg)
         timings["count"] = time.perf_counter() - t0
+        if cfg.model == "wordpiece":  # stages 4-5, then 10-11 (or 6-9 for frequency scoring)
+            from .duckdb_wordpiece import train_wordpiece_duckdb
+
+            words, merges, vocab = train_wordpiece_duckdb(sql, cfg, timings)
+            if frame is not None:
+                words = frame.with_columns(words.get_column("tokens"), words.get_column("ids"))
+            result = TrainResult(cfg, words, merges, vocab, normalizer, pretokenizer, timings)
+            result.inputs = ([str(inputs)] if isinstance(inputs, (str, Path)) else
+                             [str(x) for x in inputs] if isinstance(inputs, (list, tuple))
+                             else [])
+            return result
         t1 = time.perf_counter()
         try:
             n0 = initial(sql, cfg)

@@ -1,0 +1,254 @@
+"""WordPiece in DuckDB (DESIGN.md §3): the likelihood merge loop over the tables of
+`sql/10_wordpiece_scores.sql` and `sql/11_wordpiece_merge.sql`, and the frequency scoring
+(HF `WordPieceTrainer` = BPE with the `##` prefix) through the BPE merge loop of `duckdb_bpe`.
+Both give the same `TrainResult` as `tokcolumnar.wordpiece_trainer.train_wordpiece`.
+
+Likelihood passes. All data stays in DuckDB; Python reads the best candidates (exact scores,
+`candidates`), chooses the members of a pass and decides where the pass is cut. A pass merges
+several pairs when that is provably what one merge at a time would do:
+
+* a merge of `(a, b)` into `n` changes the pair counts and token counts of pairs that contain
+  `a`, `b` or `n` only, so the score of every other pair stays what it was;
+* members are taken in candidate order; a candidate containing a token of an earlier member
+  (`a`, `b`, or an existing token it adds to) is skipped: its score changes, so it is treated
+  like every other pair the earlier member changes (below). A candidate making a token string
+  an earlier member makes ends the batch;
+* members whose tokens are joined by no pair (`conn`) are independent: each one's changes,
+  computed alone from the state before the pass, are exactly its changes in sequence, and a
+  pair changed by a member is changed by that member only. So right before member k the pairs
+  changed by members j < k stand as `summary` scores them (after member j), and all other
+  pairs as before the pass, where member k was the best of those not changed;
+* the batch is cut at the first member that is connected to an earlier one, or that a pair
+  changed by an earlier member beats (score, then count, then smaller ids). The members before
+  the cut are the next merges of the one-at-a-time loop, stop conditions applied in order.
+
+Tests compare every table with the Polars engine (which is checked against a plain-Python
+oracle that rescans all pairs at every merge)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import TrainConfig
+from ..errors import TokcolumnarError
+from .duckdb_sql import Scripts
+
+CANDIDATES = 256  # candidates read per pass
+
+
+@dataclass
+class _Cand:
+    l: int  # noqa: E741 - the left id, as in the SQL
+    r: int
+    cnt: int
+    score: float
+    lc: int
+    rc: int
+    blen: int
+    tok: str
+    reuse_id: int | None
+
+    def key(self) -> tuple[float, int, int, int]:
+        return (self.score, self.cnt, -self.l, -self.r)
+
+
+def check_options(cfg: TrainConfig) -> None:
+    """The checks of `wordpiece_trainer.train_wordpiece` (same messages); sets the default
+    continuing-subword prefix `##` as it does."""
+    if cfg.wordpiece_scoring not in ("likelihood", "frequency"):
+        raise TokcolumnarError(f"unknown --wordpiece-scoring {cfg.wordpiece_scoring!r} "
+                               "(choose from likelihood, frequency)")
+    if cfg.max_merges is not None and cfg.max_merges < 0:
+        raise TokcolumnarError("--max-merges must be >= 0")
+    if cfg.continuing_subword_prefix is None:
+        cfg.continuing_subword_prefix = "##"
+    if cfg.end_of_word_suffix is not None or cfg.end_of_word_token is not None:
+        raise TokcolumnarError("WordPiece marks word continuations (--continuing-subword-"
+                               "prefix); --end-of-word-suffix/--end-of-word-token are BPE only")
+    if cfg.tie_break != "id":
+        raise TokcolumnarError("WordPiece breaks ties by pair count, then (left_id, right_id); "
+                               "--tie-break applies to BPE only")
+
+
+def initial_symbols(sql: Scripts, cfg: TrainConfig) -> int:
+    """Stages 4-5 (alphabet, ids, initial symbols in tc_seg); returns the vocabulary size."""
+    from ..alphabet import check_vocab_size
+
+    sql.run("alphabet", "chars")
+    sql.run("alphabet", "alphabet", initial_alphabet=list(cfg.initial_alphabet),
+            limit_alphabet=cfg.limit_alphabet)
+    sql.run("alphabet", "vocab", special_tokens=list(cfg.special_tokens),
+            eow_token=cfg.end_of_word_token)
+    sql.run("initial_symbols", "symbols", prefix=cfg.continuing_subword_prefix,
+            suffix=cfg.end_of_word_suffix, eow_token=cfg.end_of_word_token)
+    sql.run("initial_symbols", "variants", variant_order=list(cfg.variant_order or []))
+    sql.run("initial_symbols", "seg")
+    n = sql.con.execute("SELECT count(*) FROM tc_vocab").fetchone()[0]
+    check_vocab_size(cfg.vocab_size, n)
+    return n
+
+
+class LikelihoodLoop:
+    """Drives stages 10-11: one SQL pass per batch of merges until the vocabulary is full, the
+    merge limit is reached, no eligible pair is left or the best score is below min_score."""
+
+    def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int):
+        self.sql = sql
+        self.cfg = cfg
+        self.vocab_n = vocab_n
+        self.merges_n = 0
+        self.passes = 0
+        self.max_merges = cfg.max_merges if cfg.max_merges is not None else 1 << 62
+        self.done = False
+        self.params = {"minimum": max(1, cfg.min_frequency),
+                       "max_token_length": cfg.max_token_length}
+        sql.run("wordpiece_scores", "init")
+        self.q_work = "; ".join(sql.prepare("wordpiece_merge", "work"))
+
+    def candidates(self) -> list[_Cand]:
+        rows = self.sql.rows("wordpiece_scores", "candidates", n=CANDIDATES,
+                             prefix=self.cfg.continuing_subword_prefix, **self.params)
+        return [_Cand(*r) for r in rows]
+
+    def choose(self, cands: list[_Cand]) -> list[tuple[_Cand, int, bool]]:
+        """The pass's tentative members in merge order: (candidate, new id, fresh)."""
+        cfg = self.cfg
+        members: list[tuple[_Cand, int, bool]] = []
+        taken: set[int] = set()
+        made: set[str] = set()
+        vn, mn = self.vocab_n, self.merges_n
+        for c in cands:
+            if vn >= cfg.vocab_size or mn >= self.max_merges:
+                break
+            toks = {c.l, c.r} if c.reuse_id is None else {c.l, c.r, c.reuse_id}
+            if toks & taken:
+                continue  # changed by an earlier member: `summary` scores it after that one
+            if cfg.min_score is not None and c.score < cfg.min_score:
+                if not members:
+                    self.done = True  # the best pair scores below the minimum
+                break
+            if c.tok in made:
+                break
+            if c.reuse_id is None:
+                members.append((c, vn, True))
+                vn += 1
+            else:
+                members.append((c, c.reuse_id, False))
+            mn += 1
+            taken |= toks
+            made.add(c.tok)
+        return members
+
+    def step(self) -> bool:
+        """One pass; False when training is over."""
+        cfg = self.cfg
+        if self.done or self.vocab_n >= cfg.vocab_size or self.merges_n >= self.max_merges:
+            return False
+        cands = self.candidates()
+        if not cands:
+            return False
+        members = self.choose(cands)
+        if not members:
+            return False
+        sql = self.sql
+        self.passes += 1
+        cs = [c for c, _, _ in members]
+        sql.run("wordpiece_merge", "members", k=list(range(len(cs))),
+                rank=[self.merges_n + i for i in range(len(cs))],
+                a=[c.l for c in cs], b=[c.r for c in cs], n=[n for _, n, _ in members],
+                fresh=[f for _, _, f in members], tok=[c.tok for c in cs],
+                blen=[c.blen for c in cs], cnt=[c.cnt for c in cs],
+                score=[c.score for c in cs], lc=[c.lc for c in cs], rc=[c.rc for c in cs])
+        sql.con.execute(self.q_work)
+        kstar = len(cs)
+        if len(cs) > 1:
+            rows = sql.rows("wordpiece_scores", "summary", **self.params)
+            best: tuple[float, int, int, int] | None = None
+            for k, (_, m, _, conn, score, cnt, left, right) in enumerate(rows):
+                if m <= 0:
+                    raise TokcolumnarError(f"internal error: pair ({cs[k].l}, {cs[k].r}) has "
+                                           "no occurrence")
+                if k > 0 and (conn or (best is not None and best > cs[k].key())):
+                    kstar = k
+                    break
+                if score is not None:
+                    key = (score, cnt, -left, -right)
+                    if best is None or key > best:
+                        best = key
+        if kstar < len(cs):
+            sql.run("wordpiece_merge", "cut", kstar=kstar)
+        sql.run("wordpiece_merge", "apply")  # (MERGE INTO cannot be prepared)
+        self.merges_n += kstar
+        self.vocab_n += sum(1 for _, _, f in members[:kstar] if f)
+        return True
+
+    def run(self) -> None:
+        progress = None
+        if self.cfg.show_progress is not False:
+            from ..progress import Progress
+
+            progress = Progress("merging (duckdb wordpiece)", total=self.cfg.vocab_size,
+                                enabled=self.cfg.show_progress)
+        while self.step():
+            if progress is not None:
+                progress.update(self.vocab_n)
+        if progress is not None:
+            progress.close(self.vocab_n)
+
+
+def _query(sql: Scripts, stem: str, section: str) -> Any:
+    (q, names), = sql.statements(stem, section)
+    if names:
+        raise TokcolumnarError(f"section {section} takes parameters")
+    return sql.con.sql(q).pl()
+
+
+def train_wordpiece_duckdb(sql: Scripts, cfg: TrainConfig, timings: dict[str, float]
+                           ) -> tuple[Any, Any, Any]:
+    """Stages 4-11 for `--model wordpiece` on the counted words (tc_words); returns the
+    (words, merges, vocab) tables."""
+    import duckdb
+    import polars as pl
+
+    from .duckdb_sql import duck_error
+
+    check_options(cfg)
+    t1 = time.perf_counter()
+    if cfg.wordpiece_scoring == "frequency":
+        from .duckdb_bpe import MergeLoop, initial
+
+        try:
+            n0 = initial(sql, cfg)
+        except duckdb.Error as e:
+            raise TokcolumnarError(f"building the alphabet failed: {duck_error(e)}") from None
+        timings["initial"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        loop: Any = MergeLoop(sql, cfg, n0)
+        loop.run()
+        timings["merge"] = time.perf_counter() - t2
+        timings["passes"] = float(loop.passes)
+        t3 = time.perf_counter()
+        words = _query(sql, "results", "words_out")
+        # the score of frequency scoring is the pair count (what is maximised), as in Polars
+        merges = _query(sql, "results", "merges_out").with_columns(
+            pl.col("count").cast(pl.Float64).alias("score"))
+        vocab = _query(sql, "results", "vocab_out")
+    else:
+        try:
+            n0 = initial_symbols(sql, cfg)
+        except duckdb.Error as e:
+            raise TokcolumnarError(f"building the alphabet failed: {duck_error(e)}") from None
+        timings["initial"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        loop = LikelihoodLoop(sql, cfg, n0)
+        loop.run()
+        timings["merge"] = time.perf_counter() - t2
+        timings["passes"] = float(loop.passes)
+        t3 = time.perf_counter()
+        words = _query(sql, "wordpiece_merge", "words_out")
+        merges = _query(sql, "wordpiece_merge", "merges_out")
+        vocab = _query(sql, "wordpiece_merge", "vocab_out")
+    timings["tables"] = time.perf_counter() - t3
+    return words, merges, vocab
