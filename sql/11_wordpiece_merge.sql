@@ -1,95 +1,211 @@
--- Stage 11: WordPiece likelihood merge passes and the result tables.
+-- Stage 11: WordPiece likelihood merge passes (a chain of exact merges per statement) and the
+-- result tables.
 --
--- In:  the tables of stage 10 (tc_wp_seg, tc_wp_tok, tc_wp_pairs, tc_wp_occ, ...), tc_vocab,
---      tc_words; per pass, the members chosen by the engine (`members`: one list per column,
---      k = 0, 1, ... in merge order). Members share no token (a, b, and the new token when it
---      already exists), so each one's changes can be computed alone from the state before the
---      pass, and they add up.
--- Out: `members` fills tc_wp_m; `work` fills tc_wp_work (every word holding a member's pair:
---      its symbols before and after that member's merge alone, and how many occurrences it
---      merged) and tc_wp_delta (each member's pair-count changes: the word's pairs after minus
---      before, times the word count). Stage 10's `summary` reads them; the engine then keeps
---      the members before the cut (`cut`), and `apply` writes them: tc_wp_seg (all kept
---      members of a word, in order), tc_wp_occ, tc_wp_pairs, tc_wp_tok, tc_vocab (new tokens,
---      kind 'merge') and tc_wp_log (one row per merge: pair, new id, pair count, score, words
---      touched, the two token counts the score was computed from).
+-- In:  the tables of stage 10 (tc_wp_seg, tc_wp_tok, tc_wp_pairs, tc_wp_occ, and tc_wp_cand,
+--      the best candidates before the pass), tc_vocab, tc_words.
+-- Out: `chain` ($vocab_n the next new id, $merges_n the next rank, $room_vocab / $room_merges
+--      how many new tokens / merges may still be made, $steps and $max_words the pass limits,
+--      $n the candidates read, $minimum, $max_token_length, $min_score, $prefix) makes the
+--      pass's merges one after the other, each exactly the best pair at its moment, in one
+--      recursive query, and writes the state after the last into tc_wp_chain, one row per
+--      item (kind):
+--        'seg'  a word the pass merged in, its new symbols    'pd'   a pair-count change
+--        'td'   a token-count change (every token a merge     'made' a token the pass created
+--               took part in; blen its length)                'log'  a merge (rank rk)
+--        'ctl'  cnt merges made, d new ids used
+--      `apply` writes it into tc_wp_seg, tc_wp_occ, tc_wp_pairs, tc_wp_tok, tc_vocab (kind
+--      'merge') and tc_wp_log (pair, new id, pair count, score, words touched, the two token
+--      counts the score was computed from).
 --      `words_out`, `merges_out`, `vocab_out`: the result tables, with the Polars engine's
 --      schemas (merges: ... count UBIGINT, score DOUBLE, words UBIGINT, left_count UBIGINT,
 --      right_count UBIGINT).
+--
+-- Why each merge of the chain is exact: after the merges so far, a pair's count and its tokens'
+-- counts differ from what they were before the pass only if it holds a token one of those
+-- merges took part in (a, b or the new token: 'td' rows). Such pairs are rescored from the
+-- counts before the pass plus the changes ('pd', 'td'). Every other pair stands as before the
+-- pass, where tc_wp_cand lists the best ones in order: the first candidate holding no changed
+-- token is the best of them — and when every candidate holds one, the unchanged pairs are all
+-- below the last candidate, so a rescored pair above it is still known to be the best. Else
+-- (or at a limit) the chain stops and the next pass reads new candidates.
 
--- name: members
-DELETE FROM tc_wp_m;
-INSERT INTO tc_wp_m
-SELECT k, rank, a, b, n, fresh, tok, blen, cnt, score, lc, rc,
-       ',' || a || ',,' || b || ',' AS pat, ',' || n || ',' AS rep
-FROM (SELECT unnest($k::INTEGER[]) AS k, unnest($rank::INTEGER[]) AS rank,
-             unnest($a::INTEGER[]) AS a, unnest($b::INTEGER[]) AS b,
-             unnest($n::INTEGER[]) AS n, unnest($fresh::BOOLEAN[]) AS fresh,
-             unnest($tok::VARCHAR[]) AS tok, unnest($blen::INTEGER[]) AS blen,
-             unnest($cnt::BIGINT[]) AS cnt, unnest($score::DOUBLE[]) AS score,
-             unnest($lc::BIGINT[]) AS lc, unnest($rc::BIGINT[]) AS rc);
-
--- name: work
-DELETE FROM tc_wp_work;
-INSERT INTO tc_wp_work
-SELECT k, w, wc, old, new, len(tc_wp_ids(old)) - len(tc_wp_ids(new)) AS nm
-FROM (SELECT m.k, s.w, s.wc, s.s AS old, replace(s.s, m.pat, m.rep) AS new
-      FROM tc_wp_m m
-      JOIN tc_wp_occ o ON o.l = m.a AND o.r = m.b
-      JOIN tc_wp_seg s ON s.w = o.w);
-DELETE FROM tc_wp_delta;
-INSERT INTO tc_wp_delta
-SELECT k, p.l, p.r, sum(sg * wc)::BIGINT AS d
-FROM (SELECT k, wc, sg, unnest(tc_wp_pairs_of(tc_wp_ids(s))) AS p
-      FROM (SELECT k, wc, 1 AS sg, new AS s FROM tc_wp_work
-            UNION ALL
-            SELECT k, wc, -1 AS sg, old AS s FROM tc_wp_work))
-GROUP BY k, p.l, p.r
-HAVING sum(sg * wc) <> 0;
-
--- name: cut
-DELETE FROM tc_wp_m WHERE k >= $kstar::INTEGER;
+-- name: chain
+DELETE FROM tc_wp_chain;
+INSERT INTO tc_wp_chain
+WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, fresh, rk,
+                  words) AS (
+    SELECT 0, 'ctl', NULL::INTEGER, NULL::BIGINT, NULL::VARCHAR, NULL::INTEGER, NULL::INTEGER,
+           NULL::INTEGER, 0::BIGINT, 0::BIGINT, NULL::DOUBLE, NULL::BIGINT, NULL::BIGINT,
+           NULL::INTEGER, NULL::VARCHAR, NULL::BOOLEAN, NULL::INTEGER, NULL::BIGINT
+    UNION ALL
+    (WITH prev AS (SELECT * FROM st),
+    seg AS (SELECT w, wc, s FROM prev WHERE kind = 'seg'),
+    ctl AS (  -- the state of the chain; no row once a limit is reached
+        SELECT i, cnt AS merges, d AS used FROM prev
+        WHERE kind = 'ctl' AND cnt < $room_merges::BIGINT AND d < $room_vocab::BIGINT
+          AND i < $steps::INTEGER AND (SELECT count(*) FROM seg) <= $max_words::INTEGER
+    ),
+    td AS (SELECT n AS id, d, blen FROM prev WHERE kind = 'td'),
+    pd AS (SELECT l, r, d FROM prev WHERE kind = 'pd'),
+    made AS (SELECT n AS id, tok AS token, blen FROM prev WHERE kind = 'made'),
+    unaff AS (  -- the best candidate without a changed token: as it was before the pass
+        SELECT l, r, cnt, score, lc, rc, blen, 0 AS src FROM tc_wp_cand
+        WHERE l NOT IN (SELECT id FROM td) AND r NOT IN (SELECT id FROM td)
+        ORDER BY i LIMIT 1
+    ),
+    universe AS (  -- the pairs with a changed token, and the new ones
+        SELECT p.l, p.r FROM tc_wp_pairs p JOIN td ON td.id = p.l WHERE p.cnt > 0
+        UNION
+        SELECT p.l, p.r FROM tc_wp_pairs p JOIN td ON td.id = p.r WHERE p.cnt > 0
+        UNION
+        SELECT l, r FROM pd
+    ),
+    changed AS (  -- rescored: counts before the pass plus the changes
+        SELECT u.l, u.r, coalesce(p.cnt, 0) + coalesce(pd.d, 0) AS cnt,
+               coalesce(tl.cnt, 0) + coalesce(dl.d, 0) AS lc,
+               coalesce(tr.cnt, 0) + coalesce(dr.d, 0) AS rc,
+               coalesce(tl.blen, dl.blen) + coalesce(tr.blen, dr.blen) AS blen
+        FROM universe u
+        LEFT JOIN tc_wp_pairs p ON p.l = u.l AND p.r = u.r
+        LEFT JOIN pd ON pd.l = u.l AND pd.r = u.r
+        LEFT JOIN tc_wp_tok tl ON tl.id = u.l
+        LEFT JOIN tc_wp_tok tr ON tr.id = u.r
+        LEFT JOIN td dl ON dl.id = u.l
+        LEFT JOIN td dr ON dr.id = u.r
+    ),
+    best_changed AS (
+        SELECT l, r, cnt, cnt / (lc::DOUBLE * rc::DOUBLE) AS score, lc, rc, blen, 1 AS src
+        FROM changed
+        WHERE cnt > 0 AND cnt >= $minimum::BIGINT
+          AND ($max_token_length::INTEGER IS NULL OR blen <= $max_token_length::INTEGER)
+        ORDER BY score DESC, cnt DESC, l, r
+        LIMIT 1
+    ),
+    top AS (
+        SELECT * FROM (SELECT * FROM unaff UNION ALL SELECT * FROM best_changed)
+        ORDER BY score DESC, cnt DESC, l, r
+        LIMIT 1
+    ),
+    last_cand AS (  -- present when tc_wp_cand is full (pairs beyond it rank below it)
+        SELECT score, cnt, l, r FROM tc_wp_cand WHERE i = $n::INTEGER - 1
+    ),
+    chosen AS (  -- the best pair now, when it is known, and it scores at least min_score
+        SELECT t.* FROM top t LEFT JOIN last_cand x ON true
+        WHERE (t.src = 0 OR (SELECT count(*) FROM unaff) > 0 OR x.l IS NULL
+               OR (t.score, t.cnt, -t.l, -t.r) > (x.score, x.cnt, -x.l, -x.r))
+          AND ($min_score::DOUBLE IS NULL OR t.score >= $min_score::DOUBLE)
+    ),
+    names AS (SELECT id, token, blen FROM tc_vocab UNION ALL SELECT id, token, blen FROM made),
+    mtok AS (
+        SELECT c.*, nl.blen AS lblen, nr.blen AS rblen,
+               nl.token || CASE WHEN starts_with(nr.token, $prefix::VARCHAR)
+                                THEN nr.token[length($prefix::VARCHAR) + 1:]
+                                ELSE nr.token END AS tok
+        FROM chosen c
+        JOIN names nl ON nl.id = c.l
+        JOIN names nr ON nr.id = c.r
+    ),
+    mrg AS (  -- the merge: a = l, b = r, its new (or existing) id n
+        SELECT m.*, coalesce(x.id, $vocab_n::INTEGER + ctl.used::INTEGER) AS n,
+               x.id IS NULL AS fresh, ctl.i, ctl.merges, ctl.used
+        FROM mtok m CROSS JOIN ctl LEFT JOIN names x ON x.token = m.tok
+    ),
+    pat AS (
+        SELECT ',' || l || ',,' || r || ',' AS pat, ',' || n || ',' AS rep, l, r FROM mrg
+    ),
+    hit AS (  -- the words holding the pair now
+        SELECT s.w, s.wc, s.s FROM seg s, pat WHERE contains(s.s, pat.pat)
+        UNION ALL
+        SELECT t.w, t.wc, t.s
+        FROM tc_wp_occ o
+        JOIN pat ON o.l = pat.l AND o.r = pat.r
+        JOIN tc_wp_seg t ON t.w = o.w
+        WHERE o.w NOT IN (SELECT w FROM seg)
+    ),
+    upd AS (
+        SELECT h.w, h.wc, h.s AS old, replace(h.s, pat.pat, pat.rep) AS new FROM hit h, pat
+    ),
+    tot AS (
+        SELECT sum(wc * (len(tc_wp_ids(old)) - len(tc_wp_ids(new))))::BIGINT AS m,
+               count(*)::BIGINT AS words
+        FROM upd
+    ),
+    dpairs AS (  -- the words' pairs after minus before, times the word count
+        SELECT p.l, p.r, sum(sg * wc)::BIGINT AS d
+        FROM (SELECT wc, sg, unnest(tc_wp_pairs_of(tc_wp_ids(x))) AS p
+              FROM (SELECT wc, 1 AS sg, new AS x FROM upd
+                    UNION ALL SELECT wc, -1 AS sg, old AS x FROM upd))
+        GROUP BY p.l, p.r
+    ),
+    tdnew AS (
+        SELECT unnest([m.l, m.r, m.n]) AS id, unnest([-t.m, -t.m, t.m]) AS d,
+               unnest([m.lblen, m.rblen, m.blen]) AS blen
+        FROM mrg m, tot t
+    )
+    -- the new state (nothing when no merge was made: the recursion ends)
+    SELECT m.i + 1, 'ctl', NULL, NULL, NULL, NULL, NULL, NULL, m.used + m.fresh::INTEGER,
+           m.merges + 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM mrg m
+    UNION ALL
+    SELECT m.i + 1, 'seg', x.w, x.wc, x.s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL, NULL
+    FROM (SELECT w, wc, s FROM seg WHERE w NOT IN (SELECT w FROM upd)
+          UNION ALL SELECT w, wc, new FROM upd) x, mrg m
+    UNION ALL
+    SELECT m.i + 1, 'pd', NULL, NULL, NULL, x.l, x.r, NULL, x.d, NULL, NULL, NULL, NULL, NULL,
+           NULL, NULL, NULL, NULL
+    FROM (SELECT l, r, sum(d)::BIGINT AS d
+          FROM (SELECT l, r, d FROM pd UNION ALL SELECT l, r, d FROM dpairs)
+          GROUP BY l, r HAVING sum(d) <> 0) x, mrg m
+    UNION ALL
+    SELECT m.i + 1, 'td', NULL, NULL, NULL, NULL, NULL, x.id, x.d, NULL, NULL, NULL, NULL,
+           x.blen, NULL, NULL, NULL, NULL
+    FROM (SELECT id, sum(d)::BIGINT AS d, max(blen) AS blen
+          FROM (SELECT id, d, blen FROM td UNION ALL SELECT id, d, blen FROM tdnew)
+          GROUP BY id) x, mrg m
+    UNION ALL
+    SELECT m.i + 1, 'made', NULL, NULL, NULL, NULL, NULL, x.id, NULL, NULL, NULL, NULL, NULL,
+           x.blen, x.token, NULL, NULL, NULL
+    FROM (SELECT id, token, blen FROM made
+          UNION ALL SELECT n, tok, blen FROM mrg WHERE fresh) x, mrg m
+    UNION ALL
+    SELECT m.i + 1, 'log', NULL, NULL, NULL, x.l, x.r, x.n, NULL, x.cnt, x.score, x.lc, x.rc,
+           x.blen, x.tok, x.fresh, x.rk, x.words
+    FROM (SELECT l, r, n, cnt, score, lc, rc, blen, tok, fresh, rk, words
+          FROM prev WHERE kind = 'log'
+          UNION ALL
+          SELECT m.l, m.r, m.n, m.cnt, m.score, m.lc, m.rc, m.blen, m.tok, m.fresh,
+                 $merges_n::INTEGER + m.merges::INTEGER, t.words
+          FROM mrg m, tot t) x, mrg m)
+)
+SELECT * FROM st WHERE i = (SELECT max(i) FROM st);
 
 -- name: apply
-UPDATE tc_wp_seg SET s = u.s
-FROM (SELECT x.w,
-             list_reduce(list({'p': m.pat, 'q': m.rep} ORDER BY m.k),
-                         lambda acc, e: replace(acc, e.p, e.q), any_value(x.old)) AS s
-      FROM tc_wp_work x JOIN tc_wp_m m USING (k)
-      GROUP BY x.w) u
-WHERE tc_wp_seg.w = u.w;
-DELETE FROM tc_wp_occ
-WHERE w IN (SELECT x.w FROM tc_wp_work x JOIN tc_wp_m m USING (k));
+UPDATE tc_wp_seg SET s = c.s
+FROM tc_wp_chain c
+WHERE c.kind = 'seg' AND tc_wp_seg.w = c.w;
+DELETE FROM tc_wp_occ WHERE w IN (SELECT w FROM tc_wp_chain WHERE kind = 'seg');
 INSERT INTO tc_wp_occ
 SELECT DISTINCT p.l, p.r, w
-FROM (SELECT w, unnest(tc_wp_pairs_of(tc_wp_ids(s))) AS p
-      FROM tc_wp_seg
-      WHERE w IN (SELECT x.w FROM tc_wp_work x JOIN tc_wp_m m USING (k)));
+FROM (SELECT w, unnest(tc_wp_pairs_of(tc_wp_ids(s))) AS p FROM tc_wp_chain
+      WHERE kind = 'seg');
 MERGE INTO tc_wp_pairs t
-USING (SELECT d.l, d.r, sum(d.d)::BIGINT AS d
-       FROM tc_wp_delta d JOIN tc_wp_m m USING (k)
-       GROUP BY d.l, d.r) u
+USING (SELECT l, r, d FROM tc_wp_chain WHERE kind = 'pd') u
 ON t.l = u.l AND t.r = u.r
 WHEN MATCHED THEN UPDATE SET cnt = t.cnt + u.d
 WHEN NOT MATCHED THEN INSERT VALUES (u.l, u.r, u.d);
 MERGE INTO tc_wp_tok t
-USING (SELECT id, sum(d)::BIGINT AS d, max(blen) AS blen
-       FROM (SELECT unnest([m.a, m.b, m.n]) AS id, unnest([-g.m, -g.m, g.m]) AS d,
-                    unnest([NULL, NULL, m.blen]) AS blen
-             FROM tc_wp_m m
-             JOIN (SELECT k, sum(wc * nm)::BIGINT AS m FROM tc_wp_work GROUP BY k) g
-               USING (k))
-       GROUP BY id) u
+USING (SELECT n AS id, d, blen FROM tc_wp_chain WHERE kind = 'td') u
 ON t.id = u.id
 WHEN MATCHED THEN UPDATE SET cnt = t.cnt + u.d
 WHEN NOT MATCHED THEN INSERT VALUES (u.id, u.d, u.blen);
 INSERT INTO tc_vocab
-SELECT n, tok, 'merge', blen FROM tc_wp_m WHERE fresh ORDER BY k;
+SELECT n, tok, 'merge', blen FROM tc_wp_chain WHERE kind = 'made' ORDER BY n;
 INSERT INTO tc_wp_log
-SELECT m.rank, m.a, m.b, m.n, m.cnt, m.score, g.words, m.lc, m.rc
-FROM tc_wp_m m
-JOIN (SELECT k, count(*)::BIGINT AS words FROM tc_wp_work GROUP BY k) g USING (k)
-ORDER BY m.k;
+SELECT rk, l, r, n, cnt, score, words, lc, rc FROM tc_wp_chain WHERE kind = 'log' ORDER BY rk;
+
+-- name: made
+SELECT cnt AS merges, d AS fresh FROM tc_wp_chain WHERE kind = 'ctl';
 
 -- name: words_out
 SELECT w.word, w.count, w.first_seen, coalesce(t.tokens, []::VARCHAR[]) AS tokens,

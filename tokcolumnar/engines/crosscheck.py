@@ -3,7 +3,8 @@
 `crosscheck(inputs, cfg, from_counts)` is what `tokcolumnar crosscheck INPUT... [options]` runs:
 it prints the first difference and returns 1, or a one-line summary and returns 0.
 `compare_results(a, b)` / `compare_dirs(a, b)` compare two `TrainResult`s or two saved
-training directories the same way (a test can alter a table and see the difference)."""
+training directories the same way (a test can alter a table and see the difference). BPE and
+WordPiece (`--model wordpiece`, both scorings: `score` compared as exact floats) alike."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ COLUMNS = {
                "words"],
     "vocab": ["id", "token", "kind", "rank"],
 }
+# Compared when either table has them: WordPiece likelihood merges carry the two token counts
+# each score was computed from (the score itself, a float, must be exactly equal too).
+OPTIONAL = {"merges": ["left_count", "right_count"]}
 
 
 def _tables(x: Any) -> dict[str, pl.DataFrame]:
@@ -51,6 +55,7 @@ def first_difference(a: pl.DataFrame, b: pl.DataFrame, name: str,
                      labels: tuple[str, str] = ("a", "b")) -> str | None:
     """A one-line description of the first difference between two tables, or None."""
     cols = [c for c in COLUMNS.get(name, a.columns)]
+    cols += [c for c in OPTIONAL.get(name, []) if c in a.columns or c in b.columns]
     for c in cols:
         if (c in a.columns) != (c in b.columns):
             where = labels[0] if c not in a.columns else labels[1]

@@ -28,7 +28,6 @@ oracle that rescans all pairs at every merge)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from ..config import TrainConfig
@@ -36,22 +35,8 @@ from ..errors import TokcolumnarError
 from .duckdb_sql import Scripts
 
 CANDIDATES = 256  # candidates read per pass
-
-
-@dataclass
-class _Cand:
-    l: int  # noqa: E741 - the left id, as in the SQL
-    r: int
-    cnt: int
-    score: float
-    lc: int
-    rc: int
-    blen: int
-    tok: str
-    reuse_id: int | None
-
-    def key(self) -> tuple[float, int, int, int]:
-        return (self.score, self.cnt, -self.l, -self.r)
+STEPS = 256  # merges per pass at most
+MAX_WORDS = 4096  # a pass stops once its merges have touched more words than this
 
 
 def check_options(cfg: TrainConfig) -> None:
@@ -91,7 +76,7 @@ def initial_symbols(sql: Scripts, cfg: TrainConfig) -> int:
 
 
 class LikelihoodLoop:
-    """Drives stages 10-11: one SQL pass per batch of merges until the vocabulary is full, the
+    """Drives stages 10-11: one SQL pass per chain of merges until the vocabulary is full, the
     merge limit is reached, no eligible pair is left or the best score is below min_score."""
 
     def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int):
@@ -101,87 +86,28 @@ class LikelihoodLoop:
         self.merges_n = 0
         self.passes = 0
         self.max_merges = cfg.max_merges if cfg.max_merges is not None else 1 << 62
-        self.done = False
         self.params = {"minimum": max(1, cfg.min_frequency),
-                       "max_token_length": cfg.max_token_length}
+                       "max_token_length": cfg.max_token_length, "n": CANDIDATES}
         sql.run("wordpiece_scores", "init")
-        self.q_work = "; ".join(sql.prepare("wordpiece_merge", "work"))
-
-    def candidates(self) -> list[_Cand]:
-        rows = self.sql.rows("wordpiece_scores", "candidates", n=CANDIDATES,
-                             prefix=self.cfg.continuing_subword_prefix, **self.params)
-        return [_Cand(*r) for r in rows]
-
-    def choose(self, cands: list[_Cand]) -> list[tuple[_Cand, int, bool]]:
-        """The pass's tentative members in merge order: (candidate, new id, fresh)."""
-        cfg = self.cfg
-        members: list[tuple[_Cand, int, bool]] = []
-        taken: set[int] = set()
-        made: set[str] = set()
-        vn, mn = self.vocab_n, self.merges_n
-        for c in cands:
-            if vn >= cfg.vocab_size or mn >= self.max_merges:
-                break
-            toks = {c.l, c.r} if c.reuse_id is None else {c.l, c.r, c.reuse_id}
-            if toks & taken:
-                continue  # changed by an earlier member: `summary` scores it after that one
-            if cfg.min_score is not None and c.score < cfg.min_score:
-                if not members:
-                    self.done = True  # the best pair scores below the minimum
-                break
-            if c.tok in made:
-                break
-            if c.reuse_id is None:
-                members.append((c, vn, True))
-                vn += 1
-            else:
-                members.append((c, c.reuse_id, False))
-            mn += 1
-            taken |= toks
-            made.add(c.tok)
-        return members
 
     def step(self) -> bool:
         """One pass; False when training is over."""
-        cfg = self.cfg
-        if self.done or self.vocab_n >= cfg.vocab_size or self.merges_n >= self.max_merges:
+        cfg, sql = self.cfg, self.sql
+        if self.vocab_n >= cfg.vocab_size or self.merges_n >= self.max_merges:
             return False
-        cands = self.candidates()
-        if not cands:
-            return False
-        members = self.choose(cands)
-        if not members:
-            return False
-        sql = self.sql
         self.passes += 1
-        cs = [c for c, _, _ in members]
-        sql.run("wordpiece_merge", "members", k=list(range(len(cs))),
-                rank=[self.merges_n + i for i in range(len(cs))],
-                a=[c.l for c in cs], b=[c.r for c in cs], n=[n for _, n, _ in members],
-                fresh=[f for _, _, f in members], tok=[c.tok for c in cs],
-                blen=[c.blen for c in cs], cnt=[c.cnt for c in cs],
-                score=[c.score for c in cs], lc=[c.lc for c in cs], rc=[c.rc for c in cs])
-        sql.con.execute(self.q_work)
-        kstar = len(cs)
-        if len(cs) > 1:
-            rows = sql.rows("wordpiece_scores", "summary", **self.params)
-            best: tuple[float, int, int, int] | None = None
-            for k, (_, m, _, conn, score, cnt, left, right) in enumerate(rows):
-                if m <= 0:
-                    raise TokcolumnarError(f"internal error: pair ({cs[k].l}, {cs[k].r}) has "
-                                           "no occurrence")
-                if k > 0 and (conn or (best is not None and best > cs[k].key())):
-                    kstar = k
-                    break
-                if score is not None:
-                    key = (score, cnt, -left, -right)
-                    if best is None or key > best:
-                        best = key
-        if kstar < len(cs):
-            sql.run("wordpiece_merge", "cut", kstar=kstar)
-        sql.run("wordpiece_merge", "apply")  # (MERGE INTO cannot be prepared)
-        self.merges_n += kstar
-        self.vocab_n += sum(1 for _, _, f in members[:kstar] if f)
+        sql.run("wordpiece_scores", "candidates", **self.params)
+        sql.run("wordpiece_merge", "chain", vocab_n=self.vocab_n, merges_n=self.merges_n,
+                room_vocab=cfg.vocab_size - self.vocab_n,
+                room_merges=min(self.max_merges - self.merges_n, 1 << 62), steps=STEPS,
+                max_words=MAX_WORDS, min_score=cfg.min_score,
+                prefix=cfg.continuing_subword_prefix, **self.params)
+        (merges, fresh), = sql.rows("wordpiece_merge", "made")
+        if merges == 0:  # no pair left, or the best scores below min_score
+            return False
+        sql.run("wordpiece_merge", "apply")
+        self.merges_n += merges
+        self.vocab_n += fresh
         return True
 
     def run(self) -> None:
