@@ -94,8 +94,6 @@ def test_count_python_inputs_match_polars():
 def test_unsupported_options_fail_clearly(tmp_path):
     p = tmp_path / "x.txt"
     p.write_text("a b\n", encoding="utf-8")
-    with pytest.raises(TokcolumnarError, match="duckdb engine"):
-        de.count_duckdb(str(p), TrainConfig(pre_tokenizer="byte-level", show_progress=False))
     with pytest.raises(TokcolumnarError, match="BPE only"):
         de.train_duckdb(str(p), TrainConfig(model="wordpiece", show_progress=False))
     with pytest.raises(TokcolumnarError, match="no words"):

@@ -14,20 +14,20 @@ from ..config import TrainConfig
 from ..errors import TokcolumnarError
 from .duckdb_sql import Scripts, connect, duck_error
 
-NORMALIZERS = ("none", "nfc")
-PRETOKENIZERS = ("whitespace", "whitespace-split", "subword-nmt", "none")
-LINE_INSENSITIVE = ("whitespace", "whitespace-split", "subword-nmt")
+NORMALIZERS = ("none", "nfc", "nfkc", "nfd", "nfkd", "bert")
+PRETOKENIZERS = ("whitespace", "whitespace-split", "subword-nmt", "bert", "byte-level",
+                 "metaspace", "digits", "none")
+# Pre-tokenizers whose words do not depend on line endings (they drop whitespace).
+LINE_INSENSITIVE = ("whitespace", "whitespace-split", "subword-nmt", "bert")
 
 
 def _check_supported(cfg: TrainConfig) -> None:
     if (cfg.normalizer or "none").lower() not in NORMALIZERS:
         raise TokcolumnarError(f"the duckdb engine supports the normalizers "
-                               f"{', '.join(NORMALIZERS)} (got {cfg.normalizer!r}); use "
-                               "--engine polars")
+                               f"{', '.join(NORMALIZERS)} (got {cfg.normalizer!r})")
     if cfg.pre_tokenizer.lower() not in PRETOKENIZERS:
         raise TokcolumnarError(f"the duckdb engine supports the pre-tokenizers "
-                               f"{', '.join(PRETOKENIZERS)} (got {cfg.pre_tokenizer!r}); use "
-                               "--engine polars")
+                               f"{', '.join(PRETOKENIZERS)} (got {cfg.pre_tokenizer!r})")
 
 
 def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
@@ -124,16 +124,51 @@ def _as_frame(inputs: Any, column: str) -> pl.DataFrame | None:
     raise TokcolumnarError(f"unsupported input {type(inputs).__name__}")
 
 
+def _normalize(sql: Scripts, normalizer: str, lowercase: bool) -> None:
+    """Run the normalization steps of stage 3 for `normalizer` (see 03_count_words.sql):
+    tc_corpus -> tc_norm."""
+    sql.run("count_words", "norm_start", exact=normalizer in ("nfc", "nfkc"))
+
+    def decompose(form: str, rows: str) -> None:
+        sql.run("count_words", "norm_decompose", form=form, rows=rows)
+
+    if normalizer == "bert":
+        sql.run("count_words", "norm_bert_clean", clean=True, chinese=True)
+        if lowercase:  # BertNormalizer strips accents when it lowercases (strip_accents=None)
+            decompose("nfd", "all")
+            sql.run("count_words", "norm_reorder", rows="all")
+            sql.run("count_words", "norm_strip_accents")
+    elif normalizer in ("nfd", "nfkd"):
+        decompose(normalizer, "all")
+        sql.run("count_words", "norm_reorder", rows="all")
+    else:  # nfc, nfkc
+        decompose("nfd" if normalizer == "nfc" else "nfkd", "rare")
+        sql.run("count_words", "norm_reorder", rows="rare")
+        sql.run("count_words", "norm_compose_rare")
+        if normalizer == "nfkc":
+            decompose("compat", "common")
+        sql.run("count_words", "norm_compose_common")
+
+
 def count_into(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
     """Stages 2-3: tc_words from the inputs."""
     import duckdb
 
     _check_supported(cfg)
     _load_corpus(sql, inputs, cfg)
+    normalizer = (cfg.normalizer or "none").lower()
+    pretokenizer = cfg.pre_tokenizer.lower()
+    lowercase = bool(cfg.lowercase)
     try:
-        sql.run("count_words", "tokenize", normalizer=(cfg.normalizer or "none").lower(),
-                lowercase=bool(cfg.lowercase), pretokenizer=cfg.pre_tokenizer.lower())
+        if normalizer == "none":
+            sql.run("count_words", "tokenize", lowercase=lowercase, pretokenizer=pretokenizer)
+        else:
+            _normalize(sql, normalizer, lowercase)
+            sql.run("count_words", "tokenize_norm", lowercase=lowercase,
+                    pretokenizer=pretokenizer)
         sql.run("count_words", "count")
+        if pretokenizer == "byte-level":
+            sql.run("count_words", "byte_level_words")
     except duckdb.Error as e:
         raise TokcolumnarError(f"counting words failed: {duck_error(e)}") from None
     _check_words(sql, cfg)

@@ -118,6 +118,7 @@ def connect() -> Any:
     threads = os.environ.get("TOKCOLUMNAR_DUCKDB_THREADS")
     con = duckdb.connect(":memory:", config={"threads": int(threads)} if threads else {})
     Scripts(con).run("text_functions")
+    Scripts(con).run("unicode_tables")
     return con
 
 
