@@ -8,9 +8,14 @@
 -- Text files: each line is one sequence *with its line ending kept* (DESIGN.md §2, as HF
 -- `Tokenizer.train(files)`): the file is read whole by read_text, split at "\n", and "\n" is put
 -- back on every piece but the last ("\r\n" keeps its "\r", which stays in the piece).
--- Compressed text (.gz/.zst) goes through read_csv, which decompresses but strips line endings:
--- the engine only accepts it with pre-tokenizers that drop whitespace anyway.
--- Parquet / JSONL / CSV: one sequence per row of the chosen column.
+-- Compressed text (.gz/.zst, $compression 'gzip' | 'zstd') goes through read_csv, which
+-- decompresses but strips line endings: the engine uses it with the pre-tokenizers that drop
+-- whitespace anyway (whitespace, whitespace-split, subword-nmt, bert).
+-- Parquet / JSONL / CSV: one sequence per row of the chosen column (JSONL / CSV may be gzip or
+-- zstd compressed).
+-- What DuckDB cannot read as the Polars engine does (bz2 files, compressed Parquet, gzip / zstd
+-- text for the pre-tokenizers that see line endings) is decompressed and read in Python by the
+-- Polars engine's reader and appended chunk by chunk (`chunk`: a registered frame tc_chunk).
 
 -- name: create
 CREATE OR REPLACE TABLE tc_corpus (src INTEGER, seq BIGINT, text VARCHAR);
@@ -29,8 +34,11 @@ FROM (
 CREATE OR REPLACE TEMP TABLE tc_lines AS
 SELECT line FROM read_csv($path, columns = {'line': 'VARCHAR'}, delim = chr(31) || chr(30) || chr(29),
                           quote = '', escape = '', header = false, auto_detect = false,
-                          strict_mode = false, null_padding = true);
+                          strict_mode = false, null_padding = true, compression = $compression);
 INSERT INTO tc_corpus SELECT $src, rowid, line FROM tc_lines;
+
+-- name: chunk
+INSERT INTO tc_corpus SELECT $src, seq, text FROM tc_chunk;
 
 -- name: parquet
 INSERT INTO tc_corpus
@@ -42,13 +50,14 @@ SELECT $src, file_row_number, text FROM (
 -- name: jsonl
 CREATE OR REPLACE TEMP TABLE tc_rows AS
 SELECT COLUMNS(lambda c: c = $column) AS text
-FROM read_json($path, format = 'newline_delimited');
+FROM read_json($path, format = 'newline_delimited', compression = $compression);
 INSERT INTO tc_corpus SELECT $src, rowid, text FROM tc_rows;
 
 -- name: csv
 CREATE OR REPLACE TEMP TABLE tc_rows AS
 SELECT COLUMNS(lambda c: c = $column) AS text
-FROM read_csv($path, header = true, all_varchar = true, delim = $delim, quote = '"', escape = '"');
+FROM read_csv($path, header = true, all_varchar = true, delim = $delim, quote = '"', escape = '"',
+              compression = $compression);
 INSERT INTO tc_corpus SELECT $src, rowid, text FROM tc_rows;
 
 -- name: peek_parquet
@@ -56,8 +65,8 @@ INSERT INTO tc_corpus SELECT $src, rowid, text FROM tc_rows;
 SELECT * FROM read_parquet($path) LIMIT 0;
 
 -- name: peek_jsonl
-SELECT * FROM read_json($path, format = 'newline_delimited') LIMIT 0;
+SELECT * FROM read_json($path, format = 'newline_delimited', compression = $compression) LIMIT 0;
 
 -- name: peek_csv
 SELECT * FROM read_csv($path, header = true, all_varchar = true, delim = $delim, quote = '"',
-                       escape = '"') LIMIT 0;
+                       escape = '"', compression = $compression) LIMIT 0;

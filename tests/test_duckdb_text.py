@@ -20,6 +20,7 @@ from tokcolumnar.engines import duckdb_count as dc
 from tokcolumnar.engines import duckdb_engine as de
 from tokcolumnar.engines.duckdb_sql import Scripts
 from tokcolumnar.engines.duckdb_text import normalization_data, unicode_tables_sql
+from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.normalizers import build_normalizer
 from tokcolumnar.pretokenizers import build_pretokenizer
 from tokcolumnar.training import words_from_inputs
@@ -221,3 +222,42 @@ def test_hypothesis_text_counts_match_polars(texts, normalizer, pretokenizer, lo
             de.count_duckdb(iter(texts), cfg)
         return
     assert de.count_duckdb(iter(texts), cfg).equals(want)
+
+
+# -- inputs: every compression the Polars engine reads ----------------------------------------
+def test_compressed_inputs_match_polars(tmp_path):
+    """gzip / zstd / bz2 text (line endings kept: `none` and byte-level see them), JSONL and
+    CSV: the same words as the Polars engine; compressed Parquet: the same error (the Polars
+    engine's reader cannot seek in a compressed stream, and the DuckDB engine uses it)."""
+    import json
+
+    import pyarrow as pa
+
+    text = corpus("small/udhr_multiscript.txt").read_text(encoding="utf-8")
+    lines = text.splitlines()[:300]
+    raw = ("\r\n".join(lines[:100]) + "\n\n" + "\n".join(lines[100:]) + "\n  \nlast").encode()
+    buf = pa.BufferOutputStream()
+    pl.DataFrame({"body": lines, "n": list(range(len(lines)))}).write_parquet(buf)
+    files = {"t.txt": raw, "c.parquet": buf.getvalue().to_pybytes(),
+             "c.jsonl": "".join(json.dumps({"body": x}) + "\n" for x in lines).encode(),
+             "c.csv": pl.DataFrame({"id": range(len(lines)), "body": lines}).write_csv()
+             .encode()}
+    for name, data in files.items():
+        for ext, codec in (("gz", "gzip"), ("zst", "zstd"), ("zstd", "zstd"), ("bz2", "bz2")):
+            with pa.CompressedOutputStream(str(tmp_path / f"{name}.{ext}"), codec) as out:
+                out.write(data)
+    for ext in ("gz", "zst", "zstd", "bz2"):
+        for pre in ("none", "byte-level", "whitespace", "bert"):
+            cfg = TrainConfig(show_progress=False, pre_tokenizer=pre)
+            path = str(tmp_path / f"t.txt.{ext}")
+            assert de.count_duckdb(path, cfg).equals(words_from_inputs(path, cfg)), (ext, pre)
+        cfg = TrainConfig(show_progress=False, column="body", normalizer="nfkc")
+        for name in ("c.jsonl", "c.csv"):
+            path = str(tmp_path / f"{name}.{ext}")
+            assert de.count_duckdb(path, cfg).equals(words_from_inputs(path, cfg)), path
+        path = str(tmp_path / f"c.parquet.{ext}")
+        with pytest.raises(TokcolumnarError) as want:
+            words_from_inputs(path, cfg)
+        with pytest.raises(TokcolumnarError) as got:
+            de.count_duckdb(path, cfg)
+        assert str(got.value) == str(want.value)

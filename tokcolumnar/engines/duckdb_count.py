@@ -51,26 +51,19 @@ def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
     for src, s in enumerate(expand_inputs(inputs, cfg.format)):
         path = str(s.path)
         try:
-            if s.fmt == "text":
+            if _python_reader_needed(s, cfg):
+                _load_through_python(sql, s, src, cfg)
+            elif s.fmt == "text":
                 if s.compression is None:
                     sql.run("read_corpus", "text", path=path, src=src)
-                elif s.compression in ("gzip", "zstd"):
-                    if cfg.pre_tokenizer.lower() not in LINE_INSENSITIVE:
-                        raise TokcolumnarError(
-                            f"{path}: the duckdb engine reads compressed text through read_csv, "
-                            "which drops line endings; with the "
-                            f"{cfg.pre_tokenizer!r} pre-tokenizer they matter (decompress the "
-                            "file or use --engine polars)")
-                    sql.run("read_corpus", "text_compressed", path=path, src=src)
                 else:
-                    raise TokcolumnarError(f"{path}: the duckdb engine cannot read "
-                                           f"{s.compression} files (use --engine polars)")
+                    sql.run("read_corpus", "text_compressed", path=path, src=src,
+                            compression=s.compression)
             else:
-                if s.fmt == "parquet" and s.compression:
-                    raise TokcolumnarError(f"{path}: compressed Parquet files are not readable "
-                                           "by DuckDB (use --engine polars)")
                 delim = "\t" if ".tsv" in s.path.name else ","
-                extra = {"delim": delim} if s.fmt == "csv" else {}
+                extra = {"compression": s.compression or "none"}
+                if s.fmt == "csv":
+                    extra["delim"] = delim
                 cur = sql.run("read_corpus", f"peek_{s.fmt}", path=path, **extra)
                 cols = {d[0]: d[1] for d in cur.description}
                 if cfg.column not in cols:
@@ -87,6 +80,39 @@ def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
             if "UTF-8" in msg or "utf-8" in msg or "Unicode" in msg:
                 raise TokcolumnarError(f"{path}: invalid UTF-8 ({msg})") from None
             raise TokcolumnarError(f"cannot read {path} as {s.fmt}: {msg}") from None
+
+
+def _python_reader_needed(s: Any, cfg: TrainConfig) -> bool:
+    """Inputs DuckDB cannot read as the Polars engine does: bz2 files (no bz2 codec in
+    DuckDB), compressed Parquet files (DuckDB reads Parquet only from a plain file), and
+    gzip / zstd text with a pre-tokenizer that sees line endings (DuckDB decompresses text only
+    through read_csv, which drops them; read_text does not decompress)."""
+    if s.compression == "bz2" or (s.fmt == "parquet" and s.compression):
+        return True
+    return (s.fmt == "text" and s.compression is not None
+            and cfg.pre_tokenizer.lower() not in LINE_INSENSITIVE)
+
+
+def _load_through_python(sql: Scripts, s: Any, src: int, cfg: TrainConfig) -> None:
+    """The fallback for `_python_reader_needed`: the file is decompressed and read in Python by
+    the Polars engine's reader (tokcolumnar/corpus.py: chunks of whole lines with their line
+    endings, or Arrow batches of the column) and appended to tc_corpus chunk by chunk."""
+    from ..corpus import _as_string_series, _column_batches, iter_text_file
+
+    if s.fmt == "text":
+        chunks = (pl.Series("text", [c], dtype=pl.String).str.split("\n", inclusive=True)
+                  .explode() for c in iter_text_file(s))
+    else:
+        chunks = (_as_string_series(a, str(s.path)) for a in _column_batches(s, cfg.column))
+    seq = 0
+    for texts in chunks:
+        frame = pl.DataFrame({"text": texts}).with_row_index("seq", offset=seq)
+        seq += frame.height
+        sql.con.register("tc_chunk", frame)
+        try:
+            sql.run("read_corpus", "chunk", src=src)
+        finally:
+            sql.con.unregister("tc_chunk")
 
 
 def _as_frame(inputs: Any, column: str) -> pl.DataFrame | None:
