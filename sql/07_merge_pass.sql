@@ -165,11 +165,9 @@ hits AS (
 -- a candidate sharing a symbol with an earlier one is a member only when none of its
 -- occurrences overlaps one of an earlier candidate (then they commute); otherwise deferred
 overlapped AS (
-    SELECT DISTINCT h.r FROM hits h JOIN hits h2 ON h2.w = h.w AND h2.j = h.j - 1
-    WHERE h.conflict AND h2.r < h.r
-    UNION
-    SELECT DISTINCT h.r FROM hits h JOIN hits h2 ON h2.w = h.w AND h2.j = h.j + 1
-    WHERE h.conflict AND h2.r < h.r
+    SELECT DISTINCT h.r
+    FROM hits h JOIN hits h2 ON h2.w = h.w AND h2.r < h.r AND abs(h2.j - h.j) = 1
+    WHERE h.conflict
 ),
 m AS (
     SELECT c.*, (row_number() OVER (ORDER BY r) - 1)::INTEGER AS k,
@@ -206,15 +204,19 @@ nb AS (
            CASE WHEN j + 2 <= n THEN CASE WHEN rk < k THEN r_new ELSE s[j + 2] END END AS r
     FROM o
 ),
+-- each occurrence changes the pair with its left neighbour x = L, (L, a) -> (L, new), and the
+-- one with its right neighbour x = R, (b, R) -> (new, R): one row per side and sign (pos, the
+-- start of the pair's left symbol, is only read for the + rows)
 changes AS (
-    SELECT k, w, (l::BIGINT << 32) | a AS key, -wc AS d, false AS plus, l_pos AS pos
-    FROM nb WHERE l IS NOT NULL
-    UNION ALL
-    SELECT k, w, (l::BIGINT << 32) | new_id, wc, true, l_pos FROM nb WHERE l IS NOT NULL
-    UNION ALL
-    SELECT k, w, (b::BIGINT << 32) | r, -wc, false, b_st FROM nb WHERE r IS NOT NULL
-    UNION ALL
-    SELECT k, w, (new_id::BIGINT << 32) | r, wc, true, a_st FROM nb WHERE r IS NOT NULL
+    SELECT k, w, sign * wc AS d, sign > 0 AS plus, pos,
+           CASE WHEN side = 'L' THEN (x::BIGINT << 32) | y ELSE (y::BIGINT << 32) | x END AS key
+    FROM (
+        SELECT k, w, wc, unnest(['L', 'L', 'R', 'R']) AS side, unnest([-1, 1, -1, 1]) AS sign,
+               unnest([l, l, r, r]) AS x, unnest([a, new_id, b, new_id]) AS y,
+               unnest([l_pos, l_pos, b_st, a_st]) AS pos
+        FROM nb
+    )
+    WHERE x IS NOT NULL
 ),
 -- with max_token_length, pairs too long to ever merge are never counted
 lens AS (
@@ -263,18 +265,21 @@ new_pair_cut AS (
                             THEN {'v': m.eff, 'x': -m.key, 'l': '', 'r': ''}
                             ELSE {'v': m.eff, 'x': 0::BIGINT, 'l': m.ltok, 'r': m.rtok} END
 ),
+-- a deferred candidate's count at member k's turn (its changes by the members before k)
 deferred_steps AS (
-    SELECT m.k, m.eff, m.key AS mkey, m.eid AS meid, m.ltok AS ml, m.rtok AS mr, d.key, d.eid,
-           d.ltok, d.rtok,
-           least(d.stale, d.cnt + coalesce((SELECT sum(dk.d) FROM dk
-                                            WHERE dk.key = d.key AND dk.k < m.k), 0)) AS v
+    SELECT d.r, m.k, least(any_value(d.stale), any_value(d.cnt) + coalesce(sum(dk.d), 0)) AS v
     FROM d JOIN m ON m.r > d.r
+    LEFT JOIN dk ON dk.key = d.key AND dk.k < m.k
+    GROUP BY d.r, m.k
 ),
 deferred_cut AS (
-    SELECT min(k) AS k FROM deferred_steps
+    SELECT min(m.k) AS k
+    FROM deferred_steps s JOIN d ON d.r = s.r JOIN m ON m.k = s.k
     WHERE CASE WHEN $hf::BOOLEAN
-               THEN v > eff OR (v = eff AND (key < mkey OR (key = mkey AND eid < meid)))
-               ELSE {'v': v, 'l': ltok, 'r': rtok} > {'v': eff, 'l': ml, 'r': mr} END
+               THEN s.v > m.eff OR (s.v = m.eff AND (d.key < m.key
+                    OR (d.key = m.key AND d.eid < m.eid)))
+               ELSE {'v': s.v, 'l': d.ltok, 'r': d.rtok} > {'v': m.eff, 'l': m.ltok, 'r': m.rtok}
+          END
 ),
 kst AS (
     SELECT least(coalesce((SELECT k FROM new_pair_cut), (SELECT count(*) FROM m)),
@@ -322,28 +327,29 @@ popped AS (
       AND (h.stale > lastm.eff OR (h.stale = lastm.eff AND (h.key < lastm.key
            OR (h.key = lastm.key AND h.eid < lastm.eid))))
 ),
+-- a touched popped entry's count at member k's turn
 steps AS (
-    SELECT p.eid, p.key, p.stale, mk.k, mk.eff, mk.key AS mkey, mk.eid AS meid,
-           p.cnt + coalesce((SELECT sum(dkk.d) FROM dkk WHERE dkk.key = p.key AND dkk.k < mk.k),
-                            0) AS c
+    SELECT p.eid, mk.k, any_value(p.cnt) + coalesce(sum(dkk.d), 0) AS c
     FROM popped p CROSS JOIN mk
+    LEFT JOIN dkk ON dkk.key = p.key AND dkk.k < mk.k
     WHERE p.touched
+    GROUP BY p.eid, mk.k
 ),
 restale AS (
     SELECT eid, cnt AS s FROM popped WHERE NOT touched AND stale > cnt
     UNION ALL
-    SELECT eid,
+    SELECT st.eid,
            list_reduce(
-               list({'eff': eff, 'mkey': mkey, 'meid': meid, 'c': c, 'key': key, 'eid': eid}
-                    ORDER BY k),
+               list({'eff': mk.eff, 'mkey': mk.key, 'meid': mk.eid, 'c': st.c, 'key': p.key,
+                     'eid': p.eid} ORDER BY mk.k),
                lambda acc, x: {'s': CASE WHEN (acc.s > x.eff
                                               OR (acc.s = x.eff AND (x.key < x.mkey
                                                   OR (x.key = x.mkey AND x.eid < x.meid))))
                                              AND acc.s <> x.c
                                         THEN x.c ELSE acc.s END},
-               {'s': any_value(stale)}).s
-    FROM steps
-    GROUP BY eid
+               {'s': any_value(p.stale)}).s
+    FROM steps st JOIN mk ON mk.k = st.k JOIN popped p ON p.eid = st.eid
+    GROUP BY st.eid
 ),
 hot_rows AS (
     SELECT 'hot' AS kind, h.eid, (h.cnt + coalesce(dl.d, 0))::BIGINT AS cnt,
