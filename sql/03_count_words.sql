@@ -109,21 +109,34 @@ FROM tc_norm;
 -- characters kept after it, `lc` the class of the last of them (NULL: none). A character
 -- composes with `k` when it is not blocked (lc NULL, or lc below its class) and the pair has
 -- a primary composite (tc_uni_compose, or Hangul L+V / LV+T arithmetic).
+-- The recursion runs over segments, not whole rows (a long line must not take one step per
+-- character with its whole state copied): a segment starts at each starter that is never the
+-- second character of a composition. Nothing composes or reorders across such a starter, and
+-- the algorithm is in the same state after it as at the start of a segment.
 CREATE OR REPLACE TEMP TABLE tc_norm_fix AS
 WITH RECURSIVE
 chars AS (
-    SELECT x.id, list(x.ch ORDER BY x.pos) AS cs, list(coalesce(k.ccc, 0) ORDER BY x.pos) AS cc
+    SELECT x.id, x.pos, x.ch, coalesce(k.ccc, 0) AS ccc,
+           k.ccc IS NULL AND s.b IS NULL AND unicode(x.ch) NOT BETWEEN 4449 AND 4469
+               AND unicode(x.ch) NOT BETWEEN 4520 AND 4546 AS boundary
     FROM (
         SELECT id, unnest(cs) AS ch, unnest(range(len(cs))) AS pos
         FROM (SELECT id, string_split(text, '') AS cs FROM tc_norm WHERE rare)
     ) x
     LEFT JOIN tc_uni_ccc k ON k.c = x.ch
-    GROUP BY x.id
+    LEFT JOIN (SELECT DISTINCT b FROM tc_uni_compose) s ON s.b = x.ch
 ),
-st(id, i, n, cs, cc, out, k, buf, lc) AS (
-    SELECT id, 0, len(cs), cs, cc, '', NULL::VARCHAR, '', NULL::INTEGER FROM chars
+segs AS (
+    SELECT id, seg, list(ch ORDER BY pos) AS cs, list(ccc ORDER BY pos) AS cc
+    FROM (SELECT *, sum(boundary::INTEGER) OVER (PARTITION BY id ORDER BY pos
+                                                 ROWS UNBOUNDED PRECEDING) AS seg
+          FROM chars)
+    GROUP BY id, seg
+),
+st(id, seg, i, n, cs, cc, out, k, buf, lc) AS (
+    SELECT id, seg, 0, len(cs), cs, cc, '', NULL::VARCHAR, '', NULL::INTEGER FROM segs
     UNION ALL
-    SELECT id, i + 1, n, cs, cc,
+    SELECT id, seg, i + 1, n, cs, cc,
            CASE WHEN k IS NULL THEN CASE WHEN c = 0 THEN out ELSE out || ch END
                 WHEN (lc IS NULL OR lc < c) AND r IS NOT NULL THEN out
                 WHEN c = 0 THEN out || k || buf
@@ -155,7 +168,8 @@ st(id, i, n, cs, cc, out, k, buf, lc) AS (
         WHERE s.i < s.n
     )
 )
-SELECT id, out || coalesce(k, '') || buf AS text FROM st WHERE i = n;
+SELECT id, string_agg(out || coalesce(k, '') || buf, '' ORDER BY seg) AS text
+FROM st WHERE i = n GROUP BY id;
 CREATE OR REPLACE TEMP TABLE tc_norm AS
 SELECT n.id, n.rare, coalesce(f.text, n.text) AS text
 FROM tc_norm n LEFT JOIN tc_norm_fix f ON f.id = n.id;

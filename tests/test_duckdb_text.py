@@ -153,6 +153,17 @@ def test_newer_compositions_really_differ_in_duckdb():
     assert polars_normalize([s], "nfc", False).to_list() == ["\U000105c9"]
 
 
+def test_long_rare_line_is_composed_by_segments():
+    """A 40,000-character line holding characters newer than DuckDB's tables goes through the
+    recursive composition, segment by segment (not one step per character of the line)."""
+    rnd = random.Random(5)
+    pool = list("abc e\u0301\u0323\u0307 ") + ["\U000105d2", "\U00011382", "\u1100",
+                                                  "\u1161", "\u11a8", "\u0b47", "\u0b3e"]
+    line = "".join(rnd.choice(pool) for _ in range(40000))
+    for normalizer in ("nfc", "nfkc"):
+        assert_normalized_alike([line, line[:999]], normalizer, False)
+
+
 # -- pre-tokenizers --------------------------------------------------------------------------
 EXTRA = ["\ufdd0", "\ufdd1", "\ufdd1\ufdd2", "a  \ufdd0 \ufdd1\ufdd1 b", "  \n\n x",
          "I've 'll 're's   \t\n", "\u2581 x  y", "x\u2581 \u2581", ""]
