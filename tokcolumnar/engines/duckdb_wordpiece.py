@@ -3,27 +3,25 @@
 (HF `WordPieceTrainer` = BPE with the `##` prefix) through the BPE merge loop of `duckdb_bpe`.
 Both give the same `TrainResult` as `tokcolumnar.wordpiece_trainer.train_wordpiece`.
 
-Likelihood passes. All data stays in DuckDB; Python reads the best candidates (exact scores,
-`candidates`), chooses the members of a pass and decides where the pass is cut. A pass merges
-several pairs when that is provably what one merge at a time would do:
+Likelihood passes. All data stays in DuckDB; Python only binds the pass limits and reads how
+many merges a pass made. A pass is two statements and a few writes:
 
-* a merge of `(a, b)` into `n` changes the pair counts and token counts of pairs that contain
-  `a`, `b` or `n` only, so the score of every other pair stays what it was;
-* members are taken in candidate order; a candidate containing a token of an earlier member
-  (`a`, `b`, or an existing token it adds to) is skipped: its score changes, so it is treated
-  like every other pair the earlier member changes (below). A candidate making a token string
-  an earlier member makes ends the batch;
-* members whose tokens are joined by no pair (`conn`) are independent: each one's changes,
-  computed alone from the state before the pass, are exactly its changes in sequence, and a
-  pair changed by a member is changed by that member only. So right before member k the pairs
-  changed by members j < k stand as `summary` scores them (after member j), and all other
-  pairs as before the pass, where member k was the best of those not changed;
-* the batch is cut at the first member that is connected to an earlier one, or that a pair
-  changed by an earlier member beats (score, then count, then smaller ids). The members before
-  the cut are the next merges of the one-at-a-time loop, stop conditions applied in order.
+* `candidates` (stage 10) stores the best 256 eligible pairs, with exact scores, in order;
+* `chain` (stage 11) is one recursive query that makes merges one after the other, each the
+  best pair at its moment: a merge of `(a, b)` into `n` changes the counts of `a`, `b`, `n`, so
+  only the pairs holding a token the chain changed are rescored (from the counts before the
+  pass plus the chain's changes); every other pair is as it was before the pass, where the
+  first candidate holding no changed token is the best of them (and when every candidate
+  holds one, a rescored pair above the last candidate is still known to be the best;
+  otherwise the chain stops). It also stops at the vocabulary size, `max_merges`,
+  `min_score`, `STEPS` merges or once it has touched `MAX_WORDS` words;
+* `apply` writes the chain's state (words' new symbols, pair and token count changes, new
+  tokens, the merges) into the tables.
 
-Tests compare every table with the Polars engine (which is checked against a plain-Python
-oracle that rescans all pairs at every merge)."""
+A pass that makes no merge ends training (no eligible pair left, or the best scores below
+min_score). Tests compare every table with the Polars engine (which is checked against a
+plain-Python oracle that rescans all pairs at every merge), also with one merge per pass,
+tiny word limits and a single candidate."""
 
 from __future__ import annotations
 
