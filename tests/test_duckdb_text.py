@@ -32,10 +32,15 @@ CPS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 def test_text_functions_file_is_generated_from_rust_classes():
     """sql/01_text_functions.sql is exactly what the generator makes from the Rust regex
     crate's classes today (regenerate it if a Polars upgrade changes Unicode tables)."""
+    import unicodedata
+
+    tables = (de.SQL_DIR / "01b_unicode_tables.sql").read_text(encoding="utf-8")
+    if f"(generated with Unicode {unicodedata.unidata_version})" not in tables:
+        pytest.skip("the generator reads Python's unicodedata, whose version differs from the "
+                    "one the files were generated with")
     path = de.SQL_DIR / "01_text_functions.sql"
     assert path.read_text(encoding="utf-8") == de.text_functions_sql()
-    path = de.SQL_DIR / "01b_unicode_tables.sql"
-    assert path.read_text(encoding="utf-8") == unicode_tables_sql()
+    assert tables == unicode_tables_sql()
 
 
 @pytest.fixture(scope="module")

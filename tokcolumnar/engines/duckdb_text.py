@@ -320,6 +320,8 @@ def unicode_tables_sql() -> str:
 -- All three are measured through Polars (Rust's `unicode-normalization` crate, the normalizer
 -- of the Polars engine), not taken from DuckDB, whose nfc_normalize (utf8proc) follows an older
 -- Unicode version. Code points are written in hex ('.' between the characters of a string).
+-- The reference marks of each combining class and the set of characters newer than DuckDB's
+-- tables come from Python's unicodedata (generated with Unicode {d["unidata"]}).
 
 CREATE OR REPLACE MACRO tc_hex_chars(h) AS
     CASE WHEN h = '' THEN NULL
