@@ -53,25 +53,23 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
         WHERE l NOT IN (SELECT id FROM td) AND r NOT IN (SELECT id FROM td)
         ORDER BY i LIMIT 1
     ),
-    universe AS (  -- the pairs with a changed token, and the new ones
-        SELECT p.l, p.r FROM tc_wp_pairs p JOIN td ON td.id = p.l WHERE p.cnt > 0
-        UNION
-        SELECT p.l, p.r FROM tc_wp_pairs p JOIN td ON td.id = p.r WHERE p.cnt > 0
-        UNION
-        SELECT l, r FROM pd
-    ),
-    changed AS (  -- rescored: counts before the pass plus the changes
-        SELECT u.l, u.r, coalesce(p.cnt, 0) + coalesce(pd.d, 0) AS cnt,
+    changed AS (  -- the pairs with a changed token (and the new ones), rescored: counts
+                  -- before the pass plus the changes (every changed pair holds such a token)
+        SELECT x.l, x.r, x.cnt,
                coalesce(tl.cnt, 0) + coalesce(dl.d, 0) AS lc,
                coalesce(tr.cnt, 0) + coalesce(dr.d, 0) AS rc,
                coalesce(tl.blen, dl.blen) + coalesce(tr.blen, dr.blen) AS blen
-        FROM universe u
-        LEFT JOIN tc_wp_pairs p ON p.l = u.l AND p.r = u.r
-        LEFT JOIN pd ON pd.l = u.l AND pd.r = u.r
-        LEFT JOIN tc_wp_tok tl ON tl.id = u.l
-        LEFT JOIN tc_wp_tok tr ON tr.id = u.r
-        LEFT JOIN td dl ON dl.id = u.l
-        LEFT JOIN td dr ON dr.id = u.r
+        FROM (SELECT l, r, sum(cnt)::BIGINT AS cnt
+              FROM (SELECT p.l, p.r, p.cnt FROM tc_wp_pairs p
+                    WHERE p.cnt > 0
+                      AND (p.l IN (SELECT id FROM td) OR p.r IN (SELECT id FROM td))
+                    UNION ALL
+                    SELECT l, r, d FROM pd)
+              GROUP BY l, r) x
+        LEFT JOIN tc_wp_tok tl ON tl.id = x.l
+        LEFT JOIN tc_wp_tok tr ON tr.id = x.r
+        LEFT JOIN td dl ON dl.id = x.l
+        LEFT JOIN td dr ON dr.id = x.r
     ),
     best_changed AS (
         SELECT l, r, cnt, cnt / (lc::DOUBLE * rc::DOUBLE) AS score, lc, rc, blen, 1 AS src
