@@ -10,8 +10,9 @@
 --      recursive query, and writes the state after the last into tc_wp_chain, one row per
 --      item (kind):
 --        'seg'  a word the pass merged in, its new symbols    'pd'   a pair-count change
---        'td'   a token-count change (every token a merge     'made' a token the pass created
---               took part in; blen its length)                'log'  a merge (rank rk)
+--        'td'   a token-count change (every token a merge     'log'  a merge (rank rk; one
+--               took part in; blen its length, tok the               row per step, kept from
+--               string of a token the pass created)                  every step)
 --        'ctl'  cnt merges made, d new ids used
 --      `apply` writes it into tc_wp_seg, tc_wp_occ, tc_wp_pairs, tc_wp_tok, tc_vocab (kind
 --      'merge') and tc_wp_log (pair, new id, pair count, score, words touched, the two token
@@ -45,9 +46,8 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
         WHERE kind = 'ctl' AND cnt < $room_merges::BIGINT AND d < $room_vocab::BIGINT
           AND i < $steps::INTEGER AND (SELECT count(*) FROM seg) <= $max_words::INTEGER
     ),
-    td AS (SELECT n AS id, d, blen FROM prev WHERE kind = 'td'),
+    td AS (SELECT n AS id, d, blen, tok FROM prev WHERE kind = 'td'),
     pd AS (SELECT l, r, d FROM prev WHERE kind = 'pd'),
-    made AS (SELECT n AS id, tok AS token, blen FROM prev WHERE kind = 'made'),
     unaff AS (  -- the best candidate without a changed token: as it was before the pass
         SELECT l, r, cnt, score, lc, rc, blen, 0 AS src FROM tc_wp_cand
         WHERE l NOT IN (SELECT id FROM td) AND r NOT IN (SELECT id FROM td)
@@ -93,7 +93,10 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
                OR (t.score, t.cnt, -t.l, -t.r) > (x.score, x.cnt, -x.l, -x.r))
           AND ($min_score::DOUBLE IS NULL OR t.score >= $min_score::DOUBLE)
     ),
-    names AS (SELECT id, token, blen FROM tc_vocab UNION ALL SELECT id, token, blen FROM made),
+    names AS (  -- the vocabulary and the tokens the pass made
+        SELECT id, token, blen FROM tc_vocab
+        UNION ALL SELECT id, tok, blen FROM td WHERE tok IS NOT NULL
+    ),
     mtok AS (
         SELECT c.*, nl.blen AS lblen, nr.blen AS rblen,
                nl.token || CASE WHEN starts_with(nr.token, $prefix::VARCHAR)
@@ -137,7 +140,8 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
     ),
     tdnew AS (
         SELECT unnest([m.l, m.r, m.n]) AS id, unnest([-t.m, -t.m, t.m]) AS d,
-               unnest([m.lblen, m.rblen, m.blen]) AS blen
+               unnest([m.lblen, m.rblen, m.blen]) AS blen,
+               unnest([NULL, NULL, CASE WHEN m.fresh THEN m.tok END]) AS tok
         FROM mrg m, tot t
     )
     -- the new state (nothing when no merge was made: the recursion ends)
@@ -157,26 +161,16 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
           GROUP BY l, r HAVING sum(d) <> 0) x, mrg m
     UNION ALL
     SELECT m.i + 1, 'td', NULL, NULL, NULL, NULL, NULL, x.id, x.d, NULL, NULL, NULL, NULL,
-           x.blen, NULL, NULL, NULL, NULL
-    FROM (SELECT id, sum(d)::BIGINT AS d, max(blen) AS blen
-          FROM (SELECT id, d, blen FROM td UNION ALL SELECT id, d, blen FROM tdnew)
+           x.blen, x.tok, NULL, NULL, NULL
+    FROM (SELECT id, sum(d)::BIGINT AS d, max(blen) AS blen, max(tok) AS tok
+          FROM (SELECT id, d, blen, tok FROM td UNION ALL SELECT id, d, blen, tok FROM tdnew)
           GROUP BY id) x, mrg m
-    UNION ALL
-    SELECT m.i + 1, 'made', NULL, NULL, NULL, NULL, NULL, x.id, NULL, NULL, NULL, NULL, NULL,
-           x.blen, x.token, NULL, NULL, NULL
-    FROM (SELECT id, token, blen FROM made
-          UNION ALL SELECT n, tok, blen FROM mrg WHERE fresh) x, mrg m
-    UNION ALL
-    SELECT m.i + 1, 'log', NULL, NULL, NULL, x.l, x.r, x.n, NULL, x.cnt, x.score, x.lc, x.rc,
-           x.blen, x.tok, x.fresh, x.rk, x.words
-    FROM (SELECT l, r, n, cnt, score, lc, rc, blen, tok, fresh, rk, words
-          FROM prev WHERE kind = 'log'
-          UNION ALL
-          SELECT m.l, m.r, m.n, m.cnt, m.score, m.lc, m.rc, m.blen, m.tok, m.fresh,
-                 $merges_n::INTEGER + m.merges::INTEGER, t.words
-          FROM mrg m, tot t) x, mrg m)
+    UNION ALL  -- each step's merge (not copied on: read from every step below)
+    SELECT m.i + 1, 'log', NULL, NULL, NULL, m.l, m.r, m.n, NULL, m.cnt, m.score, m.lc, m.rc,
+           m.blen, m.tok, m.fresh, $merges_n::INTEGER + m.merges::INTEGER, t.words
+    FROM mrg m, tot t)
 )
-SELECT * FROM st WHERE i = (SELECT max(i) FROM st);
+SELECT * FROM st WHERE i = (SELECT max(i) FROM st) OR kind = 'log';
 
 -- name: apply
 UPDATE tc_wp_seg SET s = c.s
@@ -198,7 +192,7 @@ ON t.id = u.id
 WHEN MATCHED THEN UPDATE SET cnt = t.cnt + u.d
 WHEN NOT MATCHED THEN INSERT VALUES (u.id, u.d, u.blen);
 INSERT INTO tc_vocab
-SELECT n, tok, 'merge', blen FROM tc_wp_chain WHERE kind = 'made' ORDER BY n;
+SELECT n, tok, 'merge', blen FROM tc_wp_chain WHERE kind = 'td' AND tok IS NOT NULL ORDER BY n;
 INSERT INTO tc_wp_log
 SELECT rk, l, r, n, cnt, score, words, lc, rc FROM tc_wp_chain WHERE kind = 'log' ORDER BY rk;
 
