@@ -139,6 +139,15 @@ def test_chain_limits_give_the_same_tables(monkeypatch):
     assert b.merges.equals(ref.merges)
 
 
+def test_initial_alphabet_prefix_and_variant_order():
+    _, b = both(COURSE + [("zzq", 2)], vocab_size=40, initial_alphabet=["q", "x"])
+    assert "x" in b.vocab["token"].to_list()
+    _, b = both(COURSE, vocab_size=40, continuing_subword_prefix="@@")
+    assert b.merges["token"][0] == "@@gs"
+    _, b = both(COURSE, vocab_size=40, variant_order=["##u", "##s"])
+    assert b.vocab["token"].to_list()[7:9] == ["##u", "##s"]
+
+
 # -- real corpora -------------------------------------------------------------------------------
 @cache
 def small_words(name: str) -> pl.DataFrame:
