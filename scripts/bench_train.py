@@ -8,6 +8,9 @@ with its own peak RSS from `wait4`. Per-stage times of ours come from its run.js
     python scripts/bench_train.py ../shared/corpora/medium/en.txt --vocab-size 30000
     python scripts/bench_train.py ../shared/corpora/medium/zh.txt --mode byte-level
     python scripts/bench_train.py ../shared/corpora/medium/en.txt --engines polars,duckdb
+
+With several engines, the last lines compare each one with the Polars engine (wall time ratio;
+DuckDB also reports its merge passes and the time per pass).
 """
 
 from __future__ import annotations
@@ -107,6 +110,17 @@ def main() -> None:
         print(f"{name + ':':8s} {w:6.2f} s  peak {rss:6.0f} MiB   ratio to hf: wall "
               f"{w / hw:.2f}x, peak RSS {rss / hrss:.2f}x; merges identical: {ours == hf_merges}")
         print(f"         stages (median s): {per_stage}")
+        passes = statistics.median(st.get("passes", 0.0) for st in stages[name])
+        if passes:
+            merge = statistics.median(st.get("merge", 0.0) for st in stages[name])
+            print(f"         merge loop: {passes:.0f} passes, "
+                  f"{merge / passes * 1000:.0f} ms per pass")
+    if "polars" in results:
+        pw = med("polars", 0)
+        for name in names:
+            if name not in ("hf", "polars"):
+                w = med(name, 0)
+                print(f"{name} / polars: {w:.2f} s / {pw:.2f} s = {w / pw:.1f}x")
 
 
 if __name__ == "__main__":
