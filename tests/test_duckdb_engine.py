@@ -91,11 +91,30 @@ def test_count_python_inputs_match_polars():
     assert de.count_duckdb(df, cfg).equals(words_from_inputs(df, cfg))
 
 
+def test_python_api_engine_option_runs_duckdb(tmp_path, monkeypatch):
+    """`train(..., engine="duckdb")` and `count_words(..., engine="duckdb")` go through the
+    DuckDB engine (as the CLI's --engine does) and give the Polars engine's tables."""
+    import tokcolumnar as tc
+
+    calls = []
+    real = de.train_duckdb
+    monkeypatch.setattr(de, "train_duckdb", lambda *a, **k: calls.append(1) or real(*a, **k))
+    f = str(small("en_botchan.txt"))
+    a = tc.train(f, vocab_size=800, show_progress=False)
+    b = tc.train(f, vocab_size=800, show_progress=False, engine="duckdb",
+                 out_dir=tmp_path / "d")
+    assert calls == [1]
+    assert_same(a, b)
+    assert (tmp_path / "d" / "merges.txt").exists()
+    assert tc.count_words(f, engine="duckdb").equals(tc.count_words(f))
+
+
 def test_unsupported_options_fail_clearly(tmp_path):
     p = tmp_path / "x.txt"
     p.write_text("a b\n", encoding="utf-8")
-    with pytest.raises(TokcolumnarError, match="BPE only"):
-        de.train_duckdb(str(p), TrainConfig(model="wordpiece", show_progress=False))
+    with pytest.raises(TokcolumnarError, match="end-of-word"):
+        de.train_duckdb(str(p), TrainConfig(model="wordpiece", end_of_word_suffix="</w>",
+                                            show_progress=False))
     with pytest.raises(TokcolumnarError, match="no words"):
         (tmp_path / "e.txt").write_text("  \n", encoding="utf-8")
         de.count_duckdb(str(tmp_path / "e.txt"), TrainConfig(show_progress=False))

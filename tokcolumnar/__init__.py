@@ -22,4 +22,9 @@ def count_words(inputs, **options):  # noqa: ANN001, ANN201
     """The counting stage alone: the `words` table (word, count, first_seen)."""
     from .training import words_from_inputs
 
-    return words_from_inputs(inputs, TrainConfig(**options))
+    cfg = TrainConfig(**options)
+    if cfg.engine == "duckdb":
+        from .engines.duckdb_engine import count_duckdb
+
+        return count_duckdb(inputs, cfg)
+    return words_from_inputs(inputs, cfg)

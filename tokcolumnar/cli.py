@@ -83,14 +83,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise TokcolumnarError("give either INPUT files or --from-counts, not both")
     cfg = config_from_args(args)
     t0 = time.perf_counter()
-    if cfg.engine == "duckdb":
-        from .engines.duckdb_engine import train_duckdb
-
-        result = train_duckdb(args.inputs or None, cfg, from_counts=args.from_counts)
-        result.save(args.out)
-    else:
-        result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
-                       config=cfg)
+    result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
+                   config=cfg)
     if not args.quiet:
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "
               f"({result.merges.height:,} merges) from {result.words.height:,} distinct words "

@@ -123,8 +123,18 @@ def words_table(words: pl.DataFrame, initial: Initial) -> pl.DataFrame:
 def train(inputs: Any = None, *, out_dir: str | Path | None = None,
           from_counts: str | pl.DataFrame | None = None, **options: Any) -> TrainResult:
     """Train a tokenizer. `inputs`: paths/globs/dirs, a Polars or Arrow table, or an iterator of
-    strings; `options`: the CLI options as keyword arguments (see `TrainConfig`)."""
+    strings; `options`: the CLI options as keyword arguments (see `TrainConfig`;
+    `engine="duckdb"` runs every stage in DuckDB and returns the same tables)."""
     cfg = options.pop("config", None) or TrainConfig(**options)
+    if cfg.engine == "duckdb":
+        from .engines.duckdb_engine import train_duckdb
+
+        result = train_duckdb(inputs, cfg, from_counts=from_counts)
+        if out_dir is not None:
+            t = time.perf_counter()
+            result.save(out_dir)
+            result.timings["export"] = time.perf_counter() - t
+        return result
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     normalizer, pretokenizer = pipeline_parts(cfg)
