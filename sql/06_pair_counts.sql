@@ -9,7 +9,7 @@
 --                                         (eid = key for these), fs its first occurrence (w << 32 | st), ws the words it
 --                                         was created for (HF merges an entry only there);
 --      tc_items_hot (same + cnt, the current count), tc_pending(key, d), tc_multi(key),
---      tc_merges_log, tc_batch, tc_pass: empty, filled by the merge passes (stages 7, 8);
+--      tc_merges_log, tc_pass: empty, filled by the merge passes (stages 7, 8);
 --      tc_vocab is renamed tc_vocab_base (stage 7 makes tc_vocab a view with the new tokens).
 -- Every queue entry starts "cold"; the merge loop moves the best ones to the small hot table.
 
@@ -46,11 +46,6 @@ CREATE OR REPLACE TABLE tc_merges_log (rank INTEGER, left_id INTEGER, right_id I
                                        id INTEGER, count BIGINT, words BIGINT, tok VARCHAR,
                                        blen INTEGER, fresh BOOLEAN);
 ALTER TABLE tc_vocab RENAME TO tc_vocab_base;
--- one merge pass's candidates (stage 7, `batch`)
-CREATE OR REPLACE TABLE tc_batch (r INTEGER, conflict BOOLEAN, eid HUGEINT, key BIGINT,
-                                  a INTEGER, b INTEGER, eff BIGINT, stale BIGINT, cnt BIGINT,
-                                  reuse_id INTEGER, new_blen INTEGER, tok VARCHAR, ltok VARCHAR,
-                                  rtok VARCHAR);
 -- what one merge pass changes (stage 7, `compute`), one row per change
 CREATE OR REPLACE TABLE tc_pass (kind VARCHAR, w INTEGER, syms INTEGER[], st INTEGER[],
                                  eid HUGEINT, key BIGINT, stale BIGINT, cnt BIGINT, fs BIGINT,

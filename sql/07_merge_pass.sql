@@ -2,10 +2,10 @@
 -- of its queue entry, then update segmentations, counts and queue.
 --
 -- In:  tc_seg, tc_vocab, tc_items_hot (the best queue entries, stage 8), tc_pairs/tc_pending;
---      the pass's table of pairs, tc_batch (written by `batch` from one list parameter per
---      column): the candidates in queue order (r = 0, 1, ...), each with its queue entry (eid,
---      key = a << 32 | b, eff, stale, cnt), its new token (string, length, existing id if any)
---      and whether it shares a symbol the wrong way round with an earlier candidate (conflict).
+--      the pass's table of pairs, given as parameters (one list per column, see `compute`): the
+--      candidates in queue order (r = 0, 1, ...), each with its queue entry (eid, key =
+--      a << 32 | b, eff, stale, cnt), its new token (string, length, existing id if any) and
+--      whether it shares a symbol the wrong way round with an earlier candidate (conflict).
 -- Out: `compute` writes everything the pass changes into tc_pass, one row per change:
 --        'seg'   a word's new symbols            'hot'   a queue entry's new counts
 --        'new'   a new queue entry               'delta' a pair-count change
@@ -31,12 +31,10 @@
 -- the cut keeps the members that no new pair (at the count it is queued with, an upper bound)
 -- and no deferred candidate (at its count then) would overtake.
 --
--- Parameters: the candidate lists of `batch` are bound at each pass. The others are DuckDB
--- variables read by statements prepared once (the engine turns $name into getvariable('name')
--- and sets the variables): per run $n (candidates read), $prefix (the continuing-subword
--- prefix), $theta (the hot threshold of stage 8), $hf (the `id` tie-break) and
--- $max_token_length; per pass $pass (its number) and $vocab_n (the next new id). Preparing
--- `compute` saves parsing its text at every pass (~10 ms).
+-- Parameters are bound per run ($n candidates read, $prefix the continuing-subword prefix,
+-- $theta the hot threshold of stage 8: the engine binds these as DuckDB variables and prepares
+-- the statements once) or per pass (the candidate lists, $pass, $vocab_n (the next new id),
+-- $hf, $max_token_length of `compute`).
 
 -- name: views
 -- tc_vocab: the initial vocabulary and the tokens the merges created.
@@ -139,20 +137,17 @@ SELECT eid, min((w::BIGINT << 32) | st) AS fs FROM firsts WHERE st IS NOT NULL G
 UPDATE tc_items_hot SET fs = f.fs FROM tc_fs f WHERE tc_items_hot.eid = f.eid;
 SELECT eid, fs FROM tc_fs;
 
--- name: batch
-DELETE FROM tc_batch;
-INSERT INTO tc_batch
-SELECT unnest($r::INTEGER[]) AS r, unnest($conflict::BOOLEAN[]) AS conflict,
-       unnest($eid::HUGEINT[]) AS eid, unnest($key::BIGINT[]) AS key,
-       unnest($a::INTEGER[]) AS a, unnest($b::INTEGER[]) AS b,
-       unnest($eff::BIGINT[]) AS eff, unnest($stale::BIGINT[]) AS stale,
-       unnest($cnt::BIGINT[]) AS cnt, unnest($reuse_id::INTEGER[]) AS reuse_id,
-       unnest($new_blen::INTEGER[]) AS new_blen, unnest($tok::VARCHAR[]) AS tok,
-       unnest($ltok::VARCHAR[]) AS ltok, unnest($rtok::VARCHAR[]) AS rtok;
-
 -- name: compute
 INSERT INTO tc_pass BY NAME
-WITH batch AS (FROM tc_batch),
+WITH batch AS (
+    SELECT unnest($r::INTEGER[]) AS r, unnest($conflict::BOOLEAN[]) AS conflict,
+           unnest($eid::HUGEINT[]) AS eid, unnest($key::BIGINT[]) AS key,
+           unnest($a::INTEGER[]) AS a, unnest($b::INTEGER[]) AS b,
+           unnest($eff::BIGINT[]) AS eff, unnest($stale::BIGINT[]) AS stale,
+           unnest($cnt::BIGINT[]) AS cnt, unnest($reuse_id::INTEGER[]) AS reuse_id,
+           unnest($new_blen::INTEGER[]) AS new_blen, unnest($tok::VARCHAR[]) AS tok,
+           unnest($ltok::VARCHAR[]) AS ltok, unnest($rtok::VARCHAR[]) AS rtok
+),
 -- the words of each candidate's queue entry, and their symbols
 cw AS (SELECT c.r, unnest(h.ws) AS w FROM batch c JOIN tc_items_hot h USING (eid)),
 xw AS (SELECT s.w, s.wc, s.syms AS s, s.st FROM tc_seg s WHERE s.w IN (SELECT w FROM cw)),

@@ -53,21 +53,14 @@ class MergeLoop:
         self.max_merges = cfg.max_merges if cfg.max_merges is not None else 1 << 62
         self.cold_left = True
         sql.bind(n=CANDIDATES, prefix=cfg.continuing_subword_prefix, theta=self.theta)
-        self._set("hf", self.hf, "BOOLEAN")
-        self._set("max_token_length", cfg.max_token_length, "INTEGER")
         sql.run_vars("merge_pass", "views")
         section = {"id": "candidates_id", "lexical-max": "candidates_lexical",
                    "first-seen": "candidates_first_seen"}[cfg.tie_break]
         self.q_candidates = "; ".join(sql.prepare("merge_pass", "clear")
                                       + sql.prepare("merge_pass", section))
         self.q_apply = "; ".join(sql.prepare("merge_pass", "apply"))
-        (self.q_compute,) = sql.prepare("merge_pass", "compute")
         self.q_reuse = "; ".join(sql.prepare("merge_pass", "reuse_counts") + sql.prepare(
             "merge_pass", "mark_multi" if self.hf else "fold_old"))
-
-    def _set(self, name: str, value: object, sql_type: str) -> None:
-        """A DuckDB variable read by the prepared statements (the value is a bound parameter)."""
-        self.sql.con.execute(f"SET VARIABLE {name} = $v::{sql_type}", {"v": value})
 
     # -- queue ------------------------------------------------------------------------------
     def refill(self) -> bool:
@@ -151,16 +144,15 @@ class MergeLoop:
         sql = self.sql
         cs = [c for c, _ in picked]
         self.passes += 1
-        sql.run("merge_pass", "batch", r=list(range(len(cs))),
+        sql.run("merge_pass", "compute", r=list(range(len(cs))),
                 conflict=[f for _, f in picked], eid=[c.eid for c in cs],
                 key=[c.key for c in cs], a=[c.a for c in cs], b=[c.b for c in cs],
                 eff=[c.eff for c in cs], stale=[c.stale for c in cs], cnt=[c.cnt for c in cs],
                 reuse_id=[c.reuse_id for c in cs],
                 new_blen=[c.blen if c.reuse_id is None else c.reuse_blen for c in cs],
-                tok=[c.tok for c in cs], ltok=[c.ltok for c in cs], rtok=[c.rtok for c in cs])
-        self._set("vocab_n", self.vocab_n, "INTEGER")
-        self._set("pass", self.passes, "BIGINT")
-        sql.con.execute(self.q_compute)
+                tok=[c.tok for c in cs], ltok=[c.ltok for c in cs], rtok=[c.rtok for c in cs],
+                vocab_n=self.vocab_n, hf=self.hf,
+                max_token_length=self.cfg.max_token_length, **{"pass": self.passes})
         if cs[0].reuse_id is not None:
             sql.con.execute(self.q_reuse)
         kstar, fresh = sql.con.execute(self.q_apply).fetchone()
