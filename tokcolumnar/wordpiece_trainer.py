@@ -629,11 +629,9 @@ def segmented_words(words: pl.DataFrame, initial: Initial) -> pl.DataFrame:
     return words.with_columns(tokens.cast(pl.List(pl.String)), id_lists.cast(pl.List(pl.UInt32)))
 
 
-def train_wordpiece(words: pl.DataFrame, cfg: Any, normalizer: Any, pretokenizer: Any,
-                    timings: dict[str, float]) -> Any:
-    """`training.train` hook for `--model wordpiece`: words -> TrainResult."""
-    from .training import TrainResult, initial_from_words, vocab_table
-
+def check_options(cfg: Any) -> None:
+    """Refuse the options WordPiece does not have (both engines call this); sets the default
+    continuing-subword prefix `##`."""
     if cfg.wordpiece_scoring not in ("likelihood", "frequency"):
         raise TokcolumnarError(f"unknown --wordpiece-scoring {cfg.wordpiece_scoring!r} "
                                "(choose from likelihood, frequency)")
@@ -647,6 +645,14 @@ def train_wordpiece(words: pl.DataFrame, cfg: Any, normalizer: Any, pretokenizer
     if cfg.tie_break != "id":
         raise TokcolumnarError("WordPiece breaks ties by pair count, then (left_id, right_id); "
                                "--tie-break applies to BPE only")
+
+
+def train_wordpiece(words: pl.DataFrame, cfg: Any, normalizer: Any, pretokenizer: Any,
+                    timings: dict[str, float]) -> Any:
+    """`training.train` hook for `--model wordpiece`: words -> TrainResult."""
+    from .training import TrainResult, initial_from_words, vocab_table
+
+    check_options(cfg)
     t1 = time.perf_counter()
     initial = initial_from_words(words, cfg)
     timings["initial"] = time.perf_counter() - t1

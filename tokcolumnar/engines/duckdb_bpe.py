@@ -1,16 +1,22 @@
-"""Stages 4-8 of BPE in DuckDB: the alphabet, the initial symbols and pair counts, and the
-merge loop. All data stays in DuckDB tables (the words, each word's symbols, the pair counts and
-the merge queue); Python only drives the loop: it reads the best queue entries, picks the batch
-of merges for the next pass (DESIGN.md §4: members that share no symbol the wrong way round;
-SQL then cuts the batch where a new pair or a deferred candidate would overtake a member) and
-runs the pass's statements."""
+"""Stages 4-9 of BPE in DuckDB: the alphabet, the initial symbols and pair counts, the merge
+loop and the result tables. All data stays in DuckDB tables (the words, each word's symbols,
+the pair counts and the merge queue); Python only drives the loop: it reads the best queue
+entries, picks the batch of merges for the next pass (DESIGN.md §4: members that share no
+symbol the wrong way round; SQL then cuts the batch where a new pair or a deferred candidate
+would overtake a member) and runs the pass's statements."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import polars as pl
+
 from ..config import TrainConfig
-from .duckdb_sql import Scripts
+from ..errors import TokcolumnarError
+from .duckdb_sql import Scripts, duck_error
 
 # merge loop tuning
 CANDIDATES = 256  # queue entries read per pass
@@ -173,21 +179,59 @@ class MergeLoop:
             progress.close(self.vocab_n)
 
 
-def initial(sql: Scripts, cfg: TrainConfig) -> int:
-    """Stages 4-6; returns the initial vocabulary size."""
+@contextmanager
+def _building_alphabet() -> Iterator[None]:
+    """Stages 4-6 fail as one clear error (e.g. a DuckDB out-of-memory), not a traceback."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.Error as e:
+        raise TokcolumnarError(f"building the alphabet failed: {duck_error(e)}") from None
+
+
+def initial_symbols(sql: Scripts, cfg: TrainConfig) -> int:
+    """Stages 4-5 (alphabet, ids, initial symbols in tc_seg), shared with WordPiece; returns
+    the initial vocabulary size."""
     from ..alphabet import check_vocab_size
 
-    sql.run("alphabet", "chars")
-    sql.run("alphabet", "alphabet", initial_alphabet=list(cfg.initial_alphabet),
-            limit_alphabet=cfg.limit_alphabet)
-    sql.run("alphabet", "vocab", special_tokens=list(cfg.special_tokens),
-            eow_token=cfg.end_of_word_token)
-    sql.run("initial_symbols", "symbols", prefix=cfg.continuing_subword_prefix,
-            suffix=cfg.end_of_word_suffix, eow_token=cfg.end_of_word_token)
-    sql.run("initial_symbols", "variants", variant_order=list(cfg.variant_order or []))
-    sql.run("initial_symbols", "seg")
+    with _building_alphabet():
+        sql.run("alphabet", "chars")
+        sql.run("alphabet", "alphabet", initial_alphabet=list(cfg.initial_alphabet),
+                limit_alphabet=cfg.limit_alphabet)
+        sql.run("alphabet", "vocab", special_tokens=list(cfg.special_tokens),
+                eow_token=cfg.end_of_word_token)
+        sql.run("initial_symbols", "symbols", prefix=cfg.continuing_subword_prefix,
+                suffix=cfg.end_of_word_suffix, eow_token=cfg.end_of_word_token)
+        sql.run("initial_symbols", "variants", variant_order=list(cfg.variant_order or []))
+        sql.run("initial_symbols", "seg")
     n = sql.con.execute("SELECT count(*) FROM tc_vocab").fetchone()[0]
     check_vocab_size(cfg.vocab_size, n)
-    sql.run("pair_counts", "pairs", max_token_length=cfg.max_token_length)
-    sql.run("pair_counts", "tables")
     return n
+
+
+def initial(sql: Scripts, cfg: TrainConfig) -> int:
+    """Stages 4-6; returns the initial vocabulary size."""
+    n = initial_symbols(sql, cfg)
+    with _building_alphabet():
+        sql.run("pair_counts", "pairs", max_token_length=cfg.max_token_length)
+        sql.run("pair_counts", "tables")
+    return n
+
+
+def train_bpe(sql: Scripts, cfg: TrainConfig, timings: dict[str, float]
+              ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Stages 4-9 on the counted words (tc_words); returns the (words, merges, vocab)
+    tables."""
+    t1 = time.perf_counter()
+    n0 = initial(sql, cfg)
+    timings["initial"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    loop = MergeLoop(sql, cfg, n0)
+    loop.run()
+    timings["merge"] = time.perf_counter() - t2
+    timings["passes"] = float(loop.passes)
+    t3 = time.perf_counter()
+    tables = tuple(sql.table("results", s) for s in ("words_out", "merges_out", "vocab_out"))
+    timings["tables"] = time.perf_counter() - t3
+    return tables

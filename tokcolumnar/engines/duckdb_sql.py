@@ -70,6 +70,13 @@ class Scripts:
     def rows(self, stem: str, section: str = "", **params: Any) -> list[tuple]:
         return self.run(stem, section, **params).fetchall()
 
+    def table(self, stem: str, section: str) -> Any:
+        """A one-query section without parameters (the result tables) as a Polars frame."""
+        (q, names), = self.statements(stem, section)
+        if names:
+            raise TokcolumnarError(f"section {section} takes parameters")
+        return self.con.sql(q).pl()
+
     # Statements run thousands of times (the merge pass) are prepared once. Their $name
     # parameters are then bound as DuckDB variables (SET VARIABLE name = $value), read by
     # getvariable('name') in the prepared text: values still never enter the SQL text.

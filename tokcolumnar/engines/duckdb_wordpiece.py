@@ -29,48 +29,11 @@ import time
 from typing import Any
 
 from ..config import TrainConfig
-from ..errors import TokcolumnarError
 from .duckdb_sql import Scripts
 
 CANDIDATES = 256  # candidates read per pass
 STEPS = 256  # merges per pass at most
 MAX_WORDS = 4096  # a pass stops once its merges have touched more words than this
-
-
-def check_options(cfg: TrainConfig) -> None:
-    """The checks of `wordpiece_trainer.train_wordpiece` (same messages); sets the default
-    continuing-subword prefix `##` as it does."""
-    if cfg.wordpiece_scoring not in ("likelihood", "frequency"):
-        raise TokcolumnarError(f"unknown --wordpiece-scoring {cfg.wordpiece_scoring!r} "
-                               "(choose from likelihood, frequency)")
-    if cfg.max_merges is not None and cfg.max_merges < 0:
-        raise TokcolumnarError("--max-merges must be >= 0")
-    if cfg.continuing_subword_prefix is None:
-        cfg.continuing_subword_prefix = "##"
-    if cfg.end_of_word_suffix is not None or cfg.end_of_word_token is not None:
-        raise TokcolumnarError("WordPiece marks word continuations (--continuing-subword-"
-                               "prefix); --end-of-word-suffix/--end-of-word-token are BPE only")
-    if cfg.tie_break != "id":
-        raise TokcolumnarError("WordPiece breaks ties by pair count, then (left_id, right_id); "
-                               "--tie-break applies to BPE only")
-
-
-def initial_symbols(sql: Scripts, cfg: TrainConfig) -> int:
-    """Stages 4-5 (alphabet, ids, initial symbols in tc_seg); returns the vocabulary size."""
-    from ..alphabet import check_vocab_size
-
-    sql.run("alphabet", "chars")
-    sql.run("alphabet", "alphabet", initial_alphabet=list(cfg.initial_alphabet),
-            limit_alphabet=cfg.limit_alphabet)
-    sql.run("alphabet", "vocab", special_tokens=list(cfg.special_tokens),
-            eow_token=cfg.end_of_word_token)
-    sql.run("initial_symbols", "symbols", prefix=cfg.continuing_subword_prefix,
-            suffix=cfg.end_of_word_suffix, eow_token=cfg.end_of_word_token)
-    sql.run("initial_symbols", "variants", variant_order=list(cfg.variant_order or []))
-    sql.run("initial_symbols", "seg")
-    n = sql.con.execute("SELECT count(*) FROM tc_vocab").fetchone()[0]
-    check_vocab_size(cfg.vocab_size, n)
-    return n
 
 
 class LikelihoodLoop:
@@ -122,57 +85,30 @@ class LikelihoodLoop:
             progress.close(self.vocab_n)
 
 
-def _query(sql: Scripts, stem: str, section: str) -> Any:
-    (q, names), = sql.statements(stem, section)
-    if names:
-        raise TokcolumnarError(f"section {section} takes parameters")
-    return sql.con.sql(q).pl()
-
-
 def train_wordpiece_duckdb(sql: Scripts, cfg: TrainConfig, timings: dict[str, float]
                            ) -> tuple[Any, Any, Any]:
     """Stages 4-11 for `--model wordpiece` on the counted words (tc_words); returns the
     (words, merges, vocab) tables."""
-    import duckdb
     import polars as pl
 
-    from .duckdb_sql import duck_error
+    from ..wordpiece_trainer import check_options
+    from .duckdb_bpe import initial_symbols, train_bpe
 
     check_options(cfg)
-    t1 = time.perf_counter()
     if cfg.wordpiece_scoring == "frequency":
-        from .duckdb_bpe import MergeLoop, initial
-
-        try:
-            n0 = initial(sql, cfg)
-        except duckdb.Error as e:
-            raise TokcolumnarError(f"building the alphabet failed: {duck_error(e)}") from None
-        timings["initial"] = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        loop: Any = MergeLoop(sql, cfg, n0)
-        loop.run()
-        timings["merge"] = time.perf_counter() - t2
-        timings["passes"] = float(loop.passes)
-        t3 = time.perf_counter()
-        words = _query(sql, "results", "words_out")
+        words, merges, vocab = train_bpe(sql, cfg, timings)
         # the score of frequency scoring is the pair count (what is maximised), as in Polars
-        merges = _query(sql, "results", "merges_out").with_columns(
-            pl.col("count").cast(pl.Float64).alias("score"))
-        vocab = _query(sql, "results", "vocab_out")
-    else:
-        try:
-            n0 = initial_symbols(sql, cfg)
-        except duckdb.Error as e:
-            raise TokcolumnarError(f"building the alphabet failed: {duck_error(e)}") from None
-        timings["initial"] = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        loop = LikelihoodLoop(sql, cfg, n0)
-        loop.run()
-        timings["merge"] = time.perf_counter() - t2
-        timings["passes"] = float(loop.passes)
-        t3 = time.perf_counter()
-        words = _query(sql, "wordpiece_merge", "words_out")
-        merges = _query(sql, "wordpiece_merge", "merges_out")
-        vocab = _query(sql, "wordpiece_merge", "vocab_out")
+        return words, merges.with_columns(pl.col("count").cast(pl.Float64).alias("score")), vocab
+    t1 = time.perf_counter()
+    n0 = initial_symbols(sql, cfg)
+    timings["initial"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    loop = LikelihoodLoop(sql, cfg, n0)
+    loop.run()
+    timings["merge"] = time.perf_counter() - t2
+    timings["passes"] = float(loop.passes)
+    t3 = time.perf_counter()
+    tables = tuple(sql.table("wordpiece_merge", s)
+                   for s in ("words_out", "merges_out", "vocab_out"))
     timings["tables"] = time.perf_counter() - t3
-    return words, merges, vocab
+    return tables
