@@ -210,3 +210,22 @@ def test_hypothesis_corpora_match_polars(words, opts, extra, tie_break):
     vs = _initial_size(words, opts) + extra
     a, b = both(from_counts=words, vocab_size=vs, tie_break=tie_break, **opts)
     assert_same(a, b)
+
+
+def test_python_inputs_read_alike_in_both_engines():
+    """Data frames, lazy frames, Arrow tables and iterators reach DuckDB through the Polars
+    engine's reader: same words, and the same one-line errors for bad Python inputs."""
+    import tokcolumnar as tc
+
+    texts = ["hello world\n", "héllo  wörld again", None, ""]
+    df = pl.DataFrame({"text": texts})
+    for make in (lambda: df, df.lazy, df.to_arrow,
+                 lambda: iter([t for t in texts if t is not None])):
+        assert tc.count_words(make(), engine="duckdb").equals(tc.count_words(make()))
+    for bad, kw, match in ((df.lazy, {"column": "x"}, "no column 'x'"),
+                           (lambda: pl.DataFrame({"text": [1]}), {}, "type Int64"),
+                           (lambda: 5, {}, "unsupported input int"),
+                           (lambda: iter([1]), {}, "expected strings")):
+        for engine in ("polars", "duckdb"):
+            with pytest.raises(TokcolumnarError, match=match):
+                tc.count_words(bad(), engine=engine, **kw)

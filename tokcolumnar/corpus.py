@@ -203,6 +203,10 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
     (less memory, for pre-tokenizers that drop whitespace, where lines cannot change the
     words)."""
     if isinstance(inputs, pl.LazyFrame):
+        names = inputs.collect_schema().names()
+        if column not in names:
+            raise TokcolumnarError(f"no column {column!r} in the data frame "
+                                   f"(columns: {', '.join(names)})")
         inputs = inputs.select(column).collect()
     if type(inputs).__module__.startswith("pyarrow"):
         inputs = pl.from_arrow(inputs)
@@ -228,6 +232,9 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
                 for arr in _column_batches(src, column):
                     yield _as_string_series(arr, str(src.path))
         return
+    if not isinstance(inputs, Iterable):
+        raise TokcolumnarError(f"unsupported input {type(inputs).__name__} (give paths, a data "
+                               "frame, an Arrow table or an iterable of strings)")
     batch: list[str] = []
     for x in inputs:
         if not isinstance(x, str):

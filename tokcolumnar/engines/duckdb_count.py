@@ -4,7 +4,6 @@ pre-tokenize and count words into `tc_words`; or load a `--from-counts` table.""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +96,10 @@ def _load_through_python(sql: Scripts, s: Any, src: int, cfg: TrainConfig) -> No
     """The fallback for `_python_reader_needed`: the file is decompressed and read in Python by
     the Polars engine's reader (tokcolumnar/corpus.py: chunks of whole lines with their line
     endings, or Arrow batches of the column) and appended to tc_corpus chunk by chunk."""
-    from ..corpus import _as_string_series, _column_batches, iter_text_file
+    from ..corpus import iter_sequences
 
-    if s.fmt == "text":
-        chunks = (pl.Series("text", [c], dtype=pl.String).str.split("\n", inclusive=True)
-                  .explode() for c in iter_text_file(s))
-    else:
-        chunks = (_as_string_series(a, str(s.path)) for a in _column_batches(s, cfg.column))
     seq = 0
-    for texts in chunks:
+    for texts in iter_sequences([s.path], s.fmt, cfg.column):
         frame = pl.DataFrame({"text": texts}).with_row_index("seq", offset=seq)
         seq += frame.height
         sql.con.register("tc_chunk", frame)
@@ -117,37 +111,17 @@ def _load_through_python(sql: Scripts, s: Any, src: int, cfg: TrainConfig) -> No
 
 def _as_frame(inputs: Any, column: str) -> pl.DataFrame | None:
     """Python inputs (data frames, Arrow tables, iterables of strings) as a frame
-    (tc_row, text); None for paths."""
-    import pyarrow as pa
+    (tc_row, text), read as the Polars engine reads them; None for paths."""
+    from ..corpus import iter_sequences
 
-    if isinstance(inputs, pl.LazyFrame):
-        inputs = inputs.collect()
-    if isinstance(inputs, pa.Table):
-        inputs = pl.from_arrow(inputs)
-    if isinstance(inputs, pl.DataFrame):
-        if column not in inputs.columns:
-            raise TokcolumnarError(f"no column {column!r} in the data frame "
-                                   f"(columns: {', '.join(inputs.columns)})")
-        s = inputs.get_column(column)
-        if s.dtype == pl.Null:
-            s = s.cast(pl.String)
-        if s.dtype != pl.String:
-            raise TokcolumnarError(f"data frame: text column has type {s.dtype}, expected "
-                                   "strings")
-        return pl.DataFrame({"text": s}).with_row_index("tc_row")
     if isinstance(inputs, (str, os.PathLike)):
         return None
     if isinstance(inputs, (list, tuple)) and all(isinstance(x, (str, os.PathLike))
                                                  for x in inputs):
         return None
-    if isinstance(inputs, Iterable):
-        texts = list(inputs)
-        for x in texts:
-            if not isinstance(x, str):
-                raise TokcolumnarError(f"expected strings in the iterator, got "
-                                       f"{type(x).__name__}")
-        return pl.DataFrame({"text": pl.Series(texts, dtype=pl.String)}).with_row_index("tc_row")
-    raise TokcolumnarError(f"unsupported input {type(inputs).__name__}")
+    texts = pl.concat([pl.Series("text", [], dtype=pl.String),
+                       *iter_sequences(inputs, column=column)])
+    return texts.to_frame().with_row_index("tc_row")
 
 
 def _normalize(sql: Scripts, normalizer: str, lowercase: bool) -> None:
