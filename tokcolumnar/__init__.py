@@ -1,30 +1,35 @@
-"""tokcolumnar: BPE and WordPiece tokenizer training as columnar passes over Arrow tables."""
+"""tokcolumnar: BPE and WordPiece tokenizer training as columnar passes over Arrow tables.
+
+The public names below load on first use (PEP 562), so `import tokcolumnar` and the command
+line start without Polars: the CLI installs its signal handlers before the heavy libraries
+load, and a Ctrl-C during start-up is then handled like any other."""
 
 import os as _os
+from importlib import import_module as _import_module
 
 # Polars' allocator (jemalloc) keeps freed pages for reuse; returning them at once keeps the
 # peak RSS of a training run ~25 MiB lower at no measurable cost. Only effective when polars
 # has not been imported yet; an explicit setting by the user wins.
 _os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from .config import TrainConfig
-from .errors import TokcolumnarError
-from .tokenizer import Encoding, Tokenizer
-from .training import TrainResult, train
-
 __version__ = "0.1.0"
 
-__all__ = ["Encoding", "Tokenizer", "TokcolumnarError", "TrainConfig", "TrainResult", "train",
-           "count_words"]
+_PUBLIC = {
+    "Encoding": "tokenizer", "Tokenizer": "tokenizer", "TokcolumnarError": "errors",
+    "TrainConfig": "config", "TrainResult": "training", "train": "training",
+    "count_words": "training",
+}
+__all__ = sorted(_PUBLIC)
 
 
-def count_words(inputs, **options):  # noqa: ANN001, ANN201
-    """The counting stage alone: the `words` table (word, count, first_seen)."""
-    from .training import words_from_inputs
+def __getattr__(name: str) -> object:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tokcolumnar' has no attribute {name!r}")
+    value = getattr(_import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-    cfg = TrainConfig(**options)
-    if cfg.engine == "duckdb":
-        from .engines.duckdb_engine import count_duckdb
 
-        return count_duckdb(inputs, cfg)
-    return words_from_inputs(inputs, cfg)
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

@@ -1,17 +1,21 @@
-"""Command line: `tokcolumnar train|count|encode|sql|crosscheck` (contract in DESIGN.md §2).
+"""Command line: `tokcolumnar train|count|encode|sql|crosscheck`.
 
-Bad input ends with one `tokcolumnar: error: ...` line and exit code 2."""
+Bad input and a failing environment (no space, no permission) end with one `tokcolumnar: error:
+...` line and exit code 2; Ctrl-C exits 130 and SIGTERM 143, after every temporary file is
+removed. The signal handlers are installed before the heavy libraries load (this module and
+`tokcolumnar/__init__` import none), so an interruption during start-up is clean too; each
+command imports what it needs when it runs."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from .errors import TokcolumnarError
+from .errors import Terminated, TokcolumnarError, environment_message
 
 
 def _csv_list(s: str) -> list[str]:
@@ -84,7 +88,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     t0 = time.perf_counter()
     result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
-                   config=cfg)
+                   force=args.force, config=cfg)
     if not args.quiet:
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "
               f"({result.merges.height:,} merges) from {result.words.height:,} distinct words "
@@ -93,18 +97,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_count(args: argparse.Namespace) -> int:
-    from .atomic import atomic_path
-    from .training import words_from_inputs
+    from .outputs import output_file, write_parquet
+    from .training import count_words
 
     cfg = config_from_args(args)
-    if cfg.engine == "duckdb":
-        from .engines.duckdb_engine import count_duckdb
-
-        words = count_duckdb(args.inputs, cfg)
-    else:
-        words = words_from_inputs(args.inputs, cfg)
-    with atomic_path(args.out) as tmp:
-        words.write_parquet(tmp, compression="zstd")
+    with output_file(args.out, inputs=args.inputs, force=args.force) as tmp:
+        words = count_words(args.inputs, config=cfg)
+        write_parquet(words, tmp, "words")
     if not args.quiet:
         print(f"{words.height:,} distinct words, {int(words['count'].sum()):,} occurrences "
               f"-> {args.out}", file=sys.stderr)
@@ -113,13 +112,10 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 def cmd_encode(args: argparse.Namespace) -> int:
     from .encoding import encode_files
-    from .tokenizer import Tokenizer
 
-    tok = Tokenizer.from_dir(args.tokenizer) if Path(args.tokenizer).is_dir() else (
-        Tokenizer.from_file(args.tokenizer))
-    rows = encode_files(tok, args.inputs, args.out, fmt=args.format,
+    rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
-                        progress=None if not args.quiet else False)
+                        force=args.force, progress=None if not args.quiet else False)
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0
@@ -134,7 +130,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
         if not sep or not name:
             raise TokcolumnarError(f"--param expects NAME=VALUE, got {item!r}")
         params[name] = value
-    run_sql(args.dir, args.query, fmt=args.format, output=args.output, params=params or None)
+    run_sql(args.dir, args.query, fmt=args.format, output=args.output, params=params or None,
+            force=args.force, allow_external=args.allow_external)
     return 0
 
 
@@ -143,6 +140,10 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     return crosscheck(args.inputs, cfg, from_counts=args.from_counts)
+
+
+FORCE_HELP = ("replace an existing output even if tokcolumnar did not write it (never an input, "
+              "the current directory or /)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories or globs")
     t.add_argument("--out", required=True, metavar="DIR")
     t.add_argument("--from-counts", default=None, metavar="words.parquet")
+    t.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(t)
     add_input_options(t)
     t.set_defaults(func=cmd_train)
@@ -161,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("count", help="count words only (the first stage of train)")
     c.add_argument("inputs", nargs="+", metavar="INPUT")
     c.add_argument("--out", required=True, metavar="words.parquet")
+    c.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(c)
     add_input_options(c)
     c.set_defaults(func=cmd_count)
@@ -169,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("inputs", nargs="+", metavar="INPUT")
     e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json")
     e.add_argument("--out", required=True, metavar="FILE.parquet")
+    e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
     add_input_options(e)
@@ -181,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--output", default=None, metavar="FILE")
     q.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="a named query parameter ($NAME in the SQL); repeatable")
+    q.add_argument("--force", action="store_true", help=FORCE_HELP)
+    q.add_argument("--allow-external", action="store_true",
+                   help="let the query read and write other files, attach databases and load "
+                        "extensions (off by default: the query sees only DIR's tables)")
     q.set_defaults(func=cmd_sql)
 
     x = sub.add_parser("crosscheck", help="train with both engines and compare the tables")
@@ -192,7 +200,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _on_signal(signum: int, frame: Any) -> None:
+    """First SIGINT/SIGTERM: raise, so that every `finally` removes its temporary files; a
+    second signal cannot interrupt that cleanup."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if signum == signal.SIGTERM:
+        raise Terminated()
+    raise KeyboardInterrupt()
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("tokcolumnar: interrupted (outputs left as they were)", file=sys.stderr)
+        return 130
+    except Terminated:
+        print("tokcolumnar: terminated (outputs left as they were)", file=sys.stderr)
+        return 143
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "quiet", False):
@@ -202,15 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     except TokcolumnarError as e:
         print(f"tokcolumnar: error: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("tokcolumnar: interrupted (outputs left as they were)", file=sys.stderr)
-        return 130
     except MemoryError:
         print("tokcolumnar: error: out of memory", file=sys.stderr)
         return 2
     except BrokenPipeError:
+        # the reader went away (`... | head`): stop quietly, and keep Python from reporting
+        # the pipe again when it flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception as e:  # noqa: BLE001 - a bug: one line, traceback on request
+    except Exception as e:  # noqa: BLE001 - the environment, or a bug: one line either way
+        env = environment_message(e)
+        if env is not None:
+            print(f"tokcolumnar: error: {env}", file=sys.stderr)
+            return 2
         if os.environ.get("TOKCOLUMNAR_DEBUG"):
             raise
         print(f"tokcolumnar: internal error: {type(e).__name__}: {e} "

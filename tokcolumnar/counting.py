@@ -60,7 +60,7 @@ def merge_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
     return df.group_by("word").agg(aggs)
 
 
-def count_words(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
+def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                 pretokenizer: PreTokenizer, first_seen: bool = False,
                 max_word_chars: int | None = None, progress: bool | None = None) -> pl.DataFrame:
     """Build the `words` table, sorted by first appearance when tracked, else by word."""

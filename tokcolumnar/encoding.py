@@ -1,26 +1,37 @@
 """Dataset encoding: inputs -> a Parquet file with the text and its token ids, streamed chunk by
-chunk into a temporary file that is renamed into place at the end."""
+chunk into a temporary file that replaces the output at the end (see `outputs`)."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow.parquet as pq
 
-from .atomic import atomic_path
 from .corpus import iter_sequences
+from .errors import TokcolumnarError
+from .outputs import PARQUET_MARKER, output_file
 from .progress import Progress
+from .tokenizer import Tokenizer
 
 
-def encode_files(tok: Any, inputs: list[str], out: str, fmt: str | None = None,
-                 column: str = "text", keep_newlines: bool = False,
-                 progress: bool | None = None) -> int:
-    """Encode every sequence of `inputs`; returns the number of rows written."""
+def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,
+                 fmt: str | None = None, column: str = "text", keep_newlines: bool = False,
+                 force: bool = False, progress: bool | None = None) -> int:
+    """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
+    rows written. `tokenizer` is a Tokenizer or the path of a training directory or
+    tokenizer.json (loaded after the output is checked)."""
+    guarded: list[Any] = list(inputs)
+    if not isinstance(tokenizer, Tokenizer):
+        guarded.append(tokenizer)
     bar = Progress("encoding rows", enabled=progress)
     rows = 0
     writer = None
-    with atomic_path(out) as tmp:
+    with output_file(out, inputs=guarded, force=force) as tmp:
+        tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
         try:
             for texts in iter_sequences(inputs, fmt=fmt, column=column):
                 if not keep_newlines:
@@ -30,13 +41,13 @@ def encode_files(tok: Any, inputs: list[str], out: str, fmt: str | None = None,
                 table = pl.DataFrame({column: texts, "ids": enc.get_column("ids")}).with_columns(
                     pl.col("ids").list.len().cast(pl.UInt32).alias("n_tokens")).to_arrow()
                 if writer is None:
-                    writer = pq.ParquetWriter(str(tmp), table.schema, compression="zstd")
+                    schema = table.schema.with_metadata(
+                        {PARQUET_MARKER: json.dumps({"kind": "encoded"})})
+                    writer = pq.ParquetWriter(str(tmp), schema, compression="zstd")
                 writer.write_table(table)
                 rows += table.num_rows
                 bar.update(rows)
             if writer is None:
-                from .errors import TokcolumnarError
-
                 raise TokcolumnarError("the input contains no rows to encode")
         finally:
             if writer is not None:

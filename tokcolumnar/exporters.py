@@ -1,5 +1,6 @@
-"""Exporters: a `TrainResult` -> the output directory (DESIGN.md §2), written atomically: every
-file goes into a temporary directory that replaces the target only once all are written."""
+"""Exporters: a `TrainResult` -> the output directory (DESIGN.md §2). `export` writes every file
+into a temporary directory that replaces the target only once all are written, under the rules
+of `outputs` (what an output may replace)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from .atomic import atomic_dir
+from .outputs import output_dir, write_parquet
 
 BYTE_LEVEL_DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
                       "use_regex": True}
@@ -109,12 +110,16 @@ def versions() -> dict[str, str]:
     return out
 
 
-def write_parquet(df: pl.DataFrame, path: Path) -> None:
-    df.write_parquet(path, compression="zstd", statistics=True)
+def export(result: Any, out_dir: str | Path, force: bool = False) -> Path:
+    """Write every output file of a training run into `out_dir`, replaced atomically (refused
+    when `out_dir` holds something that is not ours: see `outputs.check_target`)."""
+    with output_dir(out_dir, inputs=result.inputs, force=force) as tmp:
+        write_outputs(result, tmp)
+    return Path(out_dir)
 
 
-def export(result: Any, out_dir: str | Path) -> Path:
-    """Write every output file of a training run into `out_dir` (replaced atomically)."""
+def write_outputs(result: Any, directory: Path) -> None:
+    """Write every output file of a training run into an existing (empty) directory."""
     from .corpus import expand_inputs
 
     cfg = result.config
@@ -125,36 +130,34 @@ def export(result: Any, out_dir: str | Path) -> Path:
             inputs = [fingerprint(str(s.path)) for s in expand_inputs(result.inputs, cfg.format)]
         except Exception:  # noqa: BLE001 - fingerprints are informative only
             inputs = [{"path": p} for p in result.inputs]
-    with atomic_dir(out_dir) as tmp:
-        write_parquet(result.merges, tmp / "merges.parquet")
-        write_parquet(result.vocab, tmp / "vocab.parquet")
-        write_parquet(result.words, tmp / "words.parquet")
-        (tmp / "tokenizer.json").write_text(json.dumps(tok_json, ensure_ascii=False),
-                                            encoding="utf-8")
-        vocab = tok_json["model"]["vocab"]
-        if cfg.model == "bpe":
-            (tmp / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False),
-                                            encoding="utf-8")
-            lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in tok_json["model"]["merges"]]
-            (tmp / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-            if cfg.preset == "subword-nmt":
-                codes = ["#version: 0.2"] + [
-                    f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
-                                               result.merges.get_column("right").to_list())]
-                (tmp / "codes.txt").write_text("\n".join(codes) + "\n", encoding="utf-8")
-        else:
-            tokens = sorted(vocab.items(), key=lambda kv: kv[1])
-            (tmp / "vocab.txt").write_text("".join(t + "\n" for t, _ in tokens),
-                                           encoding="utf-8")
-        run = {
-            "tool": "tokcolumnar", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "settings": cfg.to_dict(), "versions": versions(),
-            "timings_s": {k: round(v, 4) for k, v in result.timings.items()},
-            "inputs": inputs,
-            "stats": {"words": result.words.height,
-                      "word_occurrences": int(result.words.get_column("count").sum()),
-                      "merges": result.merges.height, "vocab_size": result.vocab.height},
-        }
-        (tmp / "run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n",
-                                      encoding="utf-8")
-    return Path(out_dir)
+    write_parquet(result.merges, directory / "merges.parquet", "merges")
+    write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
+    write_parquet(result.words, directory / "words.parquet", "words")
+    (directory / "tokenizer.json").write_text(json.dumps(tok_json, ensure_ascii=False),
+                                              encoding="utf-8")
+    vocab = tok_json["model"]["vocab"]
+    if cfg.model == "bpe":
+        (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False),
+                                              encoding="utf-8")
+        lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in tok_json["model"]["merges"]]
+        (directory / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        if cfg.preset == "subword-nmt":
+            codes = ["#version: 0.2"] + [
+                f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
+                                           result.merges.get_column("right").to_list())]
+            (directory / "codes.txt").write_text("\n".join(codes) + "\n", encoding="utf-8")
+    else:
+        tokens = sorted(vocab.items(), key=lambda kv: kv[1])
+        (directory / "vocab.txt").write_text("".join(t + "\n" for t, _ in tokens),
+                                             encoding="utf-8")
+    run = {
+        "tool": "tokcolumnar", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": cfg.to_dict(), "versions": versions(),
+        "timings_s": {k: round(v, 4) for k, v in result.timings.items()},
+        "inputs": inputs,
+        "stats": {"words": result.words.height,
+                  "word_occurrences": int(result.words.get_column("count").sum()),
+                  "merges": result.merges.height, "vocab_size": result.vocab.height},
+    }
+    (directory / "run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")

@@ -4,7 +4,13 @@ Views: `words`, `merges`, `vocab` (and `encoded` when DIR holds an encoded.parqu
 Parquet file found. The query may be several statements (`SET VARIABLE token = 'ing'; SELECT
 ...`: the last one's rows are printed) or the path of a .sql file, e.g. one of the ready queries
 in `sql/analysis/`. Output: a table on stdout, or `--format csv|json|parquet [--output FILE]`
-(json = one JSON object per line; parquet needs --output)."""
+(json = one JSON object per line; parquet needs --output; the file follows the rules of
+`outputs`).
+
+The query is read-only by default: once the views exist, DuckDB's external access is switched
+off and the configuration locked, so a query can read DIR's tables and nothing else — no other
+file, no `COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD` or `EXPORT`. `allow_external=True`
+(`--allow-external`) leaves DuckDB as it is."""
 
 from __future__ import annotations
 
@@ -12,32 +18,39 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_path
 from .errors import TokcolumnarError
+from .outputs import mark_file, output_file, write_parquet
 
 VIEWS = ("words", "merges", "vocab", "encoded")
 FORMATS = ("table", "csv", "json", "parquet")
 
 
-def connect(directory: str | Path) -> Any:
-    """A DuckDB connection with one view per Parquet table found in `directory`."""
+def connect(directory: str | Path, allow_external: bool = False) -> Any:
+    """A DuckDB connection with one view per Parquet table found in `directory`; unless
+    `allow_external`, sandboxed to those files (see the module docstring)."""
     import duckdb
 
     d = Path(directory)
     if not d.is_dir():
         raise TokcolumnarError(f"not a directory: {directory}")
-    con = duckdb.connect()
-    found = 0
+    con = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False} if not allow_external
+                         else {})
+    found = []
     for name in VIEWS:
         f = d / f"{name}.parquet"
         if f.exists():
             try:
-                con.read_parquet(str(f)).create_view(name)
+                con.read_parquet(str(f.resolve())).create_view(name)
             except duckdb.Error as e:
                 raise TokcolumnarError(f"cannot read {f}: {_first_line(e)}") from None
-            found += 1
+            found.append(str(f.resolve()))
     if not found:
         raise TokcolumnarError(f"{directory} has none of {', '.join(VIEWS)}.parquet")
+    if not allow_external:
+        con.execute("SET allowed_paths = $paths", {"paths": found})
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con
 
 
@@ -54,13 +67,14 @@ def load_query(query: str) -> str:
     return query
 
 
-def query(directory: str | Path, sql: str, params: dict[str, Any] | None = None) -> Any:
+def query(directory: str | Path, sql: str, params: dict[str, Any] | None = None,
+          allow_external: bool = False) -> Any:
     """Run `sql` (one or more statements) over the directory's views; returns the last
     statement's rows as a Polars DataFrame (None if it returns no rows). `params` are bound as
     DuckDB variables (read them with getvariable('name'))."""
     import duckdb
 
-    con = connect(directory)
+    con = connect(directory, allow_external)
     try:
         for name, value in (params or {}).items():
             if not name.isidentifier():
@@ -82,29 +96,40 @@ def query(directory: str | Path, sql: str, params: dict[str, Any] | None = None)
 
 
 def run_sql(directory: str, query_text: str, fmt: str = "table", output: str | None = None,
-            params: dict[str, Any] | None = None) -> None:
+            params: dict[str, Any] | None = None, force: bool = False,
+            allow_external: bool = False) -> None:
     """The `sql` command: run the query and print or write its result."""
-    import polars as pl
-
     if fmt not in FORMATS:
         raise TokcolumnarError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
     if fmt == "parquet" and not output:
         raise TokcolumnarError("--format parquet needs --output FILE")
-    df = query(directory, query_text, params)
-    if df is None:
+    if not output:
+        df = query(directory, query_text, params, allow_external)
+        if df is not None:
+            sys.stdout.write(_render(df, fmt))
         return
+    with output_file(output, inputs=[directory], force=force, what="--output") as tmp:
+        df = query(directory, query_text, params, allow_external)
+        if df is None:
+            raise TokcolumnarError("the last statement returns no rows to write to --output")
+        if fmt == "parquet":
+            write_parquet(df, tmp, "query")
+        else:
+            tmp.write_text(_render(df, fmt), encoding="utf-8")
+            mark_file(tmp)
+
+
+def _render(df: Any, fmt: str) -> str:
+    """The text of a result in a text format (table, csv, json)."""
+    import polars as pl
+
     if fmt == "table":
         with pl.Config(tbl_rows=200, tbl_cols=20, fmt_str_lengths=60, tbl_width_chars=160,
                        tbl_hide_dataframe_shape=False):
-            text = str(df)
-        _emit(text + "\n", output)
-    elif fmt == "parquet":
-        with atomic_path(output) as tmp:
-            df.write_parquet(tmp)
-    elif fmt == "csv":
-        _emit(_csv(df), output)
-    else:
-        _emit(df.write_ndjson(), output)
+            return str(df) + "\n"
+    if fmt == "csv":
+        return _csv(df)
+    return df.write_ndjson()
 
 
 def _csv(df: Any) -> str:
@@ -121,11 +146,3 @@ def _json_text(v: Any) -> str:
     import json
 
     return json.dumps(v.to_list() if hasattr(v, "to_list") else v, ensure_ascii=False)
-
-
-def _emit(text: str, output: str | None) -> None:
-    if output:
-        with atomic_path(output) as tmp:
-            Path(tmp).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)

@@ -124,6 +124,11 @@ class Tokenizer:
         return cls.from_hf_dict(d, extras)
 
     @classmethod
+    def load(cls, path: str | Path) -> Tokenizer:
+        """A training directory (`from_dir`) or a tokenizer.json file (`from_file`)."""
+        return cls.from_dir(path) if Path(path).is_dir() else cls.from_file(path)
+
+    @classmethod
     def from_result(cls, result: Any) -> Tokenizer:
         from .exporters import tokenizer_json
 

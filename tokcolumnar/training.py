@@ -16,9 +16,11 @@ from .alphabet import Initial, build_initial, check_vocab_size
 from .bpe_trainer import BpeSettings, BpeTrainer, MergeRecord
 from .config import TrainConfig
 from .corpus import iter_sequences
-from .counting import count_words, load_counts
+from .counting import count_chunks, load_counts
 from .errors import TokcolumnarError
+from .exporters import write_outputs
 from .normalizers import Normalizer, build_normalizer
+from .outputs import output_dir
 from .pretokenizers import PreTokenizer, build_pretokenizer
 
 
@@ -40,10 +42,11 @@ class TrainResult:
 
         return Tokenizer.from_result(self)
 
-    def save(self, out_dir: str | Path) -> Path:
+    def save(self, out_dir: str | Path, force: bool = False) -> Path:
+        """Write the output files into `out_dir` (see `train`'s `out_dir` for the rules)."""
         from .exporters import export
 
-        return export(self, out_dir)
+        return export(self, out_dir, force=force)
 
 
 def pipeline_parts(cfg: TrainConfig) -> tuple[Normalizer | None, PreTokenizer]:
@@ -61,8 +64,19 @@ def words_from_inputs(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
     normalizer, pretokenizer = pipeline_parts(cfg)
     chunks = iter_sequences(inputs, fmt=cfg.format, column=cfg.column,
                             split_lines=pretokenizer.line_sensitive)
-    return count_words(chunks, normalizer, pretokenizer, first_seen=True,
+    return count_chunks(chunks, normalizer, pretokenizer, first_seen=True,
                        max_word_chars=cfg.max_word_chars, progress=cfg.show_progress)
+
+
+def count_words(inputs: Any, **options: Any) -> pl.DataFrame:
+    """The counting stage alone: the `words` table (word, count, first_seen); `options` are
+    the training options (`engine="duckdb"` counts in DuckDB)."""
+    cfg = options.pop("config", None) or TrainConfig(**options)
+    if cfg.engine == "duckdb":
+        from .engines.duckdb_engine import count_duckdb
+
+        return count_duckdb(inputs, cfg)
+    return words_from_inputs(inputs, cfg)
 
 
 def initial_from_words(words: pl.DataFrame, cfg: TrainConfig) -> Initial:
@@ -121,20 +135,41 @@ def words_table(words: pl.DataFrame, initial: Initial) -> pl.DataFrame:
 
 
 def train(inputs: Any = None, *, out_dir: str | Path | None = None,
-          from_counts: str | pl.DataFrame | None = None, **options: Any) -> TrainResult:
+          from_counts: str | pl.DataFrame | None = None, force: bool = False,
+          **options: Any) -> TrainResult:
     """Train a tokenizer. `inputs`: paths/globs/dirs, a Polars or Arrow table, or an iterator of
     strings; `options`: the CLI options as keyword arguments (see `TrainConfig`;
-    `engine="duckdb"` runs every stage in DuckDB and returns the same tables)."""
+    `engine="duckdb"` runs every stage in DuckDB and returns the same tables).
+
+    With `out_dir`, the output is checked before any work starts (it may replace only an
+    earlier tokcolumnar output or an empty directory, unless `force`; never an input) and
+    written atomically at the end (see `outputs`)."""
     cfg = options.pop("config", None) or TrainConfig(**options)
+    if out_dir is None:
+        return _train(inputs, from_counts, cfg)
+    read = [*input_list(inputs), *([from_counts] if isinstance(from_counts, (str, Path)) else [])]
+    with output_dir(out_dir, inputs=read, force=force) as tmp:
+        result = _train(inputs, from_counts, cfg)
+        t = time.perf_counter()
+        write_outputs(result, tmp)
+        result.timings["export"] = time.perf_counter() - t
+    return result
+
+
+def input_list(inputs: Any) -> list[str]:
+    """The input paths as strings ([] for data frames and iterators)."""
+    if isinstance(inputs, (str, Path)):
+        return [str(inputs)]
+    if isinstance(inputs, (list, tuple)):
+        return [str(x) for x in inputs]
+    return []
+
+
+def _train(inputs: Any, from_counts: Any, cfg: TrainConfig) -> TrainResult:
     if cfg.engine == "duckdb":
         from .engines.duckdb_engine import train_duckdb
 
-        result = train_duckdb(inputs, cfg, from_counts=from_counts)
-        if out_dir is not None:
-            t = time.perf_counter()
-            result.save(out_dir)
-            result.timings["export"] = time.perf_counter() - t
-        return result
+        return train_duckdb(inputs, cfg, from_counts=from_counts)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     normalizer, pretokenizer = pipeline_parts(cfg)
@@ -170,12 +205,5 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
         result = TrainResult(cfg, words_table(words, initial), merges,
                              vocab_table(initial, merges), normalizer, pretokenizer, timings)
         timings["tables"] = time.perf_counter() - t3
-    if isinstance(inputs, (str, Path)):
-        result.inputs = [str(inputs)]
-    elif isinstance(inputs, (list, tuple)):
-        result.inputs = [str(x) for x in inputs]
-    if out_dir is not None:
-        t4 = time.perf_counter()
-        result.save(out_dir)
-        timings["export"] = time.perf_counter() - t4
+    result.inputs = input_list(inputs)
     return result
