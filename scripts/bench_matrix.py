@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Benchmark matrix: tokcolumnar against HF `tokenizers` over corpora × modes, same input, same
+run, alternating fresh processes; medians of `--rounds`; one table with wall time, peak RSS,
+their ratios (ours / HF), our stage split and whether the merges are identical.
+
+    python scripts/bench_matrix.py                       # every small and medium file x 3 modes
+    python scripts/bench_matrix.py --files small/en_botchan.txt,medium/zh.txt --modes gpt2
+    python scripts/bench_matrix.py --big /data/zipf_en_1g.txt --modes whitespace --vocab-size 50000
+    python scripts/bench_matrix.py --folder /data/many_small_files/ --modes whitespace
+
+Modes: `whitespace` (HF `Whitespace` + `BpeTrainer`), `gpt2` (our `--preset gpt2`; HF
+ByteLevel(add_prefix_space=False) + the 256-byte alphabet + `<|endoftext|>`), `bert` (our
+`--preset bert`, likelihood WordPiece, against HF `WordPieceTrainer` with BertNormalizer +
+BertPreTokenizer: the trainer BERT users run; merges are not comparable there). Files are
+looked up under `$TOKCOLUMNAR_CORPORA` (default ../shared/corpora). `--markdown` prints the
+table as Markdown (for the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HF_SCRIPT = r"""
+import json, sys
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers, decoders
+inputs, vocab_size, mode, out = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if mode == "gpt2":
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                             special_tokens=["<|endoftext|>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+elif mode == "bert":
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer()
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tr = trainers.WordPieceTrainer(vocab_size=vocab_size, show_progress=False,
+                                   special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+else:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False)
+tok.train(inputs, tr)
+tok.save(out)
+"""
+
+OUR_ARGS = {"whitespace": ["--pre-tokenizer", "whitespace"], "gpt2": ["--preset", "gpt2"],
+            "bert": ["--preset", "bert"]}
+STAGES = ("count", "initial", "merge", "tables", "export")
+
+
+def corpora_dir() -> Path:
+    return Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
+
+
+def run(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if status != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def hf_inputs(path: Path) -> list[str]:
+    """HF takes a list of files: a folder becomes its files, in our (sorted) order."""
+    if path.is_dir():
+        return [str(p) for p in sorted(path.rglob("*")) if p.is_file()
+                and not p.name.startswith(".")]
+    return [str(path)]
+
+
+def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Path) -> dict:
+    ours_dir, hf_json = tmp / "ours", tmp / "hf.json"
+    ours = [sys.executable, "-m", "tokcolumnar", "train", str(path), "--out", str(ours_dir),
+            "--vocab-size", str(vocab), "--quiet", "--force", *OUR_ARGS[mode]]
+    hf = [sys.executable, "-c", HF_SCRIPT, json.dumps(hf_inputs(path)), str(vocab), mode,
+          str(hf_json)]
+    res: dict[str, list[tuple[float, float]]] = {"ours": [], "hf": []}
+    stages: list[dict[str, float]] = []
+    for r in range(rounds):
+        for name in (("ours", "hf") if r % 2 == 0 else ("hf", "ours")):  # alternate the order
+            res[name].append(run(ours if name == "ours" else hf))
+            if name == "ours":
+                stages.append(json.loads((ours_dir / "run.json").read_text())["timings_s"])
+    med = {n: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+           for n, v in res.items()}
+    same = None
+    if mode != "bert":
+        ours_merges = json.loads((ours_dir / "tokenizer.json").read_text())["model"]["merges"]
+        same = ours_merges == json.loads(hf_json.read_text())["model"]["merges"]
+    split = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in STAGES}
+    row = {"corpus": label, "mode": mode, "vocab": vocab, "hf_s": med["hf"][0],
+           "hf_mib": med["hf"][1], "ours_s": med["ours"][0], "ours_mib": med["ours"][1],
+           "wall": med["ours"][0] / med["hf"][0], "rss": med["ours"][1] / med["hf"][1],
+           "stages": split, "identical": same}
+    print(f"{label:<34} {mode:<10} hf {row['hf_s']:7.2f}s {row['hf_mib']:6.0f}M  ours "
+          f"{row['ours_s']:7.2f}s {row['ours_mib']:6.0f}M  wall {row['wall']:5.2f}x  rss "
+          f"{row['rss']:5.2f}x  merges identical: {same}", flush=True)
+    return row
+
+
+def table(rows: list[dict], markdown: bool) -> str:
+    head = ["corpus", "mode", "HF", "tokcolumnar", "wall", "peak RSS",
+            "count / initial / merge / tables / export (s)", "merges = HF"]
+    lines = []
+    for r in rows:
+        st = " / ".join(f"{r['stages'][k]:.2f}" for k in STAGES)
+        same = "—" if r["identical"] is None else ("yes" if r["identical"] else "**NO**")
+        lines.append([r["corpus"], r["mode"], f"{r['hf_s']:.2f} s, {r['hf_mib']:.0f} MiB",
+                      f"{r['ours_s']:.2f} s, {r['ours_mib']:.0f} MiB", f"{r['wall']:.2f}x",
+                      f"{r['rss']:.2f}x", st, same])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(x) + " |" for x in lines]
+        return "\n".join(out)
+    widths = [max(len(str(x[i])) for x in [head, *lines]) for i in range(len(head))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(x, widths))
+                     for x in [head, *lines])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", default=None,
+                    help="comma-separated paths under the corpora folder (default: every small "
+                         "and medium .txt)")
+    ap.add_argument("--modes", default="whitespace,gpt2,bert")
+    ap.add_argument("--vocab-size", type=int, default=30000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--big", action="append", default=[], help="a large corpus file (repeatable)")
+    ap.add_argument("--folder", action="append", default=[],
+                    help="a folder of many files, read as one corpus (repeatable)")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json", default=None, help="also write the rows to this file")
+    args = ap.parse_args()
+
+    base = corpora_dir()
+    if args.files is not None:
+        targets = [(f, base / f) for f in args.files.split(",") if f]
+    else:
+        targets = [(f"{p.parent.name}/{p.name}", p) for sub in ("small", "medium")
+                   for p in sorted((base / sub).glob("*.txt"))]
+    targets += [(Path(b).name, Path(b)) for b in args.big]
+    targets += [(Path(d).name + "/ (folder)", Path(d)) for d in args.folder]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tokcolumnar-matrix-") as tmp:
+        for label, path in targets:
+            for mode in args.modes.split(","):
+                rows.append(measure(label, path, mode, args.vocab_size, args.rounds, Path(tmp)))
+    print()
+    print(table(rows, args.markdown))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
