@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +17,8 @@ from .alphabet import Initial, build_initial, check_vocab_size
 from .bpe_trainer import BpeSettings, BpeTrainer, MergeRecord
 from .config import TrainConfig
 from .corpus import iter_sequences
-from .counting import count_words, load_counts
-from .errors import TokcolumnarError
+from .counting import check_counts_columns, count_words, load_counts
+from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .normalizers import Normalizer, build_normalizer
 from .pretokenizers import PreTokenizer, build_pretokenizer
 
@@ -125,7 +126,20 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     """Train a tokenizer. `inputs`: paths/globs/dirs, a Polars or Arrow table, or an iterator of
     strings; `options`: the CLI options as keyword arguments (see `TrainConfig`;
     `engine="duckdb"` runs every stage in DuckDB and returns the same tables)."""
-    cfg = options.pop("config", None) or TrainConfig(**options)
+    cfg = options.pop("config", None)
+    if cfg is None:
+        cfg = TrainConfig(**options)
+    elif options:
+        raise TokcolumnarValueError(f"give either config= or options, not both (got config= and "
+                                    f"{', '.join(sorted(options))})")
+    if from_counts is not None:
+        if inputs is not None:
+            raise TokcolumnarValueError("give either inputs or from_counts, not both")
+        if isinstance(from_counts, pl.DataFrame):
+            check_counts_columns(from_counts.schema, "from_counts")
+        elif not isinstance(from_counts, (str, os.PathLike)):
+            raise TokcolumnarTypeError("from_counts must be the path of a words Parquet file or "
+                                       f"a Polars DataFrame, got {type(from_counts).__name__}")
     if cfg.engine == "duckdb":
         from .engines.duckdb_engine import train_duckdb
 
