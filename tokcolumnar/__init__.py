@@ -8,13 +8,19 @@ import os as _os
 _os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 from .config import TrainConfig
-from .errors import TokcolumnarError
+from .errors import (
+    TokcolumnarError,
+    TokcolumnarTypeError,
+    TokcolumnarValueError,
+    TokcolumnarWarning,
+)
 from .tokenizer import Encoding, Tokenizer
 from .training import TrainResult, train
 
 __version__ = "0.1.0"
 
-__all__ = ["Encoding", "Tokenizer", "TokcolumnarError", "TrainConfig", "TrainResult", "train",
+__all__ = ["Encoding", "Tokenizer", "TokcolumnarError", "TokcolumnarTypeError",
+           "TokcolumnarValueError", "TokcolumnarWarning", "TrainConfig", "TrainResult", "train",
            "count_words"]
 
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from .errors import TokcolumnarError
+from .errors import TokcolumnarError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import MODEL_TYPES, Model, lists_from_flat, vocab_from_hf
 
@@ -118,7 +118,7 @@ class WordPieceModel(Model):
         `WordPiece.read_file`: lines end at `\n`, trailing whitespace is dropped, a repeated
         token keeps its last line."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_bytes().decode("utf-8")  # no newline translation
         except (OSError, UnicodeDecodeError) as e:
             raise TokcolumnarError(f"cannot read vocab file {path}: {e}") from None
         lines = text.split("\n")
@@ -161,8 +161,8 @@ class WordPieceModel(Model):
     def unk_id(self) -> int:
         uid = self.vocab.get(self.unk_token)
         if uid is None:
-            raise TokcolumnarError(f"WordPiece: the unknown token {self.unk_token!r} is not in "
-                                   "the vocabulary, and a word cannot be tokenized")
+            raise TokcolumnarValueError(f"WordPiece: the unknown token {self.unk_token!r} is not "
+                                        "in the vocabulary, and a word cannot be tokenized")
         return uid
 
     def _longest(self, frame: pl.DataFrame) -> pl.DataFrame:
