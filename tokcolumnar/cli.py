@@ -161,7 +161,7 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="tokcolumnar", description="Columnar BPE / WordPiece "
-                                "tokenizer training with Polars (and a DuckDB SQL twin).")
+                       "tokenizer training with Polars (and a DuckDB SQL twin).")
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a tokenizer into --out DIR")
