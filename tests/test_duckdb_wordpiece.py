@@ -188,9 +188,9 @@ def test_small_corpus_from_file_with_options():
     ({"max_merges": -1}, "max-merges"),
 ])
 def test_bad_options_are_clear_errors(options, match):
-    cfg = TrainConfig(model="wordpiece", vocab_size=40, engine="duckdb", show_progress=False,
-                      **options)
-    with pytest.raises(TokcolumnarError, match=match):
+    with pytest.raises(TokcolumnarError, match=match):  # refused by the settings themselves
+        cfg = TrainConfig(model="wordpiece", vocab_size=40, engine="duckdb",
+                          show_progress=False, **options)
         de.train_duckdb(None, cfg, from_counts=as_table(COURSE))
 
 

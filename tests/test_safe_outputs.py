@@ -325,7 +325,9 @@ def test_interrupt_during_startup_is_clean(workdir, delay):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
-    assert proc.returncode in (0, 130), err
+    # 130 when interrupted; 0 (or death by the signal, as a shell shows 130) when the run had
+    # already finished
+    assert proc.returncode in (0, 130, -signal.SIGINT), err
     assert no_temporaries(workdir)
 
 

@@ -16,8 +16,9 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "Encoding": "tokenizer", "Tokenizer": "tokenizer", "TokcolumnarError": "errors",
-    "TrainConfig": "config", "TrainResult": "training", "train": "training",
-    "count_words": "training",
+    "TokcolumnarTypeError": "errors", "TokcolumnarValueError": "errors",
+    "TokcolumnarWarning": "errors", "TrainConfig": "config", "TrainResult": "training",
+    "train": "training", "count_words": "training",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -13,13 +13,26 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
-from .errors import Terminated, TokcolumnarError, environment_message
+from .errors import Terminated, TokcolumnarError, TokcolumnarWarning, environment_message
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: `tokcolumnar: error: <argparse's message>`, exit 2 (the
+    usage stays in `--help`). Subparsers are built with the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tokcolumnar: error: {message}\n")
 
 
 def _csv_list(s: str) -> list[str]:
-    return [x for x in s.split(",") if x] if s else []
+    """`A,B,...` -> names; `''` -> no names. Empty names are kept so that the settings refuse
+    them (`a,,b`)."""
+    return s.split(",") if s else []
 
 
 def add_train_options(p: argparse.ArgumentParser) -> None:
@@ -32,7 +45,8 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="whitespace (default), whitespace-split, bert, byte-level, metaspace, "
                         "digits, none")
     g.add_argument("--normalizer", default=None, help="none (default), nfc, nfkc, nfd, nfkd, bert")
-    g.add_argument("--lowercase", action="store_true", default=None)
+    g.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
+                   help="lowercase after normalising (--preset bert: on unless --no-lowercase)")
     g.add_argument("--end-of-word-suffix", default=None, metavar="S",
                    help="fused to each word's last character, as HF (e.g. </w>)")
     g.add_argument("--end-of-word-token", default=None, metavar="S",
@@ -71,8 +85,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from .config import TrainConfig
 
     kw = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
-    if getattr(args, "initial_alphabet", None):
-        kw["initial_alphabet"] = list(dict.fromkeys(args.initial_alphabet))
+    if getattr(args, "initial_alphabet", None) is not None:
+        kw["initial_alphabet"] = args.initial_alphabet
     if getattr(args, "quiet", False):
         kw["show_progress"] = False
     return TrainConfig(**kw)
@@ -147,8 +161,8 @@ FORCE_HELP = ("replace an existing output even if tokcolumnar did not write it (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tokcolumnar", description="Columnar BPE / WordPiece "
-                                "tokenizer training with Polars (and a DuckDB SQL twin).")
+    p = ArgumentParser(prog="tokcolumnar", description="Columnar BPE / WordPiece "
+                       "tokenizer training with Polars (and a DuckDB SQL twin).")
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a tokenizer into --out DIR")
@@ -210,6 +224,25 @@ def _on_signal(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt()
 
 
+@contextmanager
+def notes_to_stderr(quiet: bool) -> Iterator[None]:
+    """Print each `TokcolumnarWarning` raised while running a command as one
+    `tokcolumnar: note: ...` line on stderr (nothing with --quiet); other warnings as usual."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", TokcolumnarWarning)
+        shown = warnings.showwarning
+
+        def show(message: Any, category: Any, filename: Any, lineno: Any, file: Any = None,
+                 line: Any = None) -> None:
+            if not issubclass(category, TokcolumnarWarning):
+                shown(message, category, filename, lineno, file, line)
+            elif not quiet:
+                print(f"tokcolumnar: note: {message}", file=sys.stderr)
+
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
@@ -229,7 +262,8 @@ def _run(argv: list[str] | None) -> int:
     if getattr(args, "quiet", False):
         os.environ["TOKCOLUMNAR_QUIET"] = "1"
     try:
-        return args.func(args)
+        with notes_to_stderr(getattr(args, "quiet", False)):
+            return args.func(args)
     except TokcolumnarError as e:
         print(f"tokcolumnar: error: {e}", file=sys.stderr)
         return e.exit_code

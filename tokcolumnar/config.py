@@ -1,78 +1,128 @@
-"""Training settings: one dataclass mirroring the CLI options, and the presets that fill it."""
+"""Training settings: one dataclass mirroring the CLI options, the presets that fill it, and every
+check of the options. The CLI, the Python API (`train`, `count_words`) and both engines get their
+settings from here, so an option is refused the same way wherever it comes from.
+
+A field left at None means "not given": `__post_init__` checks the types of the given values,
+applies the preset (refusing a given value that contradicts what the preset fixes), fills the
+defaults, then the model's own defaults (WordPiece's `##` prefix and `[UNK]`), and checks the
+values. A resolved config passed again (`dataclasses.replace`) resolves to itself."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import math
+import numbers
+import shlex
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
-from .errors import TokcolumnarError
+from .bytelevel import BYTE_ALPHABET
+from .corpus import FORMATS
+from .errors import TokcolumnarTypeError, TokcolumnarValueError
+from .normalizers import NORMALIZER_NAMES
+from .pretokenizers import PRETOKENIZER_NAMES
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
 MODELS = ("bpe", "wordpiece")
-PRESETS = ("gpt2", "bert", "subword-nmt")
+ENGINES = ("polars", "duckdb")
+WORDPIECE_SCORINGS = ("likelihood", "frequency")
+PRE_TOKENIZERS = (*PRETOKENIZER_NAMES, "subword-nmt")
+BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """What a preset sets: `fixed` options define its reference configuration (a different
+    value given by the user is refused, naming both); `defaults` are used when the option is
+    not given and may be replaced. Every other option is free."""
+
+    fixed: dict[str, Any]
+    defaults: dict[str, Any]
+
+
+PRESET_RULES: dict[str, Preset] = {
+    "gpt2": Preset(
+        fixed={"model": "bpe", "pre_tokenizer": "byte-level", "normalizer": "none",
+               "lowercase": False, "initial_alphabet": list(BYTE_ALPHABET),
+               "end_of_word_suffix": None, "end_of_word_token": None,
+               "continuing_subword_prefix": None, "tie_break": "id"},
+        defaults={"special_tokens": ["<|endoftext|>"]}),
+    "bert": Preset(
+        fixed={"model": "wordpiece", "pre_tokenizer": "bert", "normalizer": "bert"},
+        defaults={"lowercase": True, "continuing_subword_prefix": "##",
+                  "special_tokens": BERT_SPECIAL_TOKENS, "unk_token": "[UNK]"}),
+    # `--vocab-size N` is read as subword-nmt's `-s N`: N merge operations (see apply_preset)
+    "subword-nmt": Preset(
+        fixed={"model": "bpe", "pre_tokenizer": "subword-nmt", "normalizer": "none",
+               "lowercase": False, "end_of_word_suffix": "</w>", "end_of_word_token": None,
+               "continuing_subword_prefix": None, "tie_break": "lexical-max"},
+        defaults={"min_frequency": 2}),
+}
+PRESETS = tuple(PRESET_RULES)
+
+DEFAULTS: dict[str, Any] = {
+    "model": "bpe", "vocab_size": 30000, "min_frequency": 0, "special_tokens": [],
+    "pre_tokenizer": "whitespace", "normalizer": "none", "lowercase": False,
+    "initial_alphabet": [], "tie_break": "id", "engine": "polars", "column": "text",
+    "max_word_chars": 1_000_000,
+}
+
+# the checks of each option, by kind
+INT_MINIMUM = {"vocab_size": 1, "min_frequency": 0, "limit_alphabet": 1, "max_token_length": 1,
+               "max_merges": 0, "max_word_chars": 1}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "model": MODELS, "pre_tokenizer": PRE_TOKENIZERS, "normalizer": NORMALIZER_NAMES,
+    "tie_break": TIE_BREAKS, "preset": PRESETS, "engine": ENGINES, "format": FORMATS,
+    "wordpiece_scoring": WORDPIECE_SCORINGS,
+}
+CASE_INSENSITIVE = ("pre_tokenizer", "normalizer")  # as the builders always read them
+TEXTS = ("end_of_word_suffix", "end_of_word_token", "continuing_subword_prefix", "unk_token",
+         "column")
+BOOLS = ("lowercase", "show_progress")
+STRING_LISTS = ("special_tokens", "variant_order")
+WORDPIECE_ONLY = ("min_score", "wordpiece_scoring")
 
 
 @dataclass
 class TrainConfig:
-    """Every training option (names follow the CLI flags with `-` -> `_`)."""
+    """Every training option (names follow the CLI flags with `-` -> `_`; None = not given)."""
 
-    model: str = "bpe"
-    vocab_size: int = 30000
-    min_frequency: int = 0
-    special_tokens: list[str] = field(default_factory=list)
-    pre_tokenizer: str = "whitespace"
-    normalizer: str = "none"
-    lowercase: bool = False
+    model: str | None = None
+    vocab_size: int | None = None
+    min_frequency: int | None = None
+    special_tokens: list[str] | None = None
+    pre_tokenizer: str | None = None
+    normalizer: str | None = None
+    lowercase: bool | None = None
     end_of_word_suffix: str | None = None
     end_of_word_token: str | None = None
     continuing_subword_prefix: str | None = None
     limit_alphabet: int | None = None
-    initial_alphabet: list[str] = field(default_factory=list)
+    initial_alphabet: list[str] | None = None
     max_token_length: int | None = None
-    tie_break: str = "id"
+    tie_break: str | None = None
     preset: str | None = None
-    engine: str = "polars"
+    engine: str | None = None
     format: str | None = None
-    column: str = "text"
+    column: str | None = None
     unk_token: str | None = None
-    max_word_chars: int = 1_000_000
+    max_word_chars: int | None = None
     variant_order: list[str] | None = None
     # WordPiece
     max_merges: int | None = None
     min_score: float | None = None
-    wordpiece_scoring: str = "likelihood"
+    wordpiece_scoring: str | None = None
     show_progress: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.preset:
-            apply_preset(self)
-        self.validate()
-
-    def validate(self) -> None:
-        if self.model not in MODELS:
-            raise TokcolumnarError(f"unknown model {self.model!r} (choose from bpe, wordpiece)")
-        if self.tie_break not in TIE_BREAKS:
-            raise TokcolumnarError(f"unknown tie-break {self.tie_break!r} "
-                                   f"(choose from {', '.join(TIE_BREAKS)})")
-        if self.vocab_size < 1:
-            raise TokcolumnarError("--vocab-size must be positive")
-        if self.min_frequency < 0:
-            raise TokcolumnarError("--min-frequency must be >= 0")
-        if self.limit_alphabet is not None and self.limit_alphabet < 0:
-            raise TokcolumnarError("--limit-alphabet must be >= 0")
-        if self.max_token_length is not None and self.max_token_length < 1:
-            raise TokcolumnarError("--max-token-length must be >= 1")
-        if self.engine not in ("polars", "duckdb"):
-            raise TokcolumnarError(f"unknown engine {self.engine!r} (choose from polars, duckdb)")
-        if len(set(self.special_tokens)) != len(self.special_tokens):
-            raise TokcolumnarError("--special-tokens contains duplicates")
-        for c in self.initial_alphabet:
-            if len(c) != 1:
-                raise TokcolumnarError(f"initial alphabet entries must be single characters, "
-                                       f"got {c!r}")
-        if self.end_of_word_suffix is not None and self.end_of_word_token is not None:
-            raise TokcolumnarError("use either --end-of-word-suffix or --end-of-word-token")
+        check_types(self)
+        apply_preset(self)
+        for name, value in DEFAULTS.items():
+            if getattr(self, name) is None:
+                setattr(self, name, list(value) if isinstance(value, list) else value)
+        apply_model_rules(self)
+        check_values(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -82,36 +132,166 @@ class TrainConfig:
         return self.tie_break == "first-seen"
 
 
-def apply_preset(cfg: TrainConfig) -> None:
-    """Fill in the settings that define a preset's reference configuration."""
-    if cfg.preset not in PRESETS:
-        raise TokcolumnarError(f"unknown preset {cfg.preset!r} (choose from {', '.join(PRESETS)})")
-    if cfg.preset == "gpt2":
-        from .bytelevel import BYTE_ALPHABET
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
-        cfg.model = "bpe"
-        cfg.pre_tokenizer = "byte-level"
-        cfg.normalizer = "none"
-        cfg.initial_alphabet = list(BYTE_ALPHABET)
-        if not cfg.special_tokens:
-            cfg.special_tokens = ["<|endoftext|>"]
-    elif cfg.preset == "bert":
-        cfg.model = "wordpiece"
-        cfg.pre_tokenizer = "bert"
-        cfg.normalizer = "bert"
-        cfg.lowercase = True
-        cfg.continuing_subword_prefix = cfg.continuing_subword_prefix or "##"
-        if not cfg.special_tokens:
-            cfg.special_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        cfg.unk_token = cfg.unk_token or "[UNK]"
-    elif cfg.preset == "subword-nmt":
-        # `--vocab-size N` is read as subword-nmt's `-s N`: N merge operations
-        cfg.model = "bpe"
-        cfg.pre_tokenizer = "subword-nmt"
-        cfg.normalizer = "none"
-        cfg.end_of_word_suffix = "</w>"
-        cfg.tie_break = "lexical-max"
-        cfg.min_frequency = max(cfg.min_frequency, 2)
-        if cfg.max_merges is None:
-            cfg.max_merges = cfg.vocab_size
-            cfg.vocab_size = 1 << 40
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _string_list(name: str, value: Any) -> list[str]:
+    if isinstance(value, str):
+        raise TokcolumnarTypeError(f"{flag(name)} must be a list of strings, not one string "
+                                   f"(write [{value!r}])")
+    if not isinstance(value, (list, tuple)):
+        raise TokcolumnarTypeError(f"{flag(name)} must be a list of strings, got {value!r}")
+    for x in value:
+        if not isinstance(x, str):
+            raise TokcolumnarTypeError(f"{flag(name)} must be a list of strings, got {x!r} "
+                                       "in it")
+        if not x:
+            raise TokcolumnarValueError(f"{flag(name)} has an empty name")
+    return list(value)
+
+
+def check_types(cfg: TrainConfig) -> None:
+    """Refuse given values of the wrong type (TypeError) and bring the accepted ones to one form
+    (NumPy integers -> int, tuples -> lists, an initial alphabet string -> its characters)."""
+    for name in INT_MINIMUM:
+        value = getattr(cfg, name)
+        if value is not None:
+            if not _is_int(value):
+                raise TokcolumnarTypeError(f"{flag(name)} must be an integer, got {value!r}")
+            setattr(cfg, name, int(value))
+    for name in (*CHOICES, *TEXTS):
+        value = getattr(cfg, name)
+        if value is not None and not isinstance(value, str):
+            raise TokcolumnarTypeError(f"{flag(name)} must be a string, got {value!r}")
+    for name in CASE_INSENSITIVE:
+        if getattr(cfg, name) is not None:
+            setattr(cfg, name, getattr(cfg, name).lower())
+    for name in BOOLS:
+        value = getattr(cfg, name)
+        if value is not None and not isinstance(value, bool):
+            raise TokcolumnarTypeError(f"{flag(name)} must be True or False, got {value!r}")
+    if cfg.min_score is not None:
+        if isinstance(cfg.min_score, bool) or not isinstance(cfg.min_score, numbers.Real):
+            raise TokcolumnarTypeError(f"--min-score must be a number, got {cfg.min_score!r}")
+        cfg.min_score = float(cfg.min_score)
+    for name in STRING_LISTS:
+        if getattr(cfg, name) is not None:
+            setattr(cfg, name, _string_list(name, getattr(cfg, name)))
+    if cfg.initial_alphabet is not None:
+        chars = cfg.initial_alphabet
+        if isinstance(chars, str):
+            chars = list(chars)
+        elif not isinstance(chars, (list, tuple)) or not all(isinstance(c, str) for c in chars):
+            raise TokcolumnarTypeError(f"--initial-alphabet must be a string of characters or a "
+                                       f"list of them, got {cfg.initial_alphabet!r}")
+        for c in chars:
+            if len(c) != 1:
+                raise TokcolumnarValueError(f"initial alphabet entries must be single "
+                                            f"characters, got {c!r}")
+        cfg.initial_alphabet = list(dict.fromkeys(chars))
+
+
+def _same(name: str, a: Any, b: Any) -> bool:
+    if name == "initial_alphabet":  # a set of characters: the order does not matter
+        return set(a) == set(b)
+    return a == b
+
+
+def _show(name: str, value: Any) -> str:
+    """An option as it would be written on the command line (for messages)."""
+    if value is None or value is False:
+        return f"no {flag(name)}"
+    if value is True:
+        return flag(name)
+    if name == "initial_alphabet":
+        if set(value) == set(BYTE_ALPHABET):
+            return f"{flag(name)} (the 256 byte-level characters)"
+        return f"{flag(name)} {shlex.quote(''.join(value))}"
+    if isinstance(value, list):
+        return f"{flag(name)} {shlex.quote(','.join(value))}"
+    return f"{flag(name)} {shlex.quote(str(value))}"
+
+
+def apply_preset(cfg: TrainConfig) -> None:
+    """Set what the preset fixes, refusing a given value that differs, and fill its defaults."""
+    if cfg.preset is None:
+        return
+    if cfg.preset not in PRESET_RULES:
+        raise TokcolumnarValueError(f"unknown preset {cfg.preset!r} "
+                                    f"(choose from {', '.join(PRESETS)})")
+    rules = PRESET_RULES[cfg.preset]
+    for name, fixed in rules.fixed.items():
+        given = getattr(cfg, name)
+        if given is not None and not _same(name, given, fixed):
+            verb = "uses" if fixed is None or fixed is False else "fixes"
+            raise TokcolumnarValueError(f"--preset {cfg.preset} {verb} {_show(name, fixed)}; "
+                                        f"got {_show(name, given)}")
+        setattr(cfg, name, list(fixed) if isinstance(fixed, list) else fixed)
+    for name, default in rules.defaults.items():
+        if getattr(cfg, name) is None:
+            setattr(cfg, name, list(default) if isinstance(default, list) else default)
+    if cfg.preset == "subword-nmt" and cfg.max_merges is None:
+        cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else DEFAULTS["vocab_size"]
+        cfg.vocab_size = 1 << 40
+    if cfg.preset == "bert":
+        missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
+        if missing:
+            raise TokcolumnarValueError(
+                f"--preset bert needs {', '.join(missing)} among --special-tokens (the "
+                "[CLS] ... [SEP] template and the unknown token)")
+
+
+def apply_model_rules(cfg: TrainConfig) -> None:
+    """The options a model does not have are refused; WordPiece's defaults are filled."""
+    if cfg.model == "wordpiece":
+        if cfg.end_of_word_suffix is not None or cfg.end_of_word_token is not None:
+            raise TokcolumnarValueError(
+                "WordPiece marks word continuations (--continuing-subword-prefix); "
+                "--end-of-word-suffix/--end-of-word-token are BPE only")
+        if cfg.tie_break != "id":
+            raise TokcolumnarValueError(
+                "WordPiece breaks ties by pair count, then (left_id, right_id); --tie-break "
+                "applies to BPE only")
+        if cfg.continuing_subword_prefix is None:
+            cfg.continuing_subword_prefix = "##"
+        if cfg.wordpiece_scoring is None:
+            cfg.wordpiece_scoring = "likelihood"
+    elif cfg.model == "bpe":
+        for name in WORDPIECE_ONLY:
+            if getattr(cfg, name) is not None:
+                raise TokcolumnarValueError(f"{flag(name)} applies to --model wordpiece only")
+
+
+def check_values(cfg: TrainConfig) -> None:
+    """Every value in its range (all fields are resolved here)."""
+    for name, choices in CHOICES.items():
+        value = getattr(cfg, name)
+        if value is not None and value not in choices:
+            raise TokcolumnarValueError(f"unknown {name.replace('_', '-')} {value!r} "
+                                        f"(choose from {', '.join(choices)})")
+    for name, minimum in INT_MINIMUM.items():
+        value = getattr(cfg, name)
+        if value is not None and value < minimum:
+            need = "positive" if minimum == 1 else f">= {minimum}"
+            raise TokcolumnarValueError(f"{flag(name)} must be {need}, got {value}")
+    for name in TEXTS:
+        if getattr(cfg, name) == "":
+            raise TokcolumnarValueError(f"{flag(name)} must not be empty")
+    if cfg.min_score is not None and not (math.isfinite(cfg.min_score) and cfg.min_score >= 0):
+        raise TokcolumnarValueError(f"--min-score must be a finite number >= 0, "
+                                    f"got {cfg.min_score}")
+    duplicates = sorted(t for t, n in Counter(cfg.special_tokens).items() if n > 1)
+    if duplicates:
+        raise TokcolumnarValueError(f"--special-tokens contains duplicates: "
+                                    f"{', '.join(duplicates)}")
+    if cfg.end_of_word_suffix is not None and cfg.end_of_word_token is not None:
+        raise TokcolumnarValueError("use either --end-of-word-suffix or --end-of-word-token")
+    if cfg.unk_token is not None and cfg.unk_token not in cfg.special_tokens:
+        raise TokcolumnarValueError(f"--unk-token {cfg.unk_token} must be among --special-tokens "
+                                    "(otherwise it has no id and an unknown character cannot "
+                                    "be encoded)")

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from .errors import TokcolumnarError
+from .errors import TokcolumnarError, TokcolumnarValueError
 from .normalizers import Normalizer
 from .pretokenizers import PreTokenizer
 from .progress import Progress
@@ -101,6 +101,19 @@ def sort_words(words: pl.DataFrame) -> pl.DataFrame:
     return words.sort("word").select("word", "count")
 
 
+def check_counts_columns(schema: pl.Schema, source: str) -> None:
+    """A words table given to `--from-counts` / `from_counts=` has a string `word` column and an
+    integer `count` column."""
+    for col in ("word", "count"):
+        if col not in schema:
+            raise TokcolumnarValueError(f"{source}: no column {col!r} "
+                                        f"(columns: {', '.join(schema.names())})")
+    if schema["word"] != pl.String:
+        raise TokcolumnarValueError(f"{source}: column 'word' must be strings")
+    if not schema["count"].is_integer():
+        raise TokcolumnarValueError(f"{source}: column 'count' must be integers")
+
+
 def load_counts(path: str) -> pl.DataFrame:
     """Read a `words` table given to `--from-counts` (rows in first-seen order if no
     `first_seen` column)."""
@@ -113,13 +126,7 @@ def load_counts(path: str) -> pl.DataFrame:
     except (OSError, pa.ArrowException, pl.exceptions.PolarsError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TokcolumnarError(f"cannot read {path} as Parquet: {msg}") from None
-    for col in ("word", "count"):
-        if col not in df.columns:
-            raise TokcolumnarError(f"{path}: no column {col!r} (columns: {', '.join(df.columns)})")
-    if df.schema["word"] != pl.String:
-        raise TokcolumnarError(f"{path}: column 'word' must be strings")
-    if not df.schema["count"].is_integer():
-        raise TokcolumnarError(f"{path}: column 'count' must be integers")
+    check_counts_columns(df.schema, path)
     df = df.filter(pl.col("word").is_not_null() & (pl.col("word").str.len_bytes() > 0))
     if df.filter(pl.col("count") < 0).height:
         raise TokcolumnarError(f"{path}: negative counts")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .bytelevel import decode_tokens as _bytelevel_decode
-from .errors import TokcolumnarError
+from .errors import TokcolumnarValueError
+from .hfjson import HFObject, component_type
 from .normalizers import check_regex, onig_to_rust, pattern_from_hf
 
 
@@ -34,7 +35,13 @@ class Decoder:
         return {"type": self.hf_type}
 
     @classmethod
+    def fields(cls, d: dict[str, Any]) -> HFObject:
+        """`d` with typed field access, named in errors as `decoder <type>`."""
+        return HFObject(d, f"decoder {cls.hf_type}")
+
+    @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
+        cls.fields(d)
         return cls()
 
 
@@ -58,8 +65,9 @@ class ByteLevelDecoder(Decoder):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
-        return cls(d.get("add_prefix_space", True), d.get("trim_offsets", True),
-                   d.get("use_regex", True))
+        f = cls.fields(d)
+        return cls(f.bool("add_prefix_space", True), f.bool("trim_offsets", True),
+                   f.bool("use_regex", True))
 
 
 @dataclass
@@ -78,7 +86,7 @@ class BPEDecoder(Decoder):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
-        return cls(d.get("suffix", "</w>"))
+        return cls(cls.fields(d).str("suffix", "</w>"))
 
 
 def _wordpiece_cleanup(text: str) -> str:
@@ -113,7 +121,8 @@ class WordPieceDecoder(Decoder):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
-        return cls(d.get("prefix", "##"), d.get("cleanup", True))
+        f = cls.fields(d)
+        return cls(f.str("prefix", "##"), f.bool("cleanup", True))
 
 
 @dataclass
@@ -137,10 +146,11 @@ class MetaspaceDecoder(Decoder):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
-        scheme = d.get("prepend_scheme")
+        f = cls.fields(d)
+        scheme = f.str("prepend_scheme", None, nullable=True)
         if scheme is None:
-            scheme = "always" if d.get("add_prefix_space", True) else "never"
-        return cls(d.get("replacement", "▁"), scheme.lower(), d.get("split", True))
+            scheme = "always" if f.bool("add_prefix_space", True) else "never"
+        return cls(f.str("replacement", "▁"), scheme.lower(), f.bool("split", True))
 
 
 @dataclass
@@ -218,7 +228,11 @@ class StripDecoder(Decoder):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
-        return cls(d["content"], d.get("start", 0), d.get("stop", 0))
+        f = cls.fields(d)
+        content = f.str("content")
+        if len(content) != 1:
+            raise f.error(f"'content' must be one character, got {content!r}")
+        return cls(content, f.int("start", 0), f.int("stop", 0))
 
 
 @dataclass
@@ -248,8 +262,9 @@ class ReplaceDecoder(Decoder):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
-        pattern, is_regex = pattern_from_hf(d["pattern"])
-        return cls(pattern, d["content"], is_regex)
+        f = cls.fields(d)
+        pattern, is_regex = pattern_from_hf(f.raw("pattern"))
+        return cls(pattern, f.str("content"), is_regex)
 
 
 @dataclass
@@ -267,16 +282,19 @@ class SequenceDecoder(Decoder):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Decoder:
-        return cls([x for x in (decoder_from_hf(e) for e in d["decoders"]) if x is not None])
+        parts = cls.fields(d).list("decoders")
+        return cls([x for x in (decoder_from_hf(e) for e in parts) if x is not None])
 
 
-def decoder_from_hf(d: dict[str, Any] | None) -> Decoder | None:
-    """Build a decoder from its `tokenizer.json` object (None stays None)."""
+def decoder_from_hf(d: Any) -> Decoder | None:
+    """Build a decoder from its `tokenizer.json` object (None stays None); a decoder of an
+    unsupported type or with a mistyped field is refused."""
     if d is None:
         return None
-    cls = Decoder.registry.get(d.get("type", ""))
+    _, kind = component_type(d, "decoder")
+    cls = Decoder.registry.get(kind)
     if cls is None:
-        raise TokcolumnarError(f"unsupported decoder in tokenizer.json: {d.get('type')!r}")
+        raise TokcolumnarValueError(f"unsupported decoder in tokenizer.json: {kind!r}")
     return cls.from_hf_dict(d)
 
 

@@ -14,7 +14,16 @@ from typing import Any
 
 import polars as pl
 
+from .errors import warn
 from .outputs import output_dir, write_parquet
+
+# A token the line-based side files cannot hold exactly. merges.txt and codes.txt lines are
+# `left right`: HF splits each line on " " and needs two parts, skips lines that start with
+# "#version", and HF's, Python's (universal newlines) and subword-nmt's readers end a line at
+# \n or \r. vocab.txt lines are one token each: lines end at \n or \r, and HF's reader drops
+# trailing whitespace (Rust's `trim_end`, the same set as the regex `\s`).
+PAIR_FILE_BREAKERS = r"[ \n\r]"
+LINE_FILE_BREAKERS = r"[\n\r]|\s$"
 
 BYTE_LEVEL_DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
                       "use_regex": True}
@@ -84,6 +93,44 @@ def tokenizer_json(result: Any) -> dict[str, Any]:
     }
 
 
+def _example(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
+    return " + ".join(repr(frame.get_column(c).item(0)) for c in columns)
+
+
+def inexact_side_files(result: Any) -> dict[str, str]:
+    """Which of the run's line-based side files (`merges.txt` and, with --preset subword-nmt,
+    `codes.txt` for BPE; `vocab.txt` for WordPiece) cannot be written so that their readers get
+    the tokens back exactly, each with the reason. `tokenizer.json`, `vocab.json` and the
+    Parquet tables hold any token and are always written."""
+    cfg = result.config
+    out: dict[str, str] = {}
+    if cfg.model == "bpe":
+        m = result.merges.select("left", "right")
+        bad = m.filter(pl.col("left").str.contains(PAIR_FILE_BREAKERS)
+                       | pl.col("right").str.contains(PAIR_FILE_BREAKERS))
+        if bad.height:
+            reason = (f"{bad.height:,} merges have a token with a space or a line break (e.g. "
+                      f"{_example(bad, ('left', 'right'))}), which its `left right` lines "
+                      "cannot hold; tokenizer.json has every merge")
+            out["merges.txt"] = reason
+            if cfg.preset == "subword-nmt":
+                out["codes.txt"] = reason
+        else:
+            hidden = m.filter(pl.col("left").str.starts_with("#version"))
+            if hidden.height:
+                out["merges.txt"] = (f"the merge {_example(hidden, ('left', 'right'))} would be "
+                                     "a line starting with '#version', which HF skips; "
+                                     "tokenizer.json has every merge")
+    else:
+        bad = result.vocab.filter(pl.col("token").str.contains(LINE_FILE_BREAKERS))
+        if bad.height:
+            out["vocab.txt"] = (f"{bad.height:,} tokens have a line break or end with whitespace "
+                                f"(e.g. {_example(bad, ('token',))}), which its one-token lines "
+                                "cannot hold (HF drops trailing whitespace); tokenizer.json has "
+                                "the vocabulary")
+    return out
+
+
 def fingerprint(path: str) -> dict[str, Any]:
     """Size, mtime and a hash of the first and last MiB (cheap on large corpora)."""
     p = Path(path)
@@ -119,11 +166,14 @@ def export(result: Any, out_dir: str | Path, force: bool = False) -> Path:
 
 
 def write_outputs(result: Any, directory: Path) -> None:
-    """Write every output file of a training run into an existing (empty) directory."""
+    """Write every output file of a training run into an existing (empty) directory. A
+    side file that cannot be written exactly (`inexact_side_files`) is left out, with the
+    reason in `run.json` (`skipped_files`) and in a `TokcolumnarWarning`."""
     from .corpus import expand_inputs
 
     cfg = result.config
     tok_json = tokenizer_json(result)
+    skipped = inexact_side_files(result)
     inputs: list[dict[str, Any]] = []
     if result.inputs:
         try:
@@ -139,14 +189,15 @@ def write_outputs(result: Any, directory: Path) -> None:
     if cfg.model == "bpe":
         (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False),
                                               encoding="utf-8")
-        lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in tok_json["model"]["merges"]]
-        (directory / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        if cfg.preset == "subword-nmt":
+        if "merges.txt" not in skipped:
+            lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in tok_json["model"]["merges"]]
+            (directory / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        if cfg.preset == "subword-nmt" and "codes.txt" not in skipped:
             codes = ["#version: 0.2"] + [
                 f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
                                            result.merges.get_column("right").to_list())]
             (directory / "codes.txt").write_text("\n".join(codes) + "\n", encoding="utf-8")
-    else:
+    elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
         (directory / "vocab.txt").write_text("".join(t + "\n" for t, _ in tokens),
                                              encoding="utf-8")
@@ -158,6 +209,9 @@ def write_outputs(result: Any, directory: Path) -> None:
         "stats": {"words": result.words.height,
                   "word_occurrences": int(result.words.get_column("count").sum()),
                   "merges": result.merges.height, "vocab_size": result.vocab.height},
+        "skipped_files": skipped,
     }
     (directory / "run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n",
                                         encoding="utf-8")
+    for name, reason in skipped.items():
+        warn(f"{name} not written: {reason}")

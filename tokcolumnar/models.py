@@ -14,7 +14,11 @@ import numpy as np
 import polars as pl
 
 from .alphabet import Layout
-from .errors import TokcolumnarError
+from .errors import TokcolumnarError, TokcolumnarValueError
+from .hfjson import HFObject, is_json_int, json_kind
+
+U32_MAX = (1 << 32) - 1  # HF stores ids as u32
+MAX_ID_GAP = 1 << 20  # ids beyond (number of tokens + this) would need huge id tables
 
 
 def explode_chars(words: pl.Series) -> pl.DataFrame:
@@ -74,17 +78,26 @@ class BPEModel(Model):
 
     def merge_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Pair keys sorted, with the rank and the new id of each (the last rank wins for a
-        pair listed twice, as in HF's merge map)."""
+        pair listed twice, as in HF's merge map). A merge naming an unknown token, producing a
+        string that is not in the vocabulary, or (with a continuing prefix) whose right token
+        lacks the prefix is refused (HF refuses the first two; the third never occurs in a
+        trained BPE, and HF would cut the prefix's length off the token anyway)."""
         if self._table is None:
             v, prefix = self.vocab, self.continuing_subword_prefix
             keys, ranks, new = [], [], []
             for rank, (a, b) in enumerate(self.merges):
                 if a not in v or b not in v:
-                    raise TokcolumnarError(f"merge {rank} ({a!r}, {b!r}) uses an unknown token")
-                bb = b[len(prefix):] if prefix and b.startswith(prefix) else b
-                t = a + bb
+                    unknown = a if a not in v else b
+                    raise TokcolumnarValueError(f"merge {rank} ({a!r}, {b!r}) uses {unknown!r}, "
+                                                "which is not in the vocabulary")
+                if prefix and not b.startswith(prefix):
+                    raise TokcolumnarValueError(
+                        f"merge {rank} ({a!r}, {b!r}): the right token lacks the continuing "
+                        f"prefix {prefix!r}")
+                t = a + b[len(prefix):] if prefix else a + b
                 if t not in v:
-                    raise TokcolumnarError(f"merge {rank} produces {t!r}, not in the vocab")
+                    raise TokcolumnarValueError(f"merge {rank} ({a!r}, {b!r}) produces {t!r}, "
+                                                "which is not in the vocabulary")
                 keys.append((v[a] << 32) | v[b])
                 ranks.append(rank)
                 new.append(v[t])
@@ -112,8 +125,14 @@ class BPEModel(Model):
                                schema={"tok": pl.String, "id": pl.Int64})
         ex = ex.with_columns(tok.alias("tok")).join(mapping, on="tok", how="left",
                                                      maintain_order="left")
-        if self.unk_token is not None and self.unk_token in self.vocab:
-            ex = ex.with_columns(pl.col("id").fill_null(self.vocab[self.unk_token]))
+        if self.unk_token is not None:
+            if self.unk_token not in self.vocab and ex.get_column("id").null_count():
+                char = ex.filter(pl.col("id").is_null()).get_column("tok").item(0)
+                raise TokcolumnarValueError(  # as HF: "Unk token ... not found in the vocabulary"
+                    f"BPE: {char!r} is not in the vocabulary and neither is the unknown token "
+                    f"{self.unk_token!r}")
+            if self.unk_token in self.vocab:
+                ex = ex.with_columns(pl.col("id").fill_null(self.vocab[self.unk_token]))
         ex = ex.drop_nulls("id")
         w = ex.get_column("w").to_numpy()
         ids = ex.get_column("id").to_numpy()
@@ -174,23 +193,96 @@ class BPEModel(Model):
             "vocab": self.vocab, "merges": [[a, b] for a, b in self.merges],
         }
 
+    def tokens_needing_merges(self) -> list[str]:
+        """Vocabulary tokens that are not an initial symbol (one character, with the prefix
+        and/or suffix the model puts on it): without merges, nothing produces them."""
+        prefix, suffix = self.continuing_subword_prefix or "", self.end_of_word_suffix or ""
+        out = []
+        for t in self.vocab:
+            core = t[len(prefix):] if prefix and t.startswith(prefix) else t
+            core = core[:-len(suffix)] if suffix and core.endswith(suffix) else core
+            if len(core) != 1:
+                out.append(t)
+        return out
+
     @classmethod
     def from_hf(cls, d: dict[str, Any]) -> BPEModel:
-        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
-                  for m in d.get("merges", [])]
-        return cls(vocab=dict(d["vocab"]), merges=merges,  # type: ignore[arg-type]
-                   continuing_subword_prefix=d.get("continuing_subword_prefix"),
-                   end_of_word_suffix=d.get("end_of_word_suffix"),
-                   unk_token=d.get("unk_token"))
+        """The `model` object of a `tokenizer.json`, checked: the fields HF requires (vocab,
+        merges) and their types; every merge as HF reads it (`"a b"` split on its one space,
+        or `["a", "b"]`) naming known tokens and producing one; the options that change
+        encoding and that this encoder does not implement (dropout, byte_fallback, fuse_unk,
+        ignore_merges) refused rather than ignored."""
+        obj = HFObject(d, "model BPE")
+        vocab = vocab_from_hf(obj)
+        merges = []
+        for rank, m in enumerate(obj.list("merges")):
+            pair = m.split(" ") if isinstance(m, str) else m
+            if not (isinstance(pair, list) and len(pair) == 2
+                    and all(isinstance(x, str) for x in pair)):
+                raise obj.error(f"merge {rank} must be \"left right\" or [left, right], "
+                                f"got {m!r}")
+            merges.append((pair[0], pair[1]))
+        dropout = obj.number("dropout", None, nullable=True)
+        if dropout is not None and not 0 <= dropout <= 1:
+            raise obj.error(f"'dropout' must be between 0 and 1, got {dropout}")
+        if dropout:
+            raise obj.error(f"dropout {dropout} is not supported (tokcolumnar encodes "
+                            "deterministically; set it to null)")
+        for name in ("fuse_unk", "byte_fallback", "ignore_merges"):
+            if obj.bool(name, False):
+                raise obj.error(f"{name}=true is not supported by tokcolumnar's encoder")
+        model = cls(vocab=vocab, merges=merges,
+                    continuing_subword_prefix=obj.str("continuing_subword_prefix", None,
+                                                      nullable=True),
+                    end_of_word_suffix=obj.str("end_of_word_suffix", None, nullable=True),
+                    unk_token=obj.str("unk_token", None, nullable=True))
+        try:
+            model.merge_table()
+        except TokcolumnarError as e:
+            raise obj.error(str(e)) from None
+        return model
+
+
+def vocab_from_hf(obj: HFObject) -> dict[str, int]:
+    """A model's `vocab` (token -> id), checked as HF reads it (ids are integers in
+    0..2**32-1) and refusing what HF accepts but cannot give sensible ids for: two tokens with
+    one id. Gaps between ids are allowed (as in HF), up to a bound that keeps id tables
+    small."""
+    vocab = obj.obj("vocab")
+    owner: dict[int, str] = {}
+    for token, i in vocab.items():
+        if not is_json_int(i):
+            raise obj.error(f"vocab: the id of {token!r} must be an integer, got {json_kind(i)}")
+        if not 0 <= i <= U32_MAX:
+            raise obj.error(f"vocab: the id of {token!r} is {i}; ids go from 0 to {U32_MAX}")
+        first = owner.setdefault(i, token)
+        if first != token:
+            raise obj.error(f"vocab: id {i} is given to both {first!r} and {token!r}")
+    top = max(owner, default=-1)
+    if top >= len(vocab) + MAX_ID_GAP:
+        raise obj.error(f"vocab: ids go up to {top} for {len(vocab)} tokens (too sparse)")
+    return dict(vocab)
 
 
 MODEL_TYPES: dict[str, Any] = {"BPE": BPEModel}
+# HF reads a model object without "type" by its fields (BPE first, then WordPiece)
+UNTAGGED_FIELDS = (("BPE", ("vocab", "merges")),
+                   ("WordPiece", ("vocab", "unk_token", "continuing_subword_prefix",
+                                  "max_input_chars_per_word")))
 
 
-def model_from_hf(d: dict[str, Any]) -> Model:
-    if d.get("type") == "WordPiece" and "WordPiece" not in MODEL_TYPES:
+def model_from_hf(d: Any) -> Model:
+    obj = HFObject(d, "model")
+    kind = obj.str("type", None)
+    if kind is None:
+        kind = next((k for k, fields in UNTAGGED_FIELDS if all(obj.has(f) for f in fields)),
+                    None)
+        if kind is None:
+            raise obj.error("no 'type', and the fields are not those of a BPE or WordPiece model")
+    if kind == "WordPiece" and "WordPiece" not in MODEL_TYPES:
         from . import wordpiece_model  # noqa: F401 - registers WordPieceModel
-    cls = MODEL_TYPES.get(d.get("type", ""))
+    cls = MODEL_TYPES.get(kind)
     if cls is None:
-        raise TokcolumnarError(f"unsupported model in tokenizer.json: {d.get('type')!r}")
+        raise TokcolumnarValueError(f"unsupported model in tokenizer.json: {kind!r} "
+                                    f"(supported: {', '.join(t for t, _ in UNTAGGED_FIELDS)})")
     return cls.from_hf(d)

@@ -33,7 +33,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from .errors import TokcolumnarError
+from .errors import TokcolumnarValueError
+from .hfjson import HFObject, component_type
 
 
 def _ranges(*items: int | tuple[int, int]) -> tuple[tuple[int, int], ...]:
@@ -227,8 +228,8 @@ def onig_to_rust(pattern: str) -> str:
             elif e == "H" and depth == 0:
                 out.append("[^0-9a-fA-F]")
             elif e.isdigit() and e != "0" and depth == 0 or e in "kKGgRXZ" and depth == 0:
-                raise TokcolumnarError(f"regex {pattern!r}: \\{e} is not supported by Polars' "
-                                       "regex engine")
+                raise TokcolumnarValueError(f"regex {pattern!r}: \\{e} is not supported by Polars' "
+                                            "regex engine")
             else:
                 out.append(c + e)
             i += 2
@@ -247,8 +248,8 @@ def onig_to_rust(pattern: str) -> str:
             out.append(c)
         elif depth == 0 and c == "(" and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!", "(?>"),
                                                            i):
-            raise TokcolumnarError(f"regex {pattern!r}: look-around and atomic groups are not "
-                                   "supported by Polars' regex engine")
+            raise TokcolumnarValueError(f"regex {pattern!r}: look-around and atomic groups are not "
+                                        "supported by Polars' regex engine")
         elif depth == 0 and c == "^":
             out.append("(?m:^)")
         elif depth == 0 and c == "$":
@@ -264,7 +265,7 @@ def check_regex(pattern: str) -> str:
     try:
         pl.select(pl.lit("").str.contains(pattern))
     except Exception as exc:  # polars raises ComputeError with the regex crate's message
-        raise TokcolumnarError(f"invalid regex {pattern!r}: {exc}") from None
+        raise TokcolumnarValueError(f"invalid regex {pattern!r}: {exc}") from None
     return pattern
 
 
@@ -274,9 +275,9 @@ def pattern_from_hf(d: Any) -> tuple[str, bool]:
         return d, False
     if isinstance(d, dict) and len(d) == 1:
         kind, value = next(iter(d.items()))
-        if kind in ("String", "Regex"):
+        if kind in ("String", "Regex") and isinstance(value, str):
             return value, kind == "Regex"
-    raise TokcolumnarError(f"unsupported pattern in tokenizer.json: {d!r}")
+    raise TokcolumnarValueError(f"unsupported pattern in tokenizer.json: {d!r}")
 
 
 class Normalizer:
@@ -297,7 +298,13 @@ class Normalizer:
         return {"type": self.hf_type}
 
     @classmethod
+    def fields(cls, d: dict[str, Any]) -> HFObject:
+        """`d` with typed field access, named in errors as `normalizer <type>`."""
+        return HFObject(d, f"normalizer {cls.hf_type}")
+
+    @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Normalizer:
+        cls.fields(d)
         return cls()
 
     def apply(self, texts: list[str]) -> list[str]:
@@ -388,9 +395,11 @@ class BertNormalizer(Normalizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Normalizer:
-        return cls(clean_text=d.get("clean_text", True),
-                   handle_chinese_chars=d.get("handle_chinese_chars", True),
-                   strip_accents=d.get("strip_accents"), lowercase=d.get("lowercase", True))
+        f = cls.fields(d)
+        return cls(clean_text=f.bool("clean_text", True),
+                   handle_chinese_chars=f.bool("handle_chinese_chars", True),
+                   strip_accents=f.bool("strip_accents", None, nullable=True),
+                   lowercase=f.bool("lowercase", True))
 
 
 @dataclass
@@ -408,7 +417,7 @@ class Replace(Normalizer):
         if self.regex:
             self._rust = check_regex(onig_to_rust(self.pattern))
         elif not self.pattern:
-            raise TokcolumnarError("Replace: empty pattern")
+            raise TokcolumnarValueError("Replace: empty pattern")
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         if self.regex:
@@ -422,8 +431,9 @@ class Replace(Normalizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Normalizer:
-        pattern, is_regex = pattern_from_hf(d["pattern"])
-        return cls(pattern, d["content"], is_regex)
+        f = cls.fields(d)
+        pattern, is_regex = pattern_from_hf(f.raw("pattern"))
+        return cls(pattern, f.str("content"), is_regex)
 
 
 @dataclass
@@ -448,7 +458,8 @@ class Strip(Normalizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Normalizer:
-        return cls(d.get("strip_left", True), d.get("strip_right", True))
+        f = cls.fields(d)
+        return cls(f.bool("strip_left", True), f.bool("strip_right", True))
 
 
 @dataclass
@@ -466,7 +477,7 @@ class Prepend(Normalizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Normalizer:
-        return cls(d["prepend"])
+        return cls(cls.fields(d).str("prepend"))
 
 
 @dataclass
@@ -484,16 +495,19 @@ class Sequence(Normalizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> Normalizer:
-        return cls([n for n in (normalizer_from_hf(x) for x in d["normalizers"]) if n is not None])
+        parts = cls.fields(d).list("normalizers")
+        return cls([n for n in (normalizer_from_hf(x) for x in parts) if n is not None])
 
 
-def normalizer_from_hf(d: dict[str, Any] | None) -> Normalizer | None:
-    """Build a normalizer from its `tokenizer.json` object (None stays None)."""
+def normalizer_from_hf(d: Any) -> Normalizer | None:
+    """Build a normalizer from its `tokenizer.json` object (None stays None); an unsupported
+    type or a mistyped field is refused."""
     if d is None:
         return None
-    cls = Normalizer.registry.get(d.get("type", ""))
+    _, kind = component_type(d, "normalizer")
+    cls = Normalizer.registry.get(kind)
     if cls is None:
-        raise TokcolumnarError(f"unsupported normalizer in tokenizer.json: {d.get('type')!r}")
+        raise TokcolumnarValueError(f"unsupported normalizer in tokenizer.json: {kind!r}")
     return cls.from_hf_dict(d)
 
 
@@ -514,8 +528,8 @@ def build_normalizer(name: str | None, lowercase: bool = False) -> Normalizer | 
         parts.append(BertNormalizer(lowercase=lowercase))
         lowercase = False
     elif name != "none":
-        raise TokcolumnarError(f"unknown normalizer {name!r} (choose from "
-                               f"{', '.join(NORMALIZER_NAMES)})")
+        raise TokcolumnarValueError(f"unknown normalizer {name!r} (choose from "
+                                    f"{', '.join(NORMALIZER_NAMES)})")
     if lowercase:
         parts.append(Lowercase())
     if not parts:

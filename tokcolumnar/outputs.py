@@ -42,7 +42,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .errors import TokcolumnarError
+from .errors import TokcolumnarError, TokcolumnarValueError
 
 #: Every file a training run may write into its output directory.
 OUTPUT_DIR_FILES = frozenset({
@@ -136,30 +136,30 @@ def check_target(target: str | os.PathLike, *, kind: str, inputs: Iterable[objec
     docstring); returns the absolute path to write. `kind` is "dir" or "file"."""
     raw = os.fspath(target)
     if not raw:
-        raise TokcolumnarError(f"{what}: empty path")
+        raise TokcolumnarValueError(f"{what}: empty path")
     path = Path(os.path.abspath(raw))
     if path.is_symlink():
-        raise TokcolumnarError(f"{what} {raw} is a symbolic link; give the real path")
+        raise TokcolumnarValueError(f"{what} {raw} is a symbolic link; give the real path")
     real = _real(path)
     cwd = _real(os.getcwd())
     if real == Path(real.anchor):
-        raise TokcolumnarError(f"{what} {raw} is the root directory")
+        raise TokcolumnarValueError(f"{what} {raw} is the root directory")
     if _is_within(cwd, real):
-        raise TokcolumnarError(f"{what} {raw} is the current directory or contains it; "
-                               "give a new or empty directory")
+        raise TokcolumnarValueError(f"{what} {raw} is the current directory or contains it; "
+                                    "give a new or empty directory")
     for inp in input_paths(inputs):
         if real == inp:
-            raise TokcolumnarError(f"{what} {raw} is an input")
+            raise TokcolumnarValueError(f"{what} {raw} is an input")
         if _is_within(inp, real):
-            raise TokcolumnarError(f"{what} {raw} contains the input {inp}")
+            raise TokcolumnarValueError(f"{what} {raw} contains the input {inp}")
         if inp.is_dir() and _is_within(real, inp):
-            raise TokcolumnarError(f"{what} {raw} is inside the input directory {inp} (its "
+            raise TokcolumnarValueError(f"{what} {raw} is inside the input directory {inp} (its "
                                    "files would be read as input); write it elsewhere")
     if not os.path.lexists(real):
         return real
     if kind == "dir":
         if not real.is_dir():
-            raise TokcolumnarError(f"{what} {raw} exists and is not a directory")
+            raise TokcolumnarValueError(f"{what} {raw} exists and is not a directory")
         if force or is_our_dir(real):
             return real
         try:
@@ -170,19 +170,20 @@ def check_target(target: str | os.PathLike, *, kind: str, inputs: Iterable[objec
             return real
         if _has_our_marker(real):
             foreign = [e for e in entries if e not in OUTPUT_DIR_FILES]
-            raise TokcolumnarError(
+            raise TokcolumnarValueError(
                 f"{what} {raw} is a tokcolumnar output that also holds other files "
                 f"({_some(foreign)}); move them away, or pass --force to replace it all")
-        raise TokcolumnarError(
+        raise TokcolumnarValueError(
             f"{what} {raw} is not empty and not a tokcolumnar output ({_some(entries)}); give "
             "a new or empty directory, or --force to replace it")
     if real.is_dir():
-        raise TokcolumnarError(f"{what} {raw} is a directory; give a file name")
+        raise TokcolumnarValueError(f"{what} {raw} is a directory; give a file name")
     if not real.is_file():
-        raise TokcolumnarError(f"{what} {raw} exists and is not a regular file")
+        raise TokcolumnarValueError(f"{what} {raw} exists and is not a regular file")
     if not force and not is_our_file(real):
-        raise TokcolumnarError(f"{what} {raw} exists and was not written by tokcolumnar; remove "
-                               "it, choose another name, or pass --force to replace it")
+        raise TokcolumnarValueError(f"{what} {raw} exists and was not written by tokcolumnar; "
+                                    "remove it, choose another name, or pass --force to replace "
+                                    "it")
     return real
 
 

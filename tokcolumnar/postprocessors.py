@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from .errors import TokcolumnarError
+from .errors import TokcolumnarValueError
+from .hfjson import HFObject, component_type, is_json_int
 
 IDS = pl.List(pl.UInt32)
 WIDS = pl.List(pl.Int64)
@@ -37,12 +38,16 @@ class Piece:
         return {key: {"id": self.id, "type_id": self.type_id}}
 
     @classmethod
-    def from_hf(cls, d: dict[str, Any]) -> Piece:
-        if "SpecialToken" in d:
-            return cls("special", d["SpecialToken"]["id"], int(d["SpecialToken"]["type_id"]))
-        if "Sequence" in d:
-            return cls("sequence", d["Sequence"]["id"], int(d["Sequence"]["type_id"]))
-        raise TokcolumnarError(f"unsupported template piece: {d!r}")
+    def from_hf(cls, d: Any, where: str = "template piece") -> Piece:
+        obj = HFObject(d, where)
+        for key, kind in (("SpecialToken", "special"), ("Sequence", "sequence")):
+            if obj.has(key):
+                inner = HFObject(obj.raw(key), f"{where} {key}")
+                name = inner.str("id")
+                if kind == "sequence" and name not in ("A", "B"):
+                    raise inner.error(f"'id' must be \"A\" or \"B\", got {name!r}")
+                return cls(kind, name, inner.int("type_id"))
+        raise TokcolumnarValueError(f"unsupported template piece: {d!r}")
 
     @classmethod
     def parse(cls, s: str) -> Piece:
@@ -52,7 +57,7 @@ class Piece:
         if name.startswith("$"):
             seq = name[1:] or "A"
             if seq not in ("A", "B"):
-                raise TokcolumnarError(f"template sequence must be $A or $B, got {s!r}")
+                raise TokcolumnarValueError(f"template sequence must be $A or $B, got {s!r}")
             return cls("sequence", seq, type_id)
         return cls("special", name, type_id)
 
@@ -115,10 +120,10 @@ class TemplateProcessing(PostProcessor):
     def check(self) -> None:
         for p in self.single + self.pair:
             if p.kind == "special" and p.id not in self.special_tokens:
-                raise TokcolumnarError(f"template uses {p.id!r}, which has no id in "
-                                       "special_tokens")
+                raise TokcolumnarValueError(f"template uses {p.id!r}, which has no id in "
+                                            "special_tokens")
         if any(p.kind == "sequence" and p.id == "B" for p in self.single):
-            raise TokcolumnarError("the single template cannot use $B")
+            raise TokcolumnarValueError("the single template cannot use $B")
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": "TemplateProcessing",
@@ -128,11 +133,18 @@ class TemplateProcessing(PostProcessor):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> TemplateProcessing:
-        specs = {k: SpecialSpec(v.get("id", k), [int(i) for i in v["ids"]],
-                                list(v.get("tokens", [])))
-                 for k, v in (d.get("special_tokens") or {}).items()}
-        out = cls([Piece.from_hf(x) for x in d.get("single", [])],
-                  [Piece.from_hf(x) for x in d.get("pair", [])], specs)
+        f = HFObject(d, "post_processor TemplateProcessing")
+        specs = {}
+        for k, v in (f.obj("special_tokens", None, nullable=True) or {}).items():
+            spec = HFObject(v, f"{f.where} special_tokens[{k!r}]")
+            ids = spec.list("ids")
+            if not all(is_json_int(i) and i >= 0 for i in ids):
+                raise spec.error(f"'ids' must hold non-negative integers, got {ids!r}")
+            specs[k] = SpecialSpec(spec.str("id", k), ids, spec.str_list("tokens", []))
+        out = cls([Piece.from_hf(x, f"{f.where} single[{i}]")
+                   for i, x in enumerate(f.list("single", []))],
+                  [Piece.from_hf(x, f"{f.where} pair[{i}]")
+                   for i, x in enumerate(f.list("pair", []))], specs)
         out.check()
         return out
 
@@ -171,8 +183,8 @@ class TemplateProcessing(PostProcessor):
     def apply_pair(self, a: pl.DataFrame, b: pl.DataFrame,
                    added_ids: dict[str, int] | None = None) -> pl.DataFrame:
         if a.height != b.height:
-            raise TokcolumnarError(f"pair encoding needs as many second sequences as first "
-                                   f"ones ({a.height} != {b.height})")
+            raise TokcolumnarValueError(f"pair encoding needs as many second sequences as first "
+                                        f"ones ({a.height} != {b.height})")
         frame = pl.DataFrame({"ids_A": a.get_column("ids").cast(IDS),
                               "word_ids_A": a.get_column("word_ids").cast(WIDS),
                               "ids_B": b.get_column("ids").cast(IDS),
@@ -202,7 +214,8 @@ class BertProcessing(TemplateProcessing):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> BertProcessing:  # type: ignore[override]
-        return cls.make((d["sep"][0], int(d["sep"][1])), (d["cls"][0], int(d["cls"][1])))
+        f = HFObject(d, "post_processor BertProcessing")
+        return cls.make(token_and_id(f, "sep"), token_and_id(f, "cls"))
 
 
 @dataclass
@@ -234,8 +247,9 @@ class RobertaProcessing(TemplateProcessing):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> RobertaProcessing:  # type: ignore[override]
-        return cls.make((d["sep"][0], int(d["sep"][1])), (d["cls"][0], int(d["cls"][1])),
-                        bool(d.get("trim_offsets", True)), bool(d.get("add_prefix_space", True)))
+        f = HFObject(d, "post_processor RobertaProcessing")
+        return cls.make(token_and_id(f, "sep"), token_and_id(f, "cls"),
+                        f.bool("trim_offsets", True), f.bool("add_prefix_space", True))
 
 
 @dataclass
@@ -263,8 +277,9 @@ class ByteLevelProcessing(PostProcessor):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> ByteLevelProcessing:
-        return cls(bool(d.get("add_prefix_space", True)), bool(d.get("trim_offsets", True)),
-                   bool(d.get("use_regex", True)))
+        f = HFObject(d, "post_processor ByteLevel")
+        return cls(f.bool("add_prefix_space", True), f.bool("trim_offsets", True),
+                   f.bool("use_regex", True))
 
 
 @dataclass
@@ -306,7 +321,8 @@ class SequenceProcessing(PostProcessor):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> SequenceProcessing:
-        return cls([post_processor_from_hf(x) for x in d.get("processors", [])])
+        parts = HFObject(d, "post_processor Sequence").list("processors", [])
+        return cls([p for p in (post_processor_from_hf(x) for x in parts) if p is not None])
 
 
 PROCESSORS: dict[str, Any] = {
@@ -316,14 +332,24 @@ PROCESSORS: dict[str, Any] = {
 }
 
 
-def post_processor_from_hf(d: dict[str, Any] | None) -> PostProcessor | None:
-    """Build a post-processor from its `tokenizer.json` object (None stays None)."""
+def token_and_id(f: HFObject, key: str) -> tuple[str, int]:
+    """A `[token, id]` field (BertProcessing's `sep` and `cls`)."""
+    value = f.list(key)
+    if not (len(value) == 2 and isinstance(value[0], str) and is_json_int(value[1])
+            and value[1] >= 0):
+        raise f.error(f"{key!r} must be [token, id], got {value!r}")
+    return value[0], value[1]
+
+
+def post_processor_from_hf(d: Any) -> PostProcessor | None:
+    """Build a post-processor from its `tokenizer.json` object (None stays None); an
+    unsupported type or a mistyped field is refused."""
     if d is None:
         return None
-    cls = PROCESSORS.get(d.get("type", ""))
+    _, kind = component_type(d, "post_processor")
+    cls = PROCESSORS.get(kind)
     if cls is None:
-        raise TokcolumnarError(f"unsupported post_processor in tokenizer.json: "
-                               f"{d.get('type')!r}")
+        raise TokcolumnarValueError(f"unsupported post_processor in tokenizer.json: {kind!r}")
     return cls.from_hf_dict(d)
 
 
@@ -333,8 +359,8 @@ def bert_template(vocab: dict[str, int], cls_token: str = "[CLS]",
     `vocab` (the JSON HF writes for the same `TemplateProcessing`)."""
     missing = [t for t in (cls_token, sep_token) if t not in vocab]
     if missing:
-        raise TokcolumnarError(f"the BERT post-processor needs {' and '.join(missing)} in the "
-                               "vocabulary (add them with --special-tokens)")
+        raise TokcolumnarValueError(f"the BERT post-processor needs {' and '.join(missing)} in the "
+                                    "vocabulary (add them with --special-tokens)")
     return TemplateProcessing.from_strings(
         f"{cls_token} $A {sep_token}", f"{cls_token} $A {sep_token} $B:1 {sep_token}:1",
         [(cls_token, vocab[cls_token]), (sep_token, vocab[sep_token])])

@@ -43,7 +43,8 @@ from typing import Any, ClassVar
 import polars as pl
 
 from .bytelevel import byte_map_expr
-from .errors import TokcolumnarError
+from .errors import TokcolumnarValueError
+from .hfjson import HFObject, component_type
 from .normalizers import (
     _ranges,
     check_regex,
@@ -118,7 +119,8 @@ _BEHAVIOR_FROM_HF = {v: k for k, v in _HF_BEHAVIOR.items()}
 def _behavior(b: str) -> str:
     key = _BEHAVIOR_FROM_HF.get(b, b).lower()
     if key not in BEHAVIORS:
-        raise TokcolumnarError(f"unknown split behavior {b!r} (choose from {', '.join(BEHAVIORS)})")
+        raise TokcolumnarValueError(f"unknown split behavior {b!r} "
+                                    f"(choose from {', '.join(BEHAVIORS)})")
     return key
 
 
@@ -229,7 +231,13 @@ class PreTokenizer:
         return {"type": self.hf_type}
 
     @classmethod
+    def fields(cls, d: dict[str, Any]) -> HFObject:
+        """`d` with typed field access, named in errors as `pre_tokenizer <type>`."""
+        return HFObject(d, f"pre_tokenizer {cls.hf_type}")
+
+    @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
+        cls.fields(d)
         return cls()
 
     def apply(self, texts: list[str]) -> list[list[str]]:
@@ -300,8 +308,9 @@ class ByteLevel(PreTokenizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
-        return cls(d.get("add_prefix_space", True), d.get("trim_offsets", True),
-                   d.get("use_regex", True))
+        f = cls.fields(d)
+        return cls(f.bool("add_prefix_space", True), f.bool("trim_offsets", True),
+                   f.bool("use_regex", True))
 
 
 @dataclass
@@ -316,10 +325,11 @@ class Metaspace(PreTokenizer):
 
     def __post_init__(self) -> None:
         if len(self.replacement) != 1:
-            raise TokcolumnarError("Metaspace: the replacement must be one character")
+            raise TokcolumnarValueError("Metaspace: the replacement must be one character")
         if self.prepend_scheme not in ("always", "first", "never"):
-            raise TokcolumnarError(f"Metaspace: unknown prepend_scheme {self.prepend_scheme!r} "
-                                   "(choose from always, first, never)")
+            raise TokcolumnarValueError(f"Metaspace: unknown prepend_scheme "
+                                        f"{self.prepend_scheme!r} (choose from always, first, "
+                                        "never)")
 
     def _one(self, col: pl.Expr, prepend: pl.Expr | bool) -> pl.Expr:
         r = self.replacement
@@ -352,10 +362,11 @@ class Metaspace(PreTokenizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
-        scheme = d.get("prepend_scheme")
+        f = cls.fields(d)
+        scheme = f.str("prepend_scheme", None, nullable=True)
         if scheme is None:  # tokenizer.json files written before prepend_scheme existed
-            scheme = "always" if d.get("add_prefix_space", True) else "never"
-        return cls(d.get("replacement", "▁"), scheme.lower(), d.get("split", True))
+            scheme = "always" if f.bool("add_prefix_space", True) else "never"
+        return cls(f.str("replacement", "▁"), scheme.lower(), f.bool("split", True))
 
 
 @dataclass
@@ -375,7 +386,7 @@ class Digits(PreTokenizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
-        return cls(d.get("individual_digits", False))
+        return cls(cls.fields(d).bool("individual_digits", False))
 
 
 @dataclass
@@ -396,7 +407,7 @@ class Punctuation(PreTokenizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
-        return cls(d.get("behavior", "Isolated"))
+        return cls(cls.fields(d).str("behavior", "Isolated"))
 
 
 @dataclass
@@ -413,12 +424,12 @@ class Split(PreTokenizer):
     def __post_init__(self) -> None:
         self.behavior = _behavior(self.behavior)
         if not self.pattern:
-            raise TokcolumnarError("Split: empty pattern")
+            raise TokcolumnarValueError("Split: empty pattern")
         self._gpt2 = self.regex and self.pattern == GPT2_PATTERN
         if self._gpt2:
             if self.behavior != "isolated" or self.invert:
-                raise TokcolumnarError("Split with the GPT-2 pattern: only behavior=isolated, "
-                                       "invert=False is supported")
+                raise TokcolumnarValueError("Split with the GPT-2 pattern: only behavior=isolated, "
+                                            "invert=False is supported")
             self._rust = ""
         elif self.regex:
             self._rust = check_regex(onig_to_rust(self.pattern))
@@ -446,8 +457,9 @@ class Split(PreTokenizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
-        pattern, is_regex = pattern_from_hf(d["pattern"])
-        return cls(pattern, d.get("behavior", "Isolated"), d.get("invert", False), is_regex)
+        f = cls.fields(d)
+        pattern, is_regex = pattern_from_hf(f.raw("pattern"))
+        return cls(pattern, f.str("behavior", "Isolated"), f.bool("invert", False), is_regex)
 
 
 @dataclass
@@ -502,16 +514,18 @@ class Sequence(PreTokenizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
-        return cls([pretokenizer_from_hf(x) for x in d["pretokenizers"]])
+        return cls([pretokenizer_from_hf(x) for x in cls.fields(d).list("pretokenizers")])
 
 
-def pretokenizer_from_hf(d: dict[str, Any] | None) -> PreTokenizer:
-    """Build a pre-tokenizer from its `tokenizer.json` object (None -> whole sequence)."""
+def pretokenizer_from_hf(d: Any) -> PreTokenizer:
+    """Build a pre-tokenizer from its `tokenizer.json` object (None -> whole sequence); an
+    unsupported type or a mistyped field is refused."""
     if d is None:
         return WholeSequence()
-    cls = PreTokenizer.registry.get(d.get("type", ""))
+    _, kind = component_type(d, "pre_tokenizer")
+    cls = PreTokenizer.registry.get(kind)
     if cls is None:
-        raise TokcolumnarError(f"unsupported pre_tokenizer in tokenizer.json: {d.get('type')!r}")
+        raise TokcolumnarValueError(f"unsupported pre_tokenizer in tokenizer.json: {kind!r}")
     return cls.from_hf_dict(d)
 
 
@@ -530,6 +544,6 @@ def build_pretokenizer(name: str) -> PreTokenizer:
         "digits": Digits, "none": WholeSequence,
     }
     if name not in table:
-        raise TokcolumnarError(f"unknown pre-tokenizer {name!r} (choose from "
-                               f"{', '.join(PRETOKENIZER_NAMES)})")
+        raise TokcolumnarValueError(f"unknown pre-tokenizer {name!r} (choose from "
+                                    f"{', '.join(PRETOKENIZER_NAMES)})")
     return table[name]()

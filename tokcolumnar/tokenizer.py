@@ -8,6 +8,7 @@ are joined back to the rows."""
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,9 +18,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import TokcolumnarError
-from .models import Model, lists_from_flat, model_from_hf
+from .decoders import decoder_from_hf
+from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
+from .hfjson import HFObject
+from .models import U32_MAX, BPEModel, Model, lists_from_flat, model_from_hf
 from .normalizers import Normalizer, normalizer_from_hf
+from .postprocessors import post_processor_from_hf
 from .pretokenizers import PreTokenizer, pretokenizer_from_hf
 
 
@@ -48,6 +52,41 @@ class AddedToken:
                 "rstrip": False, "normalized": not self.special, "special": self.special}
 
 
+def added_tokens_from_hf(items: list[Any], vocab: dict[str, int]) -> list[AddedToken]:
+    """The `added_tokens` of a `tokenizer.json`, checked against the ids HF gives them.
+
+    HF ignores the ids written in the file: an added token that is in the model's vocabulary
+    takes its id there, any other one the next id (the vocabulary's size, or one past the
+    greatest added id once that is beyond it), in file order; a token with empty content is
+    skipped and a repeated one keeps its first id. A file whose ids differ from those would
+    encode differently in HF and here, so it is refused, naming the token."""
+    out: list[AddedToken] = []
+    ids: dict[str, int] = {}
+    for k, raw in enumerate(items):
+        t = HFObject(raw, f"added_tokens[{k}]")
+        tid = t.int("id", maximum=U32_MAX)
+        content = t.str("content")
+        special = t.bool("special", True)
+        for name in ("single_word", "lstrip", "rstrip", "normalized"):
+            t.bool(name, False)
+        if not content:
+            continue
+        if content in ids:
+            expected, why = ids[content], "the id of its first entry"
+        elif content in vocab:
+            expected, why = vocab[content], "its id in the model's vocabulary"
+        else:
+            top = max(ids.values(), default=None)
+            expected = len(vocab) if top is None or (top < len(vocab) and vocab) else top + 1
+            why = "added tokens outside the vocabulary take the next ids, in order"
+        if tid != expected:
+            raise t.error(f"{content!r} has id {tid}, but HF gives it id {expected} ({why})")
+        if content not in ids:
+            ids[content] = tid
+            out.append(AddedToken(content, tid, special))
+    return out
+
+
 class Tokenizer:
     """Encode and decode with a trained (or HF) tokenizer."""
 
@@ -67,6 +106,11 @@ class Tokenizer:
             while len(self._id_to_token) <= t.id:
                 self._id_to_token.append("")
             self._id_to_token[t.id] = t.content
+        # which ids exist (a vocabulary may have gaps, as HF allows)
+        self._known_id = np.zeros(len(self._id_to_token), dtype=bool)
+        self._known_id[np.fromiter(model.vocab.values(), dtype=np.int64,
+                                   count=len(model.vocab))] = True
+        self._known_id[[t.id for t in self.added_tokens]] = True
         self._token_series = pl.Series("tok", self._id_to_token, dtype=pl.String)
         contents = sorted((t.content for t in self.added_tokens), key=len, reverse=True)
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
@@ -75,53 +119,59 @@ class Tokenizer:
     # -- loading -------------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: str | Path) -> Tokenizer:
-        """Load a `tokenizer.json` (ours or HF's)."""
+        """Load a `tokenizer.json` (ours or HF's). A file that is not valid JSON, or whose
+        content is not a valid tokenizer, raises `TokcolumnarValueError` naming the file."""
+        return cls._load(Path(path))
+
+    @classmethod
+    def _load(cls, path: Path, extras: dict[str, Any] | None = None) -> Tokenizer:
+        d = read_json(path, "tokenizer.json")
         try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise TokcolumnarError(f"tokenizer file not found: {path}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise TokcolumnarError(f"cannot read {path} as tokenizer.json: {e}") from None
-        return cls.from_hf_dict(d)
+            return cls.from_hf_dict(d, extras)
+        except TokcolumnarError as e:
+            raise type(e)(f"{path}: {e}") from None
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any], extras: dict[str, Any] | None = None) -> Tokenizer:
-        model = model_from_hf(d["model"])
-        if extras and extras.get("end_of_word_token") and hasattr(model, "end_of_word_token"):
+        """Build from a parsed `tokenizer.json`. Each component checks its own fields
+        (`from_hf`); here, what involves several: the added tokens' ids against the vocabulary,
+        and a BPE model with no merges although its vocabulary has tokens only merges make.
+        `extras`: a training run's settings (end-of-word token, subword-nmt splitting)."""
+        root = HFObject(d, "top level")
+        model = model_from_hf(root.obj("model"))
+        extras = extras or {}
+        if extras.get("end_of_word_token") and hasattr(model, "end_of_word_token"):
             model.end_of_word_token = extras["end_of_word_token"]  # type: ignore[attr-defined]
-        decoder = post = None
-        try:
-            from .decoders import decoder_from_hf
-
-            decoder = decoder_from_hf(d.get("decoder"))
-        except ImportError:  # pragma: no cover - decoders arrive with hf-compat
-            decoder = None
-        if d.get("post_processor") is not None:
-            from .postprocessors import post_processor_from_hf
-
-            post = post_processor_from_hf(d["post_processor"])
-        added = [AddedToken(t["content"], t["id"], t.get("special", True))
-                 for t in d.get("added_tokens") or []]
-        pre = pretokenizer_from_hf(d.get("pre_tokenizer"))
-        if extras and extras.get("pre_tokenizer") == "subword-nmt":
+        decoder = decoder_from_hf(root.obj("decoder", None, nullable=True))
+        post = post_processor_from_hf(root.obj("post_processor", None, nullable=True))
+        added = added_tokens_from_hf(root.list("added_tokens", []), model.vocab)
+        pre = pretokenizer_from_hf(root.obj("pre_tokenizer", None, nullable=True))
+        if extras.get("pre_tokenizer") == "subword-nmt":
             from .subword_nmt import SubwordNmtSplit  # no exact HF equivalent
 
             pre = SubwordNmtSplit()
-        return cls(model, normalizer_from_hf(d.get("normalizer")), pre, decoder, post, added)
+        normalizer = normalizer_from_hf(root.obj("normalizer", None, nullable=True))
+        if isinstance(model, BPEModel) and not model.merges:
+            made_otherwise = {t.content for t in added} | {model.unk_token,
+                                                           model.end_of_word_token}
+            lost = [t for t in model.tokens_needing_merges() if t not in made_otherwise]
+            if lost:
+                raise TokcolumnarValueError(
+                    f"model BPE: no merges, but {len(lost):,} vocabulary tokens (e.g. "
+                    f"{lost[0]!r}) can only be made by merges: the merges are missing")
+        return cls(model, normalizer, pre, decoder, post, added)
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> Tokenizer:
-        """Load the tokenizer a `train` run wrote into `directory`."""
+        """Load the tokenizer a `train` run wrote into `directory` (its `tokenizer.json`, and
+        from `run.json`, when present, the settings HF's format cannot hold)."""
         directory = Path(directory)
-        if not (directory / "tokenizer.json").exists():
+        if not directory.is_dir():
+            raise TokcolumnarError(f"tokenizer directory not found: {directory}")
+        if not (directory / "tokenizer.json").is_file():
             raise TokcolumnarError(f"{directory} has no tokenizer.json (not a training "
                                    "output directory?)")
-        extras: dict[str, Any] = {}
-        run = directory / "run.json"
-        if run.exists():
-            extras = json.loads(run.read_text(encoding="utf-8")).get("settings", {})
-        d = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
-        return cls.from_hf_dict(d, extras)
+        return cls._load(directory / "tokenizer.json", run_settings(directory / "run.json"))
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -181,9 +231,9 @@ class Tokenizer:
         return pl.concat([plain.select("row", "seg", "text", "sid"), extra]).sort("row", "seg")
 
     def encode_ids(self, texts: Iterable[str] | pl.Series) -> pl.DataFrame:
-        """Columnar encoding: one row per text with `ids` (list[u32]) and `word_ids`."""
-        texts = texts if isinstance(texts, pl.Series) else pl.Series("text", list(texts),
-                                                                      dtype=pl.String)
+        """Columnar encoding: one row per text with `ids` (list[u32]) and `word_ids`. `texts`:
+        strings, or a Polars string Series (a null row encodes to no ids)."""
+        texts = text_series(texts)
         n = len(texts)
         seg = self._segments(texts)
         text = pl.col("text")
@@ -238,15 +288,90 @@ class Tokenizer:
 
     def encode(self, text: str, pair: str | None = None) -> Encoding:
         """Encode one text, or a pair of texts (`[CLS] a [SEP] b [SEP]` with BERT)."""
+        for name, value in (("text", text), ("pair", pair)):
+            if not isinstance(value, str) and not (name == "pair" and value is None):
+                raise TokcolumnarTypeError(f"encode: {name} must be a string, got "
+                                           f"{type(value).__name__}")
         if pair is None:
             return self.encode_batch([text])[0]
         return self._encodings(self.encode_pair_ids([text], [pair]))[0]
 
     # -- decoding ------------------------------------------------------------------------------
+    def checked_ids(self, ids: Iterable[int]) -> list[int]:
+        """`ids` as a list of ints, every one an id of this tokenizer (else TypeError /
+        ValueError naming the first bad one). HF skips unknown ids; a wrong id is a bug in the
+        caller, so it is refused here."""
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise TokcolumnarTypeError(f"decode takes a sequence of token ids, got "
+                                       f"{type(ids).__name__}")
+        out = []
+        n = len(self._known_id)
+        for x in ids:
+            if not isinstance(x, numbers.Integral) or isinstance(x, (bool, np.bool_)):
+                raise TokcolumnarTypeError(f"decode: token ids are integers, got {x!r}")
+            i = int(x)
+            if not (0 <= i < n and self._known_id[i]):
+                raise TokcolumnarValueError(f"decode: {i} is not a token id of this tokenizer "
+                                            f"(ids go from 0 to {n - 1})")
+            out.append(i)
+        return out
+
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         special = {t.id for t in self.added_tokens if t.special}
-        tokens = [self._id_to_token[i] for i in ids
+        tokens = [self._id_to_token[i] for i in self.checked_ids(ids)
                   if not (skip_special_tokens and i in special)]
         if self.decoder is None:
             return " ".join(tokens)
         return self.decoder.decode(tokens)
+
+
+def text_series(texts: Any) -> pl.Series:
+    """Texts to encode as a string Series; anything else is a `TokcolumnarTypeError` naming the
+    first item that is not a string (a Series keeps its nulls)."""
+    if isinstance(texts, pl.Series):
+        if texts.dtype not in (pl.String, pl.Null):
+            raise TokcolumnarTypeError(f"texts to encode must be strings, got a Series of "
+                                       f"{texts.dtype}")
+        return texts.cast(pl.String)
+    if isinstance(texts, str) or not isinstance(texts, Iterable):
+        raise TokcolumnarTypeError(f"encode_batch takes a list of texts, got "
+                                   f"{type(texts).__name__} (use encode for one text)")
+    items = list(texts)
+    try:
+        series = pl.Series("text", items, dtype=pl.String, strict=True)
+    except (TypeError, pl.exceptions.PolarsError):
+        series = None
+    if series is None or series.null_count():
+        k, bad = next((k, x) for k, x in enumerate(items) if not isinstance(x, str))
+        raise TokcolumnarTypeError(f"texts to encode must be strings; item {k} is "
+                                   f"{type(bad).__name__}")
+    return series
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Parse a JSON file; a missing, unreadable, empty or invalid file is one clear error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TokcolumnarError(f"{what} not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokcolumnarError(f"cannot read {path}: {e}") from None
+    if not text.strip():
+        raise TokcolumnarValueError(f"{path} is empty (not a {what})")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TokcolumnarValueError(f"{path} is not valid JSON ({e}; truncated?)") from None
+
+
+def run_settings(path: Path) -> dict[str, Any]:
+    """The settings of a training run's `run.json` that loading uses (none when there is no
+    run.json); a run.json that is not JSON, has no `settings` object or mistyped settings is
+    refused."""
+    if not path.exists():
+        return {}
+    run = HFObject(read_json(path, "run.json"), f"{path}")
+    settings = HFObject(run.obj("settings"), f"{path}: settings")
+    for name in ("end_of_word_token", "pre_tokenizer"):
+        settings.str(name, None, nullable=True)
+    return settings.d

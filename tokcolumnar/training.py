@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +17,8 @@ from .alphabet import Initial, build_initial, check_vocab_size
 from .bpe_trainer import BpeSettings, BpeTrainer, MergeRecord
 from .config import TrainConfig
 from .corpus import iter_sequences
-from .counting import count_chunks, load_counts
-from .errors import TokcolumnarError
+from .counting import check_counts_columns, count_chunks, load_counts
+from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .exporters import write_outputs
 from .normalizers import Normalizer, build_normalizer
 from .outputs import output_dir
@@ -144,7 +145,20 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     With `out_dir`, the output is checked before any work starts (it may replace only an
     earlier tokcolumnar output or an empty directory, unless `force`; never an input) and
     written atomically at the end (see `outputs`)."""
-    cfg = options.pop("config", None) or TrainConfig(**options)
+    cfg = options.pop("config", None)
+    if cfg is None:
+        cfg = TrainConfig(**options)
+    elif options:
+        raise TokcolumnarValueError(f"give either config= or options, not both (got config= and "
+                                    f"{', '.join(sorted(options))})")
+    if from_counts is not None:
+        if inputs is not None:
+            raise TokcolumnarValueError("give either inputs or from_counts, not both")
+        if isinstance(from_counts, pl.DataFrame):
+            check_counts_columns(from_counts.schema, "from_counts")
+        elif not isinstance(from_counts, (str, os.PathLike)):
+            raise TokcolumnarTypeError("from_counts must be the path of a words Parquet file or "
+                                       f"a Polars DataFrame, got {type(from_counts).__name__}")
     if out_dir is None:
         return _train(inputs, from_counts, cfg)
     read = [*input_list(inputs), *([from_counts] if isinstance(from_counts, (str, Path)) else [])]

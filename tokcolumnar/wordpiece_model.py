@@ -18,9 +18,14 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from .errors import TokcolumnarError
-from .models import MODEL_TYPES, Model, lists_from_flat
+from .errors import TokcolumnarError, TokcolumnarValueError
+from .hfjson import HFObject
+from .models import MODEL_TYPES, Model, lists_from_flat, vocab_from_hf
 
+# Rust's `char::is_whitespace` (Unicode White_Space), what HF's `trim_end` removes; Python's
+# `str.isspace` also counts U+001C..U+001F
+RUST_WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                   "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 CHUNK_WORDS = 50_000  # words per candidate join (bounds the memory of the candidate table)
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
 
@@ -99,21 +104,29 @@ class WordPieceModel(Model):
     # -- construction ----------------------------------------------------------------------
     @classmethod
     def from_hf(cls, d: dict[str, Any]) -> WordPieceModel:
-        return cls(vocab=dict(d["vocab"]), unk_token=d.get("unk_token", "[UNK]"),
-                   continuing_subword_prefix=d.get("continuing_subword_prefix", "##"),
-                   max_input_chars_per_word=int(d.get("max_input_chars_per_word", 100)))
+        """The `model` object of a `tokenizer.json`, checked: HF requires every field. The
+        unknown token need not be in the vocabulary (as in HF, encoding fails only when a word
+        needs it)."""
+        obj = HFObject(d, "model WordPiece")
+        return cls(vocab=vocab_from_hf(obj), unk_token=obj.str("unk_token"),
+                   continuing_subword_prefix=obj.str("continuing_subword_prefix"),
+                   max_input_chars_per_word=obj.int("max_input_chars_per_word"))
 
     @classmethod
     def from_vocab_txt(cls, path: str | Path, **kw: Any) -> WordPieceModel:
-        """Read a BERT `vocab.txt` (one token per line, line number = id), as HF's
-        `WordPiece.from_file`."""
+        """Read a BERT `vocab.txt` (one token per line, line number = id) exactly as HF's
+        `WordPiece.read_file`: lines end at `\n`, trailing whitespace is dropped, a repeated
+        token keeps its last line."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
+            text = Path(path).read_bytes().decode("utf-8")  # no newline translation
+        except (OSError, UnicodeDecodeError) as e:
             raise TokcolumnarError(f"cannot read vocab file {path}: {e}") from None
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
         vocab: dict[str, int] = {}
-        for i, line in enumerate(text.splitlines()):
-            vocab[line.rstrip("\r\n")] = i
+        for i, line in enumerate(lines):
+            vocab[line.rstrip(RUST_WHITESPACE)] = i
         return cls(vocab=vocab, **kw)
 
     def to_hf(self) -> dict[str, Any]:
@@ -148,8 +161,8 @@ class WordPieceModel(Model):
     def unk_id(self) -> int:
         uid = self.vocab.get(self.unk_token)
         if uid is None:
-            raise TokcolumnarError(f"WordPiece: the unknown token {self.unk_token!r} is not in "
-                                   "the vocabulary, and a word cannot be tokenized")
+            raise TokcolumnarValueError(f"WordPiece: the unknown token {self.unk_token!r} is not "
+                                        "in the vocabulary, and a word cannot be tokenized")
         return uid
 
     def _longest(self, frame: pl.DataFrame) -> pl.DataFrame:

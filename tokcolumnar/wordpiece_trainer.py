@@ -629,30 +629,11 @@ def segmented_words(words: pl.DataFrame, initial: Initial) -> pl.DataFrame:
     return words.with_columns(tokens.cast(pl.List(pl.String)), id_lists.cast(pl.List(pl.UInt32)))
 
 
-def check_options(cfg: Any) -> None:
-    """Refuse the options WordPiece does not have (both engines call this); sets the default
-    continuing-subword prefix `##`."""
-    if cfg.wordpiece_scoring not in ("likelihood", "frequency"):
-        raise TokcolumnarError(f"unknown --wordpiece-scoring {cfg.wordpiece_scoring!r} "
-                               "(choose from likelihood, frequency)")
-    if cfg.max_merges is not None and cfg.max_merges < 0:
-        raise TokcolumnarError("--max-merges must be >= 0")
-    if cfg.continuing_subword_prefix is None:
-        cfg.continuing_subword_prefix = "##"
-    if cfg.end_of_word_suffix is not None or cfg.end_of_word_token is not None:
-        raise TokcolumnarError("WordPiece marks word continuations (--continuing-subword-"
-                               "prefix); --end-of-word-suffix/--end-of-word-token are BPE only")
-    if cfg.tie_break != "id":
-        raise TokcolumnarError("WordPiece breaks ties by pair count, then (left_id, right_id); "
-                               "--tie-break applies to BPE only")
-
-
 def train_wordpiece(words: pl.DataFrame, cfg: Any, normalizer: Any, pretokenizer: Any,
                     timings: dict[str, float]) -> Any:
     """`training.train` hook for `--model wordpiece`: words -> TrainResult."""
     from .training import TrainResult, initial_from_words, vocab_table
 
-    check_options(cfg)
     t1 = time.perf_counter()
     initial = initial_from_words(words, cfg)
     timings["initial"] = time.perf_counter() - t1

@@ -91,10 +91,8 @@ def train_wordpiece_duckdb(sql: Scripts, cfg: TrainConfig, timings: dict[str, fl
     (words, merges, vocab) tables."""
     import polars as pl
 
-    from ..wordpiece_trainer import check_options
     from .duckdb_bpe import initial_symbols, train_bpe
 
-    check_options(cfg)
     if cfg.wordpiece_scoring == "frequency":
         words, merges, vocab = train_bpe(sql, cfg, timings)
         # the score of frequency scoring is the pair count (what is maximised), as in Polars
