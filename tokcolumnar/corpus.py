@@ -359,6 +359,34 @@ def _as_string_series(arr: Any, where: str) -> pl.Series:
     return s
 
 
+def cut_long_sequences(texts: pl.Series, cut: LineCut | None, size: int) -> pl.Series:
+    """`texts` with every value longer than `size` characters cut at the first cut point of
+    `cut` after every `size` characters (the cut points are exact: the words stay the same);
+    for engines whose memory grows with the length of a sequence."""
+    if cut is None:
+        return texts
+    long = texts.str.len_chars() > size
+    if not long.any():
+        return texts
+    # The rules are ASCII, so they cut the decoded text where they cut its bytes.
+    pattern = re.compile(cut.pattern.decode("ascii"))
+    rows = long.arg_true()
+    pieces = []
+    for text in texts.gather(rows).to_list():  # the long values only (few, usually)
+        out, start = [], 0
+        while len(text) - start > size and (m := pattern.search(text, start + size)):
+            out.append(text[start:m.end()])
+            start = m.end()
+        out.append(text[start:])
+        pieces.append(out)
+    cut_values: list[list[str] | None] = [None] * len(texts)
+    for row, out in zip(rows.to_list(), pieces):
+        cut_values[row] = out
+    frame = pl.DataFrame({"text": texts, "cut": pl.Series(cut_values, dtype=pl.List(pl.String))})
+    return frame.select(pl.when(pl.col("cut").is_null()).then(pl.concat_list("text"))
+                        .otherwise(pl.col("cut")).alias(texts.name)).to_series().explode()
+
+
 def line_aligned_pieces(text: str, size: int | None = None) -> list[str]:
     """Cut a chunk into pieces of about `size` characters, each ending at a line end, so that
     Polars can spread the regex work over its threads."""

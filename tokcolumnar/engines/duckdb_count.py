@@ -11,12 +11,23 @@ from typing import Any
 import polars as pl
 
 from ..config import TrainConfig
-from ..corpus import Source, check_parquet_column, expand_inputs, iter_sequences, iter_source
+from ..corpus import (
+    Source,
+    check_parquet_column,
+    cut_long_sequences,
+    expand_inputs,
+    iter_sequences,
+    iter_source,
+)
 from ..errors import TokcolumnarError, word_too_long
 from ..pretokenizers import PreTokenizer
 from ..training import pipeline_parts
 from .duckdb_sql import Scripts, connect, duck_error
 
+# Sequences longer than this many characters are cut where the pre-tokenizer allows (the same
+# words): stage 3's memory grows with the number of pieces per row (a 26 MB line of words in
+# 1 MB rows: 1.2 GB; in rows of ~1,024 characters: 0.6 GB, as the same words in short lines).
+ROW_CHARS = 1024
 NORMALIZERS = ("none", "nfc", "nfkc", "nfd", "nfkd", "bert")
 PRETOKENIZERS = ("whitespace", "whitespace-split", "subword-nmt", "bert", "byte-level",
                  "metaspace", "digits", "none")
@@ -87,7 +98,9 @@ def _load_through_python(sql: Scripts, s: Source, src: int, cfg: TrainConfig,
     the pre-tokenizer: DuckDB's regexes run faster, in less memory, on lines than on the
     Polars engine's many-line pieces."""
     seq = 0
+    cut = pretokenizer.line_cut()
     for texts in iter_source(s, cfg.column, pretokenizer, cfg.max_word_chars, split_lines=True):
+        texts = cut_long_sequences(texts, cut, ROW_CHARS)
         frame = pl.DataFrame({"text": texts}).with_row_index("seq", offset=seq)
         seq += frame.height
         sql.con.register("tc_chunk", frame)
