@@ -25,7 +25,7 @@ from tokcolumnar import corpus as corpus_mod
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.engines import duckdb_count
 from tokcolumnar.engines import duckdb_engine as de
-from tokcolumnar.engines.crosscheck import compare_results
+from tokcolumnar.engines.crosscheck import compare_results, crosscheck
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.training import train, words_from_inputs
 
@@ -255,3 +255,19 @@ def test_duckdb_reads_cut_lines_exactly(tmp_path_factory, pre, text, chunk, row,
         except TokcolumnarError as e:
             got = str(e)
     assert got == want if isinstance(want, str) else got.equals(want)
+
+
+def test_crosscheck_needs_inputs_it_can_read_twice(tmp_path):
+    """crosscheck reads its inputs once per engine: standard input and pipes are refused with
+    a clear line (the second engine would see nothing); a Python iterator is read once and
+    given to both."""
+    proc = subprocess.run([sys.executable, "-m", "tokcolumnar", "crosscheck", "-"],
+                          input="low lower\n", capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT)})
+    assert "standard input can be read only once: save it to a file" in one_error_line(proc)
+    out: list[str] = []
+    code = crosscheck(iter(["low lower", "newest widest"]),
+                      TrainConfig(show_progress=False, vocab_size=30),
+                      out=type("W", (), {"write": lambda self, x: out.append(x)})())
+    assert code == 0
+    assert "".join(out).startswith("identical: 4 words")

@@ -287,6 +287,15 @@ def test_dash_reads_standard_input(tmp_path, engine):
     assert counted(out) == {"only": 1, "this": 1, "file": 1}
 
 
+def test_training_from_stdin_records_it(tmp_path):
+    """`train -` works and run.json names standard input (no file fingerprint to take)."""
+    out = tmp_path / "o"
+    rc, err, _, _ = run_measured(["train", "-", "--out", str(out), "--vocab-size", "40",
+                                  "--quiet"], stdin_data=TEXT.encode())
+    assert rc == 0, err
+    assert json.loads((out / "run.json").read_text())["inputs"] == [{"path": "standard input"}]
+
+
 def test_dash_twice_and_parquet_on_stdin_are_refused(tmp_path):
     out = str(tmp_path / "w.parquet")
     rc, err, _, _ = run_measured(["count", "-", "-", "--out", out], stdin_data=b"a b\n")

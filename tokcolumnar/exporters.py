@@ -122,7 +122,8 @@ def export(result: Any, out_dir: str | Path) -> Path:
     inputs: list[dict[str, Any]] = []
     if result.inputs:
         try:
-            inputs = [fingerprint(str(s.path)) for s in expand_inputs(result.inputs, cfg.format)]
+            inputs = [fingerprint(str(s.path)) if s.kind == "file" else {"path": s.label}
+                      for s in expand_inputs(result.inputs, cfg.format)]
         except Exception:  # noqa: BLE001 - fingerprints are informative only
             inputs = [{"path": p} for p in result.inputs]
     with atomic_dir(out_dir) as tmp:
