@@ -31,6 +31,8 @@ CHUNK_BYTES = 1 << 20
 PIECE_CHARS = 64 << 10
 # A character is at most 4 UTF-8 bytes: more than 4 x N bytes hold more than N characters.
 BYTES_PER_CHAR = 4
+# A cut rule (`LineCut`) looks at no more than this many bytes on each side of a cut.
+CUT_REACH = 4
 # Arrow's JSONL / CSV block size (the longest row it can read) when no --max-word-chars is set.
 UNBOUNDED_ROW_BYTES = 64 << 20
 STDIN = "-"
@@ -212,9 +214,10 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
     first_cut, last_cut = _cut_finders(cut) if cut else (None, None)
     bound = line_bound(max_word_chars, chunk_bytes) if pretokenizer is not None else None
     stream = _open_binary(src)
-    # Bytes after the last cut: no line end in them, and no cut point (but maybe at the end).
+    # Bytes after the last cut: no line end in them.
     pending = bytearray()
     offset = 0  # input offset of pending[0]
+    scanned = 0  # pending[:scanned] was searched for cut points and holds none
     try:
         while True:
             try:
@@ -225,11 +228,12 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
                 raise TokcolumnarError(f"cannot read {src.label}: {e}") from None
             if not block:
                 break
-            # Only the new bytes (and the byte before them, for a rule that looks back one
-            # byte) can hold a line end or a cut point.
+            # Only the new bytes can hold a line end; cut points can also sit just before
+            # them (a rule sees up to 4 bytes on each side of a cut) or anywhere in bytes not
+            # searched yet (the rest of a line after the previous chunk's last line end).
             start = len(pending)
             pending += block
-            look = max(start - 1, 0)
+            look = max(scanned - 2 * CUT_REACH, 0)
             if bound is not None and len(pending) > bound:
                 # The stretch up to the first line end or cut point must fit in the bound.
                 nl = pending.find(b"\n", start)
@@ -241,8 +245,12 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
             # Yield up to the last line end of the block; when the block holds none (a long
             # line), up to the last cut point.
             end = pending.rfind(b"\n", start) + 1
-            if end == 0 and last_cut is not None and (m := last_cut.match(pending, look)):
-                end = m.end()
+            if end:
+                scanned = 0  # the rest of the line was not searched for cut points
+            else:
+                if last_cut is not None and (m := last_cut.match(pending, look)):
+                    end = m.end()
+                scanned = len(pending) - end
             if end:
                 yield _decode(pending[:end], src, offset)
                 offset += end
@@ -361,23 +369,23 @@ def _as_string_series(arr: Any, where: str) -> pl.Series:
 
 def cut_long_sequences(texts: pl.Series, cut: LineCut | None, size: int) -> pl.Series:
     """`texts` with every value longer than `size` characters cut at the first cut point of
-    `cut` after every `size` characters (the cut points are exact: the words stay the same);
-    for engines whose memory grows with the length of a sequence."""
+    `cut` after every `size` bytes (the cut points are exact: the words stay the same); for
+    engines whose memory grows with the length of a sequence."""
     if cut is None:
         return texts
     long = texts.str.len_chars() > size
     if not long.any():
         return texts
-    # The rules are ASCII, so they cut the decoded text where they cut its bytes.
-    pattern = re.compile(cut.pattern.decode("ascii"))
+    pattern, _ = _cut_finders(cut)
     rows = long.arg_true()
     pieces = []
     for text in texts.gather(rows).to_list():  # the long values only (few, usually)
-        out, start = [], 0
-        while len(text) - start > size and (m := pattern.search(text, start + size)):
-            out.append(text[start:m.end()])
+        # The rules work on UTF-8 bytes and always cut between characters.
+        data, out, start = text.encode(), [], 0
+        while len(data) - start > size and (m := pattern.search(data, start + size)):
+            out.append(data[start:m.end()].decode())
             start = m.end()
-        out.append(text[start:])
+        out.append(data[start:].decode())
         pieces.append(out)
     cut_values: list[list[str] | None] = [None] * len(texts)
     for row, out in zip(rows.to_list(), pieces):

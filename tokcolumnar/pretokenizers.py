@@ -118,9 +118,9 @@ _BEHAVIOR_FROM_HF = {v: k for k, v in _HF_BEHAVIOR.items()}
 @dataclass(frozen=True)
 class LineCut:
     """Where a pre-tokenizer lets the corpus reader cut a long line: at the end of each match
-    of `pattern` (a regex on the line's UTF-8 bytes that looks at no more than the byte before
-    the cut and the byte after it). A cut there gives the same words, under every normalizer,
-    as the uncut line. `rule` says it in words for error messages."""
+    of `pattern` (a regex on the line's UTF-8 bytes that looks at no more than 4 bytes on each
+    side of the cut, and cuts between characters). A cut there gives the same words, under
+    every normalizer, as the uncut line. `rule` says it in words for error messages."""
 
     pattern: bytes
     rule: str
@@ -137,6 +137,21 @@ class LineCut:
 # words of `a<ws>` and `b` are those of `a<ws>b`.
 AFTER_WHITESPACE = LineCut(rb"[ \t\r]", "after an ASCII space, tab or carriage return")
 AFTER_SPACE_OR_CR = LineCut(rb"[ \r]", "after an ASCII space or carriage return")
+# CJK text has no spaces; Whitespace, Bert and ByteLevel may also cut after the CJK punctuation
+# 、。！，；？ (U+3001, U+3002, U+FF01, U+FF0C, U+FF1B, U+FF1F) followed by a CJK ideograph
+# (U+4E00..U+9FFF) or a hiragana / katakana letter (U+3041..U+3096, U+30A1..U+30FA). The mark is
+# punctuation (its own Bert piece; a `[^\w\s]` / GPT-2 `[^\s\p{L}\p{N}]` run that a letter
+# ends) under every normalizer (NFKC makes the fullwidth ones ASCII ! , ; ?), neither cased nor
+# case-ignorable, and so is the letter after it (so lowercase's final sigma does not look
+# across the cut); the letter is a starter that composes with nothing before it, stays a
+# letter, and BERT's normalizer only puts spaces around an ideograph. (The list is short on
+# purpose: the marks that end most CJK clauses.)
+_CJK_PUNCT = rb"(?:\xe3\x80[\x81\x82]|\xef\xbc[\x81\x8c\x9b\x9f])"
+_CJK_LETTER = (rb"(?:[\xe5-\xe9]|\xe4[\xb8-\xbf]|\xe3\x81[\x81-\xbf]|\xe3\x82[\x80-\x96\xa1-\xbf]"
+               rb"|\xe3\x83[\x80-\xba])")
+_CJK_RULE = "after CJK punctuation (、。！，；？) followed by a CJK ideograph or kana"
+AFTER_WHITESPACE_OR_CJK = LineCut(rb"[ \t\r]|" + _CJK_PUNCT + rb"(?=" + _CJK_LETTER + rb")",
+                                  f"{AFTER_WHITESPACE.rule}, or {_CJK_RULE}")
 # ByteLevel (GPT-2 regex): cut before a space that follows a printable ASCII character `x`. All
 # normalizers keep `x` a non-space character (at most lowercased), and no GPT-2 piece holds a
 # non-space character followed by a space (` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+` take a
@@ -148,6 +163,10 @@ AFTER_SPACE_OR_CR = LineCut(rb"[ \r]", "after an ASCII space or carriage return"
 BEFORE_SPACE_AFTER_ASCII = LineCut(rb"[\x21-\x7e](?= )",
                                    "before an ASCII space that follows a printable ASCII "
                                    "character")
+# ... and after CJK punctuation as above (not with add_prefix_space, which would put a space
+# before the letter that starts the piece after the cut).
+BYTE_LEVEL_CUT = LineCut(BEFORE_SPACE_AFTER_ASCII.pattern + rb"|" + _CJK_PUNCT + rb"(?="
+                         + _CJK_LETTER + rb")", f"{BEFORE_SPACE_AFTER_ASCII.rule}, or {_CJK_RULE}")
 # Metaspace (split): every space becomes the replacement, and every piece starts at a
 # replacement, so cutting before any space (but at the start) cuts between two pieces; the
 # piece after starts with the replacement, so nothing is prepended to it.
@@ -289,7 +308,7 @@ class Whitespace(PreTokenizer):
     line_sensitive: ClassVar[bool] = False
 
     def line_cut(self) -> LineCut | None:
-        return AFTER_WHITESPACE
+        return AFTER_WHITESPACE_OR_CJK
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(WHITESPACE_PATTERN)
@@ -315,7 +334,7 @@ class BertPreTokenizer(PreTokenizer):
     line_sensitive: ClassVar[bool] = False
 
     def line_cut(self) -> LineCut | None:
-        return AFTER_WHITESPACE
+        return AFTER_WHITESPACE_OR_CJK
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(BERT_PATTERN)
@@ -339,7 +358,9 @@ class ByteLevel(PreTokenizer):
                 .then(pl.lit(" ") + col).otherwise(col))
 
     def line_cut(self) -> LineCut | None:
-        return BEFORE_SPACE_AFTER_ASCII if self.use_regex else None
+        if not self.use_regex:
+            return None
+        return BEFORE_SPACE_AFTER_ASCII if self.add_prefix_space else BYTE_LEVEL_CUT
 
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         col = self._prefixed(col)
