@@ -19,9 +19,10 @@
 -- DuckDB's own readers would not read these as the Polars engine does: read_text loads a file
 -- whole (no bound on a line's length, no pipes) and does not decompress; read_csv, DuckDB's
 -- only way to decompress text, drops line endings and lone CRs, splits lines at its delimiter,
--- fails on lines over 2 MB, and with strict_mode=false keeps the readable prefix of a truncated
--- file; read_json gives a non-string value as its JSON text and its CSV sniffer refuses files
--- Arrow reads.
+-- fails on lines over 2 MB, with strict_mode=false keeps the readable prefix of a truncated
+-- file, and its CSV sniffer refuses files Arrow reads (lone-CR line ends); read_json turns a
+-- column mixing strings and numbers into JSON text ("a b" with its quotes) where the Polars
+-- engine refuses the file.
 
 -- name: create
 CREATE OR REPLACE TABLE tc_corpus (src INTEGER, seq BIGINT, text VARCHAR);

@@ -85,7 +85,8 @@ def _duckdb_reads(s: Source) -> bool:
     Polars engine does: read_text loads a file whole (no bound on a line, no pipes) and does
     not decompress; read_csv (its only way to decompress text) drops line endings and lone CRs,
     splits at its delimiter, fails on lines over 2 MB, and with strict_mode=false keeps the
-    prefix of a truncated file; read_json turns a non-string value into its JSON text."""
+    prefix of a truncated file; read_json turns a column mixing strings and numbers into JSON
+    text."""
     return s.fmt == "parquet" and s.compression is None and s.kind == "file"
 
 
