@@ -1,41 +1,31 @@
 -- Stage 2: read the corpus into one table of sequences.
 --
--- In:  one input file per run of a section ($path, its input order $src), and for the column
---      formats the column name $column. Which section runs depends on the file's format.
+-- In:  one input per run of a section, in input order $src: a plain Parquet file ($path, with
+--      the text column $column), or a chunk of sequences registered by the engine (tc_chunk).
 -- Out: rows appended to tc_corpus(src INTEGER, seq BIGINT, text VARCHAR): one row per sequence,
 --      (src, seq) giving the corpus order.
 --
--- Text files: each line is one sequence *with its line ending kept* (DESIGN.md §2, as HF
--- `Tokenizer.train(files)`): the file is read whole by read_text, split at "\n", and "\n" is put
--- back on every piece but the last ("\r\n" keeps its "\r", which stays in the piece).
--- Compressed text (.gz/.zst, $compression 'gzip' | 'zstd') goes through read_csv, which
--- decompresses but strips line endings: the engine uses it with the pre-tokenizers that drop
--- whitespace anyway (whitespace, whitespace-split, subword-nmt, bert).
--- Parquet / JSONL / CSV: one sequence per row of the chosen column (JSONL / CSV may be gzip or
--- zstd compressed).
--- What DuckDB cannot read as the Polars engine does (bz2 files, compressed Parquet, gzip / zstd
--- text for the pre-tokenizers that see line endings) is decompressed and read in Python by the
--- Polars engine's reader and appended chunk by chunk (`chunk`: a registered frame tc_chunk).
+-- Plain Parquet files are read here by read_parquet: one sequence per row of the column, in
+-- file order (file_row_number); DuckDB gives the strings byte for byte and refuses a corrupt
+-- file or invalid UTF-8. The engine first checks the column exists and holds strings, with the
+-- Polars engine's messages.
+--
+-- Every other input is read by the Polars engine's reader (tokcolumnar/corpus.py) and appended
+-- chunk by chunk (`chunk`): text files — plain, gzip, zstd, bz2, named pipes, standard input —
+-- as one sequence per line *with its line ending kept* (DESIGN.md §2, as HF
+-- `Tokenizer.train(files)`; a line longer than a chunk comes in pieces cut where the
+-- pre-tokenizer cannot tell, and one with no such place for 4 x --max-word-chars bytes is
+-- refused); JSONL and CSV (also compressed) and compressed Parquet as one sequence per row.
+-- DuckDB's own readers would not read these as the Polars engine does: read_text loads a file
+-- whole (no bound on a line's length, no pipes) and does not decompress; read_csv, DuckDB's
+-- only way to decompress text, drops line endings and lone CRs, splits lines at its delimiter,
+-- fails on lines over 2 MB, with strict_mode=false keeps the readable prefix of a truncated
+-- file, and its CSV sniffer refuses files Arrow reads (lone-CR line ends); read_json turns a
+-- column mixing strings and numbers into JSON text ("a b" with its quotes) where the Polars
+-- engine refuses the file.
 
 -- name: create
 CREATE OR REPLACE TABLE tc_corpus (src INTEGER, seq BIGINT, text VARCHAR);
-
--- name: text
-INSERT INTO tc_corpus
-SELECT $src, seq, CASE WHEN seq < n THEN piece || chr(10) ELSE piece END
-FROM (
-    SELECT unnest(pieces) AS piece, unnest(range(len(pieces))) + 1 AS seq, len(pieces) AS n
-    FROM (SELECT string_split(content, chr(10)) AS pieces FROM read_text($path))
-);
-
--- name: text_compressed
--- read_csv with a delimiter that never occurs and no quoting: one row per line (line ending
--- dropped; blank lines come back as NULL). CREATE TABLE keeps the file order in rowid.
-CREATE OR REPLACE TEMP TABLE tc_lines AS
-SELECT line FROM read_csv($path, columns = {'line': 'VARCHAR'}, delim = chr(31) || chr(30) || chr(29),
-                          quote = '', escape = '', header = false, auto_detect = false,
-                          strict_mode = false, null_padding = true, compression = $compression);
-INSERT INTO tc_corpus SELECT $src, rowid, line FROM tc_lines;
 
 -- name: chunk
 INSERT INTO tc_corpus SELECT $src, seq, text FROM tc_chunk;
@@ -46,27 +36,3 @@ SELECT $src, file_row_number, text FROM (
     SELECT file_row_number, COLUMNS(lambda c: c = $column) AS text
     FROM read_parquet($path, file_row_number = true)
 );
-
--- name: jsonl
-CREATE OR REPLACE TEMP TABLE tc_rows AS
-SELECT COLUMNS(lambda c: c = $column) AS text
-FROM read_json($path, format = 'newline_delimited', compression = $compression);
-INSERT INTO tc_corpus SELECT $src, rowid, text FROM tc_rows;
-
--- name: csv
-CREATE OR REPLACE TEMP TABLE tc_rows AS
-SELECT COLUMNS(lambda c: c = $column) AS text
-FROM read_csv($path, header = true, all_varchar = true, delim = $delim, quote = '"', escape = '"',
-              compression = $compression);
-INSERT INTO tc_corpus SELECT $src, rowid, text FROM tc_rows;
-
--- name: peek_parquet
--- Zero rows, for the column names and types (a missing --column is reported clearly).
-SELECT * FROM read_parquet($path) LIMIT 0;
-
--- name: peek_jsonl
-SELECT * FROM read_json($path, format = 'newline_delimited', compression = $compression) LIMIT 0;
-
--- name: peek_csv
-SELECT * FROM read_csv($path, header = true, all_varchar = true, delim = $delim, quote = '"',
-                       escape = '"', compression = $compression) LIMIT 0;

@@ -131,10 +131,18 @@ def test_vocab_size_below_alphabet(tmp_path):
 
 
 def test_huge_line_without_spaces(tmp_path):
+    """A line with no place to cut it is refused once it runs 4 x --max-word-chars bytes; a
+    long word that fits in that bound is refused by the --max-word-chars check itself."""
     f = tmp_path / "huge.txt"
     f.write_text("short line\n" + "x" * (10 << 20) + "\n", encoding="utf-8")
     proc = run_cli("train", str(f), "--out", str(tmp_path / "o"))
-    assert_clean_error(proc, "a pre-token of 10,485,760 characters exceeds --max-word-chars")
+    assert_clean_error(proc, "huge.txt, byte 11: a line runs more than 4,000,000 bytes without "
+                             "a place where the pre-tokenizer can cut it exactly")
+    assert "--max-word-chars" in proc.stderr
+    assert not (tmp_path / "o").exists()
+    f.write_text("short line\n" + "x" * 1_500_000 + "\n", encoding="utf-8")
+    proc = run_cli("train", str(f), "--out", str(tmp_path / "o"))
+    assert_clean_error(proc, "a pre-token of 1,500,000 characters exceeds --max-word-chars")
     assert not (tmp_path / "o").exists()
 
 

@@ -2,66 +2,128 @@
 chunk of lines when the pre-tokenizer does not care about line boundaries).
 
 Text files are read in binary chunks cut at line ends, so memory stays near one chunk whatever
-the corpus size. Each line keeps its line ending, as HF `Tokenizer.train(files)` does."""
+the corpus size. Each line keeps its line ending, as HF `Tokenizer.train(files)` does. A line
+longer than a chunk is cut where the pre-tokenizer says a cut cannot change its words
+(`PreTokenizer.line_cut`); a stretch of more than 4 x --max-word-chars bytes without such a
+place is refused, so memory stays bounded whatever the line length.
+
+Inputs are files, directories, globs, named pipes (FIFOs, `<(cmd)`) and `-` (standard input,
+read as text unless a format is given)."""
 
 from __future__ import annotations
 
 import glob
 import os
+import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from .errors import TokcolumnarError
+from .errors import TokcolumnarError, word_too_long
+from .pretokenizers import LineCut, PreTokenizer, WholeSequence
 
 CHUNK_BYTES = 1 << 20
 PIECE_CHARS = 64 << 10
+# A character is at most 4 UTF-8 bytes: more than 4 x N bytes hold more than N characters.
+BYTES_PER_CHAR = 4
+# A cut rule (`LineCut`) looks at no more than this many bytes on each side of a cut.
+CUT_REACH = 4
+# Arrow's JSONL / CSV block size (the longest row it can read) when no --max-word-chars is set.
+UNBOUNDED_ROW_BYTES = 64 << 20
+STDIN = "-"
 FORMATS = ("text", "parquet", "jsonl", "csv")
 _COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
 _EXT_FORMAT = {".txt": "text", ".text": "text", ".parquet": "parquet", ".pq": "parquet",
                ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
                ".tsv": "csv"}
+_FILE_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
 
 
 @dataclass(frozen=True)
 class Source:
-    """One input file with its detected format and compression."""
+    """One input with its detected format and compression. `kind`: "file" (a regular file),
+    "pipe" (a named pipe: read once, front to back) or "stdin" (`-`)."""
 
     path: Path
     fmt: str
     compression: str | None
+    kind: str = "file"
+
+    @property
+    def label(self) -> str:
+        """How messages name the input."""
+        return "standard input" if self.kind == "stdin" else str(self.path)
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str | None = None) -> list[Source]:
-    """Resolve files, directories (recursively) and globs into an ordered list of sources."""
-    files: list[Path] = []
+    """Resolve files, named pipes, `-`, directories (recursively, regular files only) and globs
+    into an ordered list of sources. A missing path, an unreadable one, and a device or socket
+    are refused with a message saying which."""
+    sources: list[Source] = []
     for item in inputs:
         s = str(item)
+        if isinstance(item, str) and s == STDIN:
+            if any(x.kind == "stdin" for x in sources):
+                raise TokcolumnarError("standard input (-) is given more than once")
+            sources.append(_detect(Path(STDIN), fmt, "stdin"))
+            continue
         p = Path(s)
-        if p.is_dir():
+        mode = _stat_mode(p, s)
+        if mode is None:
+            if any(ch in s for ch in "*?["):
+                found = sorted(Path(x) for x in glob.glob(s, recursive=True)
+                               if Path(x).is_file())
+                if not found:
+                    raise TokcolumnarError(f"no files match {s}")
+                sources.extend(_readable(f, fmt, "file") for f in found)
+            elif p.is_symlink():
+                raise TokcolumnarError(f"input not found: {s} (a broken symbolic link)")
+            else:
+                raise TokcolumnarError(f"input not found: {s}")
+        elif stat.S_ISDIR(mode):
+            if not os.access(p, os.R_OK | os.X_OK):
+                raise TokcolumnarError(f"cannot read directory {s}: permission denied")
             found = sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith("."))
             if not found:
                 raise TokcolumnarError(f"directory {s} contains no files")
-            files.extend(found)
-        elif p.is_file():
-            files.append(p)
-        elif any(ch in s for ch in "*?["):
-            found = sorted(Path(x) for x in glob.glob(s, recursive=True) if Path(x).is_file())
-            if not found:
-                raise TokcolumnarError(f"no files match {s}")
-            files.extend(found)
+            sources.extend(_readable(f, fmt, "file") for f in found)
+        elif stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+            sources.append(_readable(p, fmt, "file" if stat.S_ISREG(mode) else "pipe"))
         else:
-            raise TokcolumnarError(f"input not found: {s}")
-    if not files:
+            what = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+            raise TokcolumnarError(f"input {s} is {what}, not a file or a pipe (to read it "
+                                   f"anyway, pipe it into standard input: cat {s} | ... -)")
+    if not sources:
         raise TokcolumnarError("no input files given")
-    return [_detect(f, fmt) for f in files]
+    return sources
 
 
-def _detect(path: Path, fmt: str | None) -> Source:
-    suffixes = [s.lower() for s in path.suffixes]
+def _stat_mode(p: Path, s: str) -> int | None:
+    """The file type bits of `p` (symbolic links followed), None when it does not exist."""
+    try:
+        return p.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        raise TokcolumnarError(f"cannot access input {s}: permission denied") from None
+    except OSError as e:
+        raise TokcolumnarError(f"cannot access input {s}: {e.strerror or e}") from None
+
+
+def _readable(path: Path, fmt: str | None, kind: str) -> Source:
+    if not os.access(path, os.R_OK):
+        raise TokcolumnarError(f"cannot read input {path}: permission denied")
+    return _detect(path, fmt, kind)
+
+
+def _detect(path: Path, fmt: str | None, kind: str = "file") -> Source:
+    suffixes = [s.lower() for s in path.suffixes] if kind != "stdin" else []
     compression = _COMPRESSION.get(suffixes[-1]) if suffixes else None
     if compression:
         suffixes = suffixes[:-1]
@@ -69,70 +131,141 @@ def _detect(path: Path, fmt: str | None) -> Source:
         fmt = _EXT_FORMAT.get(suffixes[-1], "text") if suffixes else "text"
     if fmt not in FORMATS:
         raise TokcolumnarError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-    return Source(path, fmt, compression)
+    return Source(path, fmt, compression, kind)
 
 
 def _open_binary(src: Source, arrow: bool = False) -> Any:
-    """A binary stream of the decompressed file (plain Python files for text and gzip, so the
-    text path never imports pyarrow; Arrow streams for zstd/bz2 and Arrow readers)."""
+    """A binary stream of the decompressed input: plain Python files for text and gzip (so the
+    text path never imports pyarrow), Arrow streams for zstd / bz2 and the Arrow readers (an
+    OS file for a regular file; a pipe or standard input through a Python file, which Arrow
+    reads front to back without seeking)."""
     try:
         if not arrow and src.compression in (None, "gzip"):
+            if src.kind == "stdin":
+                return open(0, "rb", closefd=False)  # noqa: SIM115 - closed by the caller
             if src.compression == "gzip":
                 import gzip
 
                 return gzip.open(src.path, "rb")
-            return open(src.path, "rb")
+            return open(src.path, "rb")  # noqa: SIM115 - closed by the caller
         import pyarrow as pa
 
-        if src.compression:
-            return pa.CompressedInputStream(pa.OSFile(str(src.path)), src.compression)
-        return pa.OSFile(str(src.path))
+        if src.kind == "file":
+            raw = pa.OSFile(str(src.path))
+        elif src.kind == "stdin":
+            raw = pa.PythonFile(open(0, "rb", closefd=False), "r")  # noqa: SIM115
+        else:
+            raw = pa.PythonFile(open(src.path, "rb"), "r")  # noqa: SIM115
+        return pa.CompressedInputStream(raw, src.compression) if src.compression else raw
     except Exception as e:  # noqa: BLE001 - OSError or ArrowException
-        raise TokcolumnarError(f"cannot open {src.path}: {e}") from None
+        raise TokcolumnarError(f"cannot open {src.label}: {e}") from None
 
 
-def _decode(data: bytes, src: Source, offset: int) -> str:
+def _decode(data: bytes | bytearray, src: Source, offset: int) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise TokcolumnarError(
-            f"{src.path}: invalid UTF-8 at byte {offset + e.start} (line {line} of the chunk "
+            f"{src.label}: invalid UTF-8 at byte {offset + e.start} (line {line} of the chunk "
             f"starting at byte {offset})") from None
 
 
-def iter_text_file(src: Source, chunk_bytes: int | None = None) -> Iterator[str]:
-    """Yield decoded chunks of whole lines (line endings kept) from a text file."""
+@cache
+def _cut_finders(cut: LineCut) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """Regexes finding the first and the last cut point of a buffer (match end = cut). The
+    last one is a greedy `.*` before the rule: the regex engine backtracks from the end, so it
+    finds the last cut point in C without scanning the buffer from the front in Python."""
+    return re.compile(cut.pattern), re.compile(b"(?s:.*)(?:" + cut.pattern + b")")
+
+
+def line_bound(max_word_chars: int | None, chunk_bytes: int) -> int | None:
+    """The most bytes a line may run without a cut point: 4 x --max-word-chars (never below a
+    chunk); None without --max-word-chars."""
+    if not max_word_chars:
+        return None
+    return max(BYTES_PER_CHAR * max_word_chars, chunk_bytes)
+
+
+def _no_cut_error(src: Source, offset: int, bound: int, max_word_chars: int,
+                  pretokenizer: PreTokenizer | None) -> TokcolumnarError:
+    where = f"{src.label}, byte {offset:,}"
+    if isinstance(pretokenizer, WholeSequence):  # the line is one pre-token
+        return TokcolumnarError(f"{where}: a line of more than {bound:,} bytes: "
+                                + word_too_long(f"more than {max_word_chars:,}", max_word_chars))
+    cut = pretokenizer.line_cut() if pretokenizer is not None else None
+    rule = f"it cuts {cut.rule}" if cut else "it cuts only at line ends"
+    return TokcolumnarError(
+        f"{where}: a line runs more than {bound:,} bytes without a place where the "
+        f"pre-tokenizer can cut it exactly ({rule}); lines are read in pieces of at most "
+        "4 x --max-word-chars bytes (at least 1 MiB): split the input, choose another "
+        "pre-tokenizer, or raise --max-word-chars")
+
+
+def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
+                   max_word_chars: int | None = None,
+                   chunk_bytes: int | None = None) -> Iterator[str]:
+    """Yield decoded chunks of whole lines (line endings kept) from a text input. A line
+    longer than a chunk is yielded in pieces cut at `pretokenizer.line_cut()` points (which
+    give the same words), and refused when it runs more than `line_bound` bytes without one;
+    without a pre-tokenizer lines are never cut nor bounded."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
+    cut = pretokenizer.line_cut() if pretokenizer is not None else None
+    first_cut, last_cut = _cut_finders(cut) if cut else (None, None)
+    bound = line_bound(max_word_chars, chunk_bytes) if pretokenizer is not None else None
     stream = _open_binary(src)
-    pending = b""
-    offset = 0
+    # Bytes after the last cut: no line end in them.
+    pending = bytearray()
+    offset = 0  # input offset of pending[0]
+    scanned = 0  # pending[:scanned] was searched for cut points and holds none
     try:
         while True:
             try:
                 block = stream.read(chunk_bytes)
             except (OSError, EOFError) as e:
-                raise TokcolumnarError(f"cannot read {src.path}: {e}") from None
+                raise TokcolumnarError(f"cannot read {src.label}: {e}") from None
             except Exception as e:  # noqa: BLE001 - ArrowException from a corrupt stream
-                raise TokcolumnarError(f"cannot read {src.path}: {e}") from None
+                raise TokcolumnarError(f"cannot read {src.label}: {e}") from None
             if not block:
                 break
-            data = pending + block
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                pending = data
-                continue
-            yield _decode(data[:cut], src, offset)
-            offset += cut
-            pending = data[cut:]
+            # Only the new bytes can hold a line end; cut points can also sit just before
+            # them (a rule sees up to 4 bytes on each side of a cut) or anywhere in bytes not
+            # searched yet (the rest of a line after the previous chunk's last line end).
+            start = len(pending)
+            pending += block
+            look = max(scanned - 2 * CUT_REACH, 0)
+            if bound is not None and len(pending) > bound:
+                # The stretch up to the first line end or cut point must fit in the bound.
+                nl = pending.find(b"\n", start)
+                ends = [nl + 1] if nl >= 0 else []
+                if first_cut is not None and (m := first_cut.search(pending, look)):
+                    ends.append(m.end())
+                if not ends or min(ends) > bound:
+                    raise _no_cut_error(src, offset, bound, max_word_chars or 0, pretokenizer)
+            # Yield up to the last line end of the block; when the block holds none (a long
+            # line), up to the last cut point.
+            end = pending.rfind(b"\n", start) + 1
+            if end:
+                scanned = 0  # the rest of the line was not searched for cut points
+            else:
+                if last_cut is not None and (m := last_cut.match(pending, look)):
+                    end = m.end()
+                scanned = len(pending) - end
+            if end:
+                yield _decode(pending[:end], src, offset)
+                offset += end
+                del pending[:end]
         if pending:
             yield _decode(pending, src, offset)
     finally:
         stream.close()
 
 
-def _column_batches(src: Source, column: str) -> Iterator[Any]:
-    """Yield Arrow arrays of the text column from a Parquet, JSONL or CSV file, streamed."""
+def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
+                    ) -> Iterator[Any]:
+    """Yield Arrow arrays of the text column from a Parquet, JSONL or CSV input, streamed.
+    A JSONL / CSV row may hold at most `max_row_bytes` bytes (Arrow's block size; 1 MiB by
+    default)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.json as pjson
@@ -140,27 +273,36 @@ def _column_batches(src: Source, column: str) -> Iterator[Any]:
 
     def check(names: list[str]) -> None:
         if column not in names:
-            raise TokcolumnarError(f"{src.path}: no column {column!r} (columns: "
+            raise TokcolumnarError(f"{src.label}: no column {column!r} (columns: "
                                    f"{', '.join(names) or 'none'}); choose one with --column")
 
+    if src.fmt == "parquet" and src.kind != "file":
+        raise TokcolumnarError(f"{src.label}: Parquet needs a seekable file, not a pipe or "
+                               "standard input")
+    block = min(max(max_row_bytes or CHUNK_BYTES, CHUNK_BYTES), (1 << 31) - 1)
+    stream = None
     try:
         if src.fmt == "parquet":
-            source = _open_binary(src, arrow=True) if src.compression else str(src.path)
-            pf = pq.ParquetFile(source)
+            stream = _open_binary(src, arrow=True) if src.compression else None
+            pf = pq.ParquetFile(stream if stream is not None else str(src.path))
             check(pf.schema_arrow.names)
             for batch in pf.iter_batches(columns=[column], batch_size=65536):
-                yield batch.column(0)
+                yield _validated(batch.column(0), src)
+            pf.close()
         elif src.fmt == "csv":
             parse = pcsv.ParseOptions(delimiter="\t" if ".tsv" in src.path.name else ",",
                                       newlines_in_values=True)
-            reader = pcsv.open_csv(_open_binary(src, arrow=True), parse_options=parse,
+            stream = _open_binary(src, arrow=True)
+            reader = pcsv.open_csv(stream, read_options=pcsv.ReadOptions(block_size=block),
+                                   parse_options=parse,
                                    convert_options=pcsv.ConvertOptions(
                                        column_types={column: pa.large_string()}))
             check(reader.schema.names)
             for batch in reader:
                 yield batch.column(reader.schema.get_field_index(column))
         else:
-            reader = pjson.open_json(_open_binary(src, arrow=True))
+            stream = _open_binary(src, arrow=True)
+            reader = pjson.open_json(stream, read_options=pjson.ReadOptions(block_size=block))
             check(reader.schema.names)
             for batch in reader:
                 yield batch.column(reader.schema.get_field_index(column))
@@ -168,7 +310,52 @@ def _column_batches(src: Source, column: str) -> Iterator[Any]:
         raise
     except (OSError, pa.ArrowException, ValueError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TokcolumnarError(f"cannot read {src.path} as {src.fmt}: {msg}") from None
+        if "straddl" in msg:  # Arrow: a row does not fit in one block
+            raise TokcolumnarError(
+                f"cannot read {src.label} as {src.fmt}: a row of more than {block:,} bytes "
+                "(rows are read in blocks of 4 x --max-word-chars bytes: split the input or "
+                "raise --max-word-chars)") from None
+        raise TokcolumnarError(f"cannot read {src.label} as {src.fmt}: {msg}") from None
+    finally:
+        if stream is not None:
+            stream.close()
+
+
+def _validated(arr: Any, src: Source) -> Any:
+    """A Parquet string column as Arrow gives it, its UTF-8 checked (Parquet readers do not
+    check it, and invalid bytes would silently vanish in the regexes)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or (
+            pa.types.is_string_view(arr.type)):
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid as e:
+            raise TokcolumnarError(f"{src.label}: invalid UTF-8 in the text column ({e})"
+                                   ) from None
+    return arr
+
+
+def check_parquet_column(src: Source, column: str) -> None:
+    """Refuse a Parquet file without the text column, or with a column that is not strings,
+    with the Polars engine's messages (for readers that do not go through `iter_source`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(str(src.path))
+    except (OSError, pa.ArrowException, ValueError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TokcolumnarError(f"cannot read {src.label} as parquet: {msg}") from None
+    if column not in schema.names:
+        raise TokcolumnarError(f"{src.label}: no column {column!r} (columns: "
+                               f"{', '.join(schema.names) or 'none'}); choose one with --column")
+    field_type = schema.field(column).type
+    if pa.types.is_dictionary(field_type):
+        field_type = field_type.value_type
+    _as_string_series(pa.array([], type=field_type), src.label)
 
 
 def _as_string_series(arr: Any, where: str) -> pl.Series:
@@ -178,6 +365,34 @@ def _as_string_series(arr: Any, where: str) -> pl.Series:
             return s.cast(pl.String)
         raise TokcolumnarError(f"{where}: text column has type {s.dtype}, expected strings")
     return s
+
+
+def cut_long_sequences(texts: pl.Series, cut: LineCut | None, size: int) -> pl.Series:
+    """`texts` with every value longer than `size` characters cut at the first cut point of
+    `cut` after every `size` bytes (the cut points are exact: the words stay the same); for
+    engines whose memory grows with the length of a sequence."""
+    if cut is None:
+        return texts
+    long = texts.str.len_chars() > size
+    if not long.any():
+        return texts
+    pattern, _ = _cut_finders(cut)
+    rows = long.arg_true()
+    pieces = []
+    for text in texts.gather(rows).to_list():  # the long values only (few, usually)
+        # The rules work on UTF-8 bytes and always cut between characters.
+        data, out, start = text.encode(), [], 0
+        while len(data) - start > size and (m := pattern.search(data, start + size)):
+            out.append(data[start:m.end()].decode())
+            start = m.end()
+        out.append(data[start:].decode())
+        pieces.append(out)
+    cut_values: list[list[str] | None] = [None] * len(texts)
+    for row, out in zip(rows.to_list(), pieces):
+        cut_values[row] = out
+    frame = pl.DataFrame({"text": texts, "cut": pl.Series(cut_values, dtype=pl.List(pl.String))})
+    return frame.select(pl.when(pl.col("cut").is_null()).then(pl.concat_list("text"))
+                        .otherwise(pl.col("cut")).alias(texts.name)).to_series().explode()
 
 
 def line_aligned_pieces(text: str, size: int | None = None) -> list[str]:
@@ -193,15 +408,42 @@ def line_aligned_pieces(text: str, size: int | None = None) -> list[str]:
     return out
 
 
+def iter_source(src: Source, column: str = "text", pretokenizer: PreTokenizer | None = None,
+                max_word_chars: int | None = None, split_lines: bool | None = None
+                ) -> Iterator[pl.Series]:
+    """Stream one input as Polars string Series: text as lines (each a sequence; for a
+    pre-tokenizer with `line_sensitive=False`, line-aligned pieces of many lines unless
+    `split_lines` is True), long lines cut and bounded as `iter_text_file` says; Parquet /
+    JSONL / CSV as batches of the column."""
+    if src.fmt == "text":
+        if split_lines is None:
+            split_lines = pretokenizer is None or pretokenizer.line_sensitive
+        for chunk in iter_text_file(src, pretokenizer, max_word_chars):
+            if split_lines:
+                s = pl.Series("text", [chunk], dtype=pl.String)
+                yield s.str.split("\n", inclusive=True).explode()
+            else:
+                yield pl.Series("text", line_aligned_pieces(chunk), dtype=pl.String)
+    else:
+        row_bytes = None  # Arrow's default block without a pre-tokenizer (encoding)
+        if pretokenizer is not None:
+            row_bytes = line_bound(max_word_chars, CHUNK_BYTES) or UNBOUNDED_ROW_BYTES
+        for arr in _column_batches(src, column, row_bytes):
+            yield _as_string_series(arr, src.label)
+
+
 def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
-                   split_lines: bool = True) -> Iterator[pl.Series]:
+                   pretokenizer: PreTokenizer | None = None,
+                   max_word_chars: int | None = None) -> Iterator[pl.Series]:
     """Stream the corpus as Polars string Series.
 
-    `inputs` is a path or a list/tuple of paths, globs and directories; or from Python a Polars
-    (Lazy)DataFrame, an Arrow table, or any other iterable (e.g. a generator) of strings.
-    With `split_lines=False` text files come as line-aligned pieces of many lines per value
-    (less memory, for pre-tokenizers that drop whitespace, where lines cannot change the
-    words)."""
+    `inputs` is a path or a list/tuple of paths, globs, directories, named pipes and `-`
+    (standard input); or from Python a Polars (Lazy)DataFrame, an Arrow table, or any other
+    iterable (e.g. a generator) of strings. With a `pretokenizer`, text lines longer than a
+    chunk are cut where it says the cut cannot change the words, and a stretch of more than
+    4 x `max_word_chars` bytes without such a place is refused (see `iter_text_file`); a
+    pre-tokenizer with `line_sensitive=False` gets line-aligned pieces of many lines per value
+    (less memory). Without one, every line is one value, however long."""
     if isinstance(inputs, pl.LazyFrame):
         names = inputs.collect_schema().names()
         if column not in names:
@@ -221,16 +463,7 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
     if isinstance(inputs, (list, tuple)) and all(isinstance(x, (str, os.PathLike))
                                                  for x in inputs):
         for src in expand_inputs(inputs, fmt):
-            if src.fmt == "text":
-                for chunk in iter_text_file(src):
-                    if split_lines:
-                        s = pl.Series("text", [chunk], dtype=pl.String)
-                        yield s.str.split("\n", inclusive=True).explode()
-                    else:
-                        yield pl.Series("text", line_aligned_pieces(chunk), dtype=pl.String)
-            else:
-                for arr in _column_batches(src, column):
-                    yield _as_string_series(arr, str(src.path))
+            yield from iter_source(src, column, pretokenizer, max_word_chars)
         return
     if not isinstance(inputs, Iterable):
         raise TokcolumnarError(f"unsupported input {type(inputs).__name__} (give paths, a data "

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from .errors import TokcolumnarError, TokcolumnarValueError
+from .errors import TokcolumnarError, TokcolumnarValueError, word_too_long
 from .normalizers import Normalizer
 from .pretokenizers import PreTokenizer
 from .progress import Progress
@@ -87,10 +87,7 @@ def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     if max_word_chars:
         longest = words.select(pl.col("word").str.len_chars().max()).item()
         if longest and longest > max_word_chars:
-            raise TokcolumnarError(
-                f"a pre-token of {longest:,} characters exceeds --max-word-chars "
-                f"{max_word_chars:,} (a huge line without separators?); split the input, choose "
-                "another pre-tokenizer, or raise the limit")
+            raise TokcolumnarError(word_too_long(f"{longest:,}", max_word_chars))
     return sort_words(words)
 
 

@@ -69,3 +69,9 @@ def environment_message(exc: BaseException) -> str | None:
         if os.strerror(code) in text:
             return os.strerror(code)
     return None
+def word_too_long(size: str, max_word_chars: int) -> str:
+    """The message for a pre-token over --max-word-chars (`size`: its length in characters,
+    e.g. "12,345" or "more than 1,000,000"), the same from every place that finds one."""
+    return (f"a pre-token of {size} characters exceeds --max-word-chars {max_word_chars:,} "
+            "(a huge line without separators?); split the input, choose another pre-tokenizer, "
+            "or raise the limit")

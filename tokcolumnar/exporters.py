@@ -177,7 +177,8 @@ def write_outputs(result: Any, directory: Path) -> None:
     inputs: list[dict[str, Any]] = []
     if result.inputs:
         try:
-            inputs = [fingerprint(str(s.path)) for s in expand_inputs(result.inputs, cfg.format)]
+            inputs = [fingerprint(str(s.path)) if s.kind == "file" else {"path": s.label}
+                      for s in expand_inputs(result.inputs, cfg.format)]
         except Exception:  # noqa: BLE001 - fingerprints are informative only
             inputs = [{"path": p} for p in result.inputs]
     write_parquet(result.merges, directory / "merges.parquet", "merges")

@@ -116,6 +116,64 @@ _HF_BEHAVIOR = {"removed": "Removed", "isolated": "Isolated",
 _BEHAVIOR_FROM_HF = {v: k for k, v in _HF_BEHAVIOR.items()}
 
 
+@dataclass(frozen=True)
+class LineCut:
+    """Where a pre-tokenizer lets the corpus reader cut a long line: at the end of each match
+    of `pattern` (a regex on the line's UTF-8 bytes that looks at no more than 4 bytes on each
+    side of the cut, and cuts between characters). A cut there gives the same words, under
+    every normalizer, as the uncut line. `rule` says it in words for error messages."""
+
+    pattern: bytes
+    rule: str
+
+
+# Why these cuts are exact. Normalizers run first; every one of them (NFC, NFKC, NFD, NFKD,
+# BERT's, lowercase) handles a line cut before or after an ASCII space, tab or CR exactly as the
+# whole line: such a character is a starter that composes with nothing and decomposes to itself
+# (or, for BERT, to a space), so normalization never looks across it, and it is neither cased
+# nor case-ignorable, so lowercase's final-sigma rule never looks across it either.
+#
+# Pre-tokenizers that drop whitespace (Whitespace, WhitespaceSplit, Bert; subword-nmt's split,
+# which keeps tabs inside words, only at a space or CR): no word contains the character, so the
+# words of `a<ws>` and `b` are those of `a<ws>b`.
+AFTER_WHITESPACE = LineCut(rb"[ \t\r]", "after an ASCII space, tab or carriage return")
+AFTER_SPACE_OR_CR = LineCut(rb"[ \r]", "after an ASCII space or carriage return")
+# CJK text has no spaces; Whitespace, Bert and ByteLevel may also cut after the CJK punctuation
+# 、。！，；？ (U+3001, U+3002, U+FF01, U+FF0C, U+FF1B, U+FF1F) followed by a CJK ideograph
+# (U+4E00..U+9FFF) or a hiragana / katakana letter (U+3041..U+3096, U+30A1..U+30FA). The mark is
+# punctuation (its own Bert piece; a `[^\w\s]` / GPT-2 `[^\s\p{L}\p{N}]` run that a letter
+# ends) under every normalizer (NFKC makes the fullwidth ones ASCII ! , ; ?), neither cased nor
+# case-ignorable, and so is the letter after it (so lowercase's final sigma does not look
+# across the cut); the letter is a starter that composes with nothing before it, stays a
+# letter, and BERT's normalizer only puts spaces around an ideograph. (The list is short on
+# purpose: the marks that end most CJK clauses.)
+_CJK_PUNCT = rb"(?:\xe3\x80[\x81\x82]|\xef\xbc[\x81\x8c\x9b\x9f])"
+_CJK_LETTER = (rb"(?:[\xe5-\xe9]|\xe4[\xb8-\xbf]|\xe3\x81[\x81-\xbf]|\xe3\x82[\x80-\x96\xa1-\xbf]"
+               rb"|\xe3\x83[\x80-\xba])")
+_CJK_RULE = "after CJK punctuation (、。！，；？) followed by a CJK ideograph or kana"
+AFTER_WHITESPACE_OR_CJK = LineCut(rb"[ \t\r]|" + _CJK_PUNCT + rb"(?=" + _CJK_LETTER + rb")",
+                                  f"{AFTER_WHITESPACE.rule}, or {_CJK_RULE}")
+# ByteLevel (GPT-2 regex): cut before a space that follows a printable ASCII character `x`. All
+# normalizers keep `x` a non-space character (at most lowercased), and no GPT-2 piece holds a
+# non-space character followed by a space (` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+` take a
+# space only in front, `\s+` holds only spaces, contractions none), so a piece ends at `x` both
+# ways; the regex has no look-behind, so the piece after starts alike; the `\s+(?!\S)` marker
+# is never placed before `x`; and `add_prefix_space` adds nothing to a piece starting with a
+# space. (A space after a non-ASCII character is not a safe cut: BERT's normalizer puts spaces
+# around CJK characters and drops control characters, which can join two whitespace runs.)
+BEFORE_SPACE_AFTER_ASCII = LineCut(rb"[\x21-\x7e](?= )",
+                                   "before an ASCII space that follows a printable ASCII "
+                                   "character")
+# ... and after CJK punctuation as above (not with add_prefix_space, which would put a space
+# before the letter that starts the piece after the cut).
+BYTE_LEVEL_CUT = LineCut(BEFORE_SPACE_AFTER_ASCII.pattern + rb"|" + _CJK_PUNCT + rb"(?="
+                         + _CJK_LETTER + rb")", f"{BEFORE_SPACE_AFTER_ASCII.rule}, or {_CJK_RULE}")
+# Metaspace (split): every space becomes the replacement, and every piece starts at a
+# replacement, so cutting before any space (but at the start) cuts between two pieces; the
+# piece after starts with the replacement, so nothing is prepended to it.
+BEFORE_SPACE = LineCut(rb"(?s:.)(?= )", "before an ASCII space")
+
+
 def _behavior(b: str) -> str:
     key = _BEHAVIOR_FROM_HF.get(b, b).lower()
     if key not in BEHAVIORS:
@@ -203,7 +261,10 @@ class PreTokenizer:
     `split_expr(col)` and `word_expr(word)` are the same work in two steps, for callers that
     count words: `expr(col) == split_expr(col).list.eval(word_expr(pl.element()))`, and
     `word_expr` is one-to-one, so counting the pieces of `split_expr` and applying `word_expr`
-    to the distinct pieces only gives the same counts much faster (ByteLevel's byte mapping)."""
+    to the distinct pieces only gives the same counts much faster (ByteLevel's byte mapping).
+
+    `line_cut()` says where the corpus reader may cut a long line without changing its words
+    (a `LineCut`), or None when it may not (lines are then read whole, up to a bound)."""
 
     hf_type: ClassVar[str] = ""
     line_sensitive: ClassVar[bool] = True
@@ -216,6 +277,9 @@ class PreTokenizer:
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         raise NotImplementedError
+
+    def line_cut(self) -> LineCut | None:
+        return None
 
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         return self.expr(col)
@@ -251,6 +315,9 @@ class Whitespace(PreTokenizer):
     hf_type: ClassVar[str] = "Whitespace"
     line_sensitive: ClassVar[bool] = False
 
+    def line_cut(self) -> LineCut | None:
+        return AFTER_WHITESPACE_OR_CJK
+
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(WHITESPACE_PATTERN)
 
@@ -259,6 +326,9 @@ class Whitespace(PreTokenizer):
 class WhitespaceSplit(PreTokenizer):
     hf_type: ClassVar[str] = "WhitespaceSplit"
     line_sensitive: ClassVar[bool] = False
+
+    def line_cut(self) -> LineCut | None:
+        return AFTER_WHITESPACE
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(r"\S+")
@@ -270,6 +340,9 @@ class BertPreTokenizer(PreTokenizer):
 
     hf_type: ClassVar[str] = "BertPreTokenizer"
     line_sensitive: ClassVar[bool] = False
+
+    def line_cut(self) -> LineCut | None:
+        return AFTER_WHITESPACE_OR_CJK
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(BERT_PATTERN)
@@ -291,6 +364,11 @@ class ByteLevel(PreTokenizer):
             return col
         return (pl.when((col.str.len_bytes() > 0) & col.str.starts_with(" ").not_())
                 .then(pl.lit(" ") + col).otherwise(col))
+
+    def line_cut(self) -> LineCut | None:
+        if not self.use_regex:
+            return None
+        return BEFORE_SPACE_AFTER_ASCII if self.add_prefix_space else BYTE_LEVEL_CUT
 
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         col = self._prefixed(col)
@@ -330,6 +408,9 @@ class Metaspace(PreTokenizer):
             raise TokcolumnarValueError(f"Metaspace: unknown prepend_scheme "
                                         f"{self.prepend_scheme!r} (choose from always, first, "
                                         "never)")
+
+    def line_cut(self) -> LineCut | None:
+        return BEFORE_SPACE if self.split else None
 
     def _one(self, col: pl.Expr, prepend: pl.Expr | bool) -> pl.Expr:
         r = self.replacement

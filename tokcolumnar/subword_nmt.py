@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from .pretokenizers import PreTokenizer
+from .pretokenizers import AFTER_SPACE_OR_CR, LineCut, PreTokenizer
 
 _BREAKS = "\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029"
 SUBWORD_NMT_PATTERN = f"[^ \\r\\n{_BREAKS}]*[{_BREAKS}]|[^ \\r\\n{_BREAKS}]+"
@@ -27,6 +27,9 @@ class SubwordNmtSplit(PreTokenizer):
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(SUBWORD_NMT_PATTERN)
+
+    def line_cut(self) -> LineCut | None:
+        return AFTER_SPACE_OR_CR
 
     def to_hf(self) -> dict[str, Any]:
         # the closest HF pre-tokenizer: split on " ", dropping it

@@ -64,7 +64,7 @@ def words_from_inputs(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
     """The counting stage alone."""
     normalizer, pretokenizer = pipeline_parts(cfg)
     chunks = iter_sequences(inputs, fmt=cfg.format, column=cfg.column,
-                            split_lines=pretokenizer.line_sensitive)
+                            pretokenizer=pretokenizer, max_word_chars=cfg.max_word_chars)
     return count_chunks(chunks, normalizer, pretokenizer, first_seen=True,
                        max_word_chars=cfg.max_word_chars, progress=cfg.show_progress)
 

@@ -9,14 +9,17 @@ WordPiece (`--model wordpiece`, both scorings: `score` compared as exact floats)
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from ..config import TrainConfig
+from ..corpus import expand_inputs
 from ..errors import TokcolumnarError
 
 # What must agree (DESIGN.md §3 "Both engines"): every column of the three tables.
@@ -116,6 +119,33 @@ def compare_dirs(a: str | Path, b: str | Path, out: Any = None) -> int:
     return 0
 
 
+def _readable_twice(inputs: Any, cfg: TrainConfig) -> Any:
+    """The inputs, such that each engine can read them: an iterator is kept (as an iterable
+    that can be read twice); standard input and named pipes (read once) are refused."""
+    if inputs is None:
+        return None
+    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs
+    if isinstance(paths, (list, tuple)) and all(isinstance(x, (str, os.PathLike)) for x in paths):
+        for src in expand_inputs(paths, cfg.format):
+            if src.kind != "file":
+                raise TokcolumnarError(f"crosscheck reads its inputs once per engine, and "
+                                       f"{src.label} can be read only once: save it to a file")
+        return inputs
+    if isinstance(inputs, Iterator):
+        return _Replay(list(inputs))
+    return inputs
+
+
+class _Replay:
+    """An iterable of kept items: each engine iterates over the same ones."""
+
+    def __init__(self, items: list[Any]):
+        self.items = items
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+
 def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any = None) -> int:
     """Train with both engines and compare words, merges and vocab. Prints the first difference
     and returns 1, or a one-line summary and returns 0."""
@@ -128,6 +158,7 @@ def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any 
         raise TokcolumnarError("give INPUT files or --from-counts words.parquet")
     if inputs is not None and from_counts is not None:
         raise TokcolumnarError("give either INPUT files or --from-counts, not both")
+    inputs = _readable_twice(inputs, cfg)
     pcfg = dataclasses.replace(cfg, engine="polars")
     dcfg = dataclasses.replace(cfg, engine="duckdb")
     t0 = time.perf_counter()

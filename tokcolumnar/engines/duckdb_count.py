@@ -1,5 +1,6 @@
-"""Stages 2-3 in DuckDB: read the corpus through DuckDB's readers (or Python data), normalize,
-pre-tokenize and count words into `tc_words`; or load a `--from-counts` table."""
+"""Stages 2-3 in DuckDB: read the corpus (Parquet through DuckDB's reader, everything else
+through the Polars engine's), normalize, pre-tokenize and count words into `tc_words`; or load a
+`--from-counts` table."""
 
 from __future__ import annotations
 
@@ -10,14 +11,26 @@ from typing import Any
 import polars as pl
 
 from ..config import TrainConfig
-from ..errors import TokcolumnarError
+from ..corpus import (
+    Source,
+    check_parquet_column,
+    cut_long_sequences,
+    expand_inputs,
+    iter_sequences,
+    iter_source,
+)
+from ..errors import TokcolumnarError, word_too_long
+from ..pretokenizers import PreTokenizer
+from ..training import pipeline_parts
 from .duckdb_sql import Scripts, connect, duck_error
 
+# Sequences longer than this many characters are cut where the pre-tokenizer allows (the same
+# words): stage 3's memory grows with the number of pieces per row (a 26 MB line of words in
+# 1 MB rows: 1.2 GB; in rows of ~1,024 characters: 0.6 GB, as the same words in short lines).
+ROW_CHARS = 1024
 NORMALIZERS = ("none", "nfc", "nfkc", "nfd", "nfkd", "bert")
 PRETOKENIZERS = ("whitespace", "whitespace-split", "subword-nmt", "bert", "byte-level",
                  "metaspace", "digits", "none")
-# Pre-tokenizers whose words do not depend on line endings (they drop whitespace).
-LINE_INSENSITIVE = ("whitespace", "whitespace-split", "subword-nmt", "bert")
 
 
 def _check_supported(cfg: TrainConfig) -> None:
@@ -30,76 +43,65 @@ def _check_supported(cfg: TrainConfig) -> None:
 
 
 def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
-    """Stage 2: fill tc_corpus(src, seq, text) from files (DuckDB readers) or Python data."""
+    """Stage 2: fill tc_corpus(src, seq, text). Plain Parquet files are read by DuckDB's
+    read_parquet (byte-exact; the column is checked first with the Polars engine's messages);
+    every other input (text, JSONL, CSV, anything compressed, pipes, standard input, Python
+    data) is read by the Polars engine's reader, so both engines see the same sequences and
+    refuse the same inputs with the same errors (DuckDB's read_csv / read_json are not exact:
+    see 02_read_corpus.sql)."""
     import duckdb
 
-    con = sql.con
     sql.run("read_corpus", "create")
     if inputs is None:
         raise TokcolumnarError("no inputs given (pass files or --from-counts)")
     frame = _as_frame(inputs, cfg.column)
     if frame is not None:
+        con = sql.con
         con.register("tc_input_frame", frame)
         con.execute("INSERT INTO tc_corpus SELECT 0, tc_row, text FROM tc_input_frame")
         con.unregister("tc_input_frame")
         return
-    from ..corpus import expand_inputs
-
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    pretokenizer = pipeline_parts(cfg)[1]
     for src, s in enumerate(expand_inputs(inputs, cfg.format)):
-        path = str(s.path)
+        if not _duckdb_reads(s):
+            _load_through_python(sql, s, src, cfg, pretokenizer)
+            continue
+        check_parquet_column(s, cfg.column)
         try:
-            if _python_reader_needed(s, cfg):
-                _load_through_python(sql, s, src, cfg)
-            elif s.fmt == "text":
-                if s.compression is None:
-                    sql.run("read_corpus", "text", path=path, src=src)
-                else:
-                    sql.run("read_corpus", "text_compressed", path=path, src=src,
-                            compression=s.compression)
-            else:
-                delim = "\t" if ".tsv" in s.path.name else ","
-                extra = {"compression": s.compression or "none"}
-                if s.fmt == "csv":
-                    extra["delim"] = delim
-                cur = sql.run("read_corpus", f"peek_{s.fmt}", path=path, **extra)
-                cols = {d[0]: d[1] for d in cur.description}
-                if cfg.column not in cols:
-                    raise TokcolumnarError(
-                        f"{path}: no column {cfg.column!r} (columns: "
-                        f"{', '.join(cols) or 'none'}); choose one with --column")
-                ctype = str(cols[cfg.column]).upper()
-                if ctype not in ("VARCHAR", "STRING", '"NULL"', "NULL", "JSON"):
-                    raise TokcolumnarError(f"{path}: text column has type {ctype}, expected "
-                                           "strings")
-                sql.run("read_corpus", s.fmt, path=path, src=src, column=cfg.column, **extra)
+            sql.run("read_corpus", "parquet", path=str(s.path), src=src, column=cfg.column)
         except duckdb.Error as e:
             msg = duck_error(e)
-            if "UTF-8" in msg or "utf-8" in msg or "Unicode" in msg:
-                raise TokcolumnarError(f"{path}: invalid UTF-8 ({msg})") from None
-            raise TokcolumnarError(f"cannot read {path} as {s.fmt}: {msg}") from None
+            if "encoding" in msg or "UTF-8" in msg or "UTF8" in msg:
+                raise TokcolumnarError(f"{s.label}: invalid UTF-8 in the text column ({msg})"
+                                       ) from None
+            raise TokcolumnarError(f"cannot read {s.label} as parquet: {msg}") from None
 
 
-def _python_reader_needed(s: Any, cfg: TrainConfig) -> bool:
-    """Inputs DuckDB cannot read as the Polars engine does: bz2 files (no bz2 codec in
-    DuckDB), compressed Parquet files (DuckDB reads Parquet only from a plain file), and
-    gzip / zstd text with a pre-tokenizer that sees line endings (DuckDB decompresses text only
-    through read_csv, which drops them; read_text does not decompress)."""
-    if s.compression == "bz2" or (s.fmt == "parquet" and s.compression):
-        return True
-    return (s.fmt == "text" and s.compression is not None
-            and cfg.pre_tokenizer.lower() not in LINE_INSENSITIVE)
+def _duckdb_reads(s: Source) -> bool:
+    """Whether DuckDB's own reader takes this input: a plain Parquet file (read_parquet gives
+    its strings byte for byte and refuses a corrupt file). DuckDB cannot read the rest as the
+    Polars engine does: read_text loads a file whole (no bound on a line, no pipes) and does
+    not decompress; read_csv (its only way to decompress text) drops line endings and lone CRs,
+    splits at its delimiter, fails on lines over 2 MB, and with strict_mode=false keeps the
+    prefix of a truncated file; read_json turns a column mixing strings and numbers into JSON
+    text."""
+    return s.fmt == "parquet" and s.compression is None and s.kind == "file"
 
 
-def _load_through_python(sql: Scripts, s: Any, src: int, cfg: TrainConfig) -> None:
-    """The fallback for `_python_reader_needed`: the file is decompressed and read in Python by
-    the Polars engine's reader (tokcolumnar/corpus.py: chunks of whole lines with their line
-    endings, or Arrow batches of the column) and appended to tc_corpus chunk by chunk."""
-    from ..corpus import iter_sequences
-
+def _load_through_python(sql: Scripts, s: Source, src: int, cfg: TrainConfig,
+                         pretokenizer: PreTokenizer) -> None:
+    """Every input but `_duckdb_reads`: read (and decompressed) in Python by the Polars
+    engine's reader (tokcolumnar/corpus.py: chunks of whole lines with their line endings, long
+    lines cut where the pre-tokenizer allows and bounded by --max-word-chars, or Arrow
+    batches of the column) and appended to tc_corpus chunk by chunk. One line per row whatever
+    the pre-tokenizer: DuckDB's regexes run faster, in less memory, on lines than on the
+    Polars engine's many-line pieces."""
     seq = 0
-    for texts in iter_sequences([s.path], s.fmt, cfg.column):
+    cut = pretokenizer.line_cut()
+    for texts in iter_source(s, cfg.column, pretokenizer, cfg.max_word_chars, split_lines=True):
+        texts = cut_long_sequences(texts, cut, ROW_CHARS)
         frame = pl.DataFrame({"text": texts}).with_row_index("seq", offset=seq)
         seq += frame.height
         sql.con.register("tc_chunk", frame)
@@ -112,8 +114,6 @@ def _load_through_python(sql: Scripts, s: Any, src: int, cfg: TrainConfig) -> No
 def _as_frame(inputs: Any, column: str) -> pl.DataFrame | None:
     """Python inputs (data frames, Arrow tables, iterables of strings) as a frame
     (tc_row, text), read as the Polars engine reads them; None for paths."""
-    from ..corpus import iter_sequences
-
     if isinstance(inputs, (str, os.PathLike)):
         return None
     if isinstance(inputs, (list, tuple)) and all(isinstance(x, (str, os.PathLike))
@@ -179,10 +179,7 @@ def _check_words(sql: Scripts, cfg: TrainConfig) -> None:
     if n == 0:
         raise TokcolumnarError("the input contains no words (empty files or empty column?)")
     if cfg.max_word_chars and longest > cfg.max_word_chars:
-        raise TokcolumnarError(
-            f"a pre-token of {longest:,} characters exceeds --max-word-chars "
-            f"{cfg.max_word_chars:,} (a huge line without separators?); split the input, choose "
-            "another pre-tokenizer, or raise the limit")
+        raise TokcolumnarError(word_too_long(f"{longest:,}", cfg.max_word_chars))
 
 
 def count_duckdb(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
