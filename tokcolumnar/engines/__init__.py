@@ -1,1 +1,0 @@
-"""Alternative engines (the DuckDB SQL twin) and the cross-check between engines."""
