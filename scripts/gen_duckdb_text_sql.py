@@ -2,7 +2,9 @@
 DuckDB's RE2 regexes and lower() split and lowercase exactly as the Rust code behind Polars and
 HF tokenizers) and sql/01b_unicode_tables.sql (the Unicode normalization tables: decompositions,
 combining classes, compositions), all measured through Polars
-(`python -m tokcolumnar.engines.duckdb_text --regenerate`)."""
+(`python scripts/gen_duckdb_text_sql.py --regenerate`). A build-time tool: the package reads
+the generated files, never this script; `tests/duckdb/test_text.py` checks that the files in
+`sql/` are what it generates."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ import unicodedata
 
 import polars as pl
 
-from ..normalizers import (
+from tokcolumnar.duckdb.runner import SQL_DIR
+from tokcolumnar.text.pretokenizers import HF_PUNCTUATION, NUMERIC_CLASS
+from tokcolumnar.text.unicode_tables import (
     HF_CHINESE_CHARS,
     HF_CLEAN_REMOVED,
     HF_NONSPACING_MARK,
 )
-from ..pretokenizers import HF_PUNCTUATION, NUMERIC_CLASS
-from .duckdb_sql import SQL_DIR
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,7 +78,7 @@ def _lowercase_fixes() -> tuple[str, str, list[tuple[str, str]]]:
 
 def text_functions_sql() -> str:
     """The text of sql/01_text_functions.sql (regenerate it with
-    `python -m tokcolumnar.engines.duckdb_text --regenerate`)."""
+    `python scripts/gen_duckdb_text_sql.py --regenerate`)."""
     w = _re2_class(_rust_ranges(r"\w"))
     s = _re2_class(_rust_ranges(r"\s"))
     letter = _re2_class(_rust_ranges(r"\p{L}"))
@@ -100,7 +102,7 @@ def text_functions_sql() -> str:
     ns = _class_of(nd["ccc"])
     newer = _class_of(nd["newer"])
     return f"""-- Stage 1: text functions for the counting stage (GENERATED: do not edit by hand;
--- regenerate with `python -m tokcolumnar.engines.duckdb_text --regenerate`).
+-- regenerate with `python scripts/gen_duckdb_text_sql.py --regenerate`).
 --
 -- In:  nothing. Out: macros used by stage 3.
 --   tc_pretokenize(text, kind) -> VARCHAR[]  the words of a text:
@@ -125,14 +127,14 @@ def text_functions_sql() -> str:
 -- The classes below are the exact code point sets of Rust's \\w (Alphabetic, M, Nd, Pc,
 -- Join_Control), \\s (White_Space), \\p{{L}}, \\p{{N}} (and Digits' char::is_numeric), listed
 -- as ranges, so both engines split identically; the BERT punctuation, control and mark
--- classes are HF's tables (tokcolumnar/normalizers.py, pretokenizers.py), as in the Polars
+-- classes are HF's tables (tokcolumnar/text/unicode_tables.py, pretokenizers.py), as in the Polars
 -- engine.
 -- Likewise lower() (utf8proc) differs from Rust's char::to_lowercase on {len(src) + len(multi)}
 -- code points (newer characters, U+0130): the translate / replace tables close the gap; a
 -- capital sigma becomes σ first, as HF's Lowercase (and the Polars engine) does.
 --
 -- GPT-2's `\\s+(?!\\S)` has no RE2 form; it is emulated as the Polars engine does
--- (tokcolumnar/pretokenizers.py): U+FDD0 is inserted before the last character of a
+-- (tokcolumnar/text/pretokenizers.py): U+FDD0 is inserted before the last character of a
 -- whitespace run that a non-space follows, and left out of every class, after escaping any
 -- U+FDD0 / U+FDD1 already in the text (U+FDD1 U+FDD1 / U+FDD1 U+FDD2).
 
@@ -155,7 +157,7 @@ CREATE OR REPLACE MACRO tc_pretokenize(t, kind) AS
     END;
 
 -- A GPT-2 byte character per UTF-8 byte: bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF stand for
--- themselves, the others are U+0100.. in byte order (tokcolumnar/bytelevel.py).
+-- themselves, the others are U+0100.. in byte order (tokcolumnar/text/bytelevel.py).
 CREATE OR REPLACE MACRO tc_byte_char(b) AS
     chr(CASE WHEN b <= 32 THEN 256 + b
              WHEN b BETWEEN 127 AND 160 THEN b + 162
@@ -305,7 +307,7 @@ def unicode_tables_sql() -> str:
     comp = ";".join(f"{_hex(a)}={_hex(b)}={_hex(c)}" for a, b, c in d["compose"])
     body = ";".join(entries)
     return f"""-- Stage 1b: Unicode normalization tables (GENERATED: do not edit by hand; regenerate
--- with `python -m tokcolumnar.engines.duckdb_text --regenerate`).
+-- with `python scripts/gen_duckdb_text_sql.py --regenerate`).
 --
 -- In: nothing. Out: three tables read by the normalization steps of stage 3.
 --   tc_uni_decomp(c, nfd, compat)  {dec.height:,} characters: nfd = the full canonical

@@ -1,5 +1,5 @@
 -- Stage 1: text functions for the counting stage (GENERATED: do not edit by hand;
--- regenerate with `python -m tokcolumnar.engines.duckdb_text --regenerate`).
+-- regenerate with `python scripts/gen_duckdb_text_sql.py --regenerate`).
 --
 -- In:  nothing. Out: macros used by stage 3.
 --   tc_pretokenize(text, kind) -> VARCHAR[]  the words of a text:
@@ -24,14 +24,14 @@
 -- The classes below are the exact code point sets of Rust's \w (Alphabetic, M, Nd, Pc,
 -- Join_Control), \s (White_Space), \p{L}, \p{N} (and Digits' char::is_numeric), listed
 -- as ranges, so both engines split identically; the BERT punctuation, control and mark
--- classes are HF's tables (tokcolumnar/normalizers.py, pretokenizers.py), as in the Polars
+-- classes are HF's tables (tokcolumnar/text/unicode_tables.py, pretokenizers.py), as in the Polars
 -- engine.
 -- Likewise lower() (utf8proc) differs from Rust's char::to_lowercase on 56
 -- code points (newer characters, U+0130): the translate / replace tables close the gap; a
 -- capital sigma becomes σ first, as HF's Lowercase (and the Polars engine) does.
 --
 -- GPT-2's `\s+(?!\S)` has no RE2 form; it is emulated as the Polars engine does
--- (tokcolumnar/pretokenizers.py): U+FDD0 is inserted before the last character of a
+-- (tokcolumnar/text/pretokenizers.py): U+FDD0 is inserted before the last character of a
 -- whitespace run that a non-space follows, and left out of every class, after escaping any
 -- U+FDD0 / U+FDD1 already in the text (U+FDD1 U+FDD1 / U+FDD1 U+FDD2).
 
@@ -54,7 +54,7 @@ CREATE OR REPLACE MACRO tc_pretokenize(t, kind) AS
     END;
 
 -- A GPT-2 byte character per UTF-8 byte: bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF stand for
--- themselves, the others are U+0100.. in byte order (tokcolumnar/bytelevel.py).
+-- themselves, the others are U+0100.. in byte order (tokcolumnar/text/bytelevel.py).
 CREATE OR REPLACE MACRO tc_byte_char(b) AS
     chr(CASE WHEN b <= 32 THEN 256 + b
              WHEN b BETWEEN 127 AND 160 THEN b + 162

@@ -1,5 +1,5 @@
 -- Stage 1b: Unicode normalization tables (GENERATED: do not edit by hand; regenerate
--- with `python -m tokcolumnar.engines.duckdb_text --regenerate`).
+-- with `python scripts/gen_duckdb_text_sql.py --regenerate`).
 --
 -- In: nothing. Out: three tables read by the normalization steps of stage 3.
 --   tc_uni_decomp(c, nfd, compat)  5,914 characters: nfd = the full canonical

@@ -216,35 +216,11 @@ UPDATE tc_words SET word = tc_byte_level_word(word);
 -- name: stats
 SELECT count(*) AS words, coalesce(max(length(word)), 0) AS longest FROM tc_words;
 
--- name: from_counts
--- The `--from-counts` table (registered as tc_counts_input: word, count[, first_seen]) read the
--- way the Polars engine reads it: empty / null words and zero counts dropped, duplicates summed,
--- first_seen = row order when absent.
-CREATE OR REPLACE TABLE tc_words AS
-SELECT (row_number() OVER (ORDER BY first_seen) - 1)::INTEGER AS w, word,
-       count::UBIGINT AS count, first_seen::UBIGINT AS first_seen
-FROM (
-    SELECT word, sum(count) AS count, min(first_seen) AS first_seen
-    FROM tc_counts_input
-    WHERE word IS NOT NULL AND word <> '' AND count > 0
-    GROUP BY word
-)
-ORDER BY first_seen;
-
 -- name: from_frame
--- A words table given as a data frame is used as is, row order included (as the Polars engine).
+-- A words table (from the counting stage, or a counts file read and normalised in Python:
+-- tokcolumnar/corpus/counts_file.py), registered as tc_counts_input, row order kept.
 CREATE OR REPLACE TABLE tc_words AS
 SELECT (row_number() OVER (ORDER BY tc_row) - 1)::INTEGER AS w, word,
        count::UBIGINT AS count, first_seen::UBIGINT AS first_seen
 FROM tc_counts_input
 ORDER BY tc_row;
-
--- name: counts_file
--- A `--from-counts` Parquet file with a first_seen column ...
-CREATE OR REPLACE TEMP TABLE tc_counts_input AS
-SELECT word, count, first_seen FROM read_parquet($path);
-
--- name: counts_file_rows
--- ... or without one: rows are in first-seen order.
-CREATE OR REPLACE TEMP TABLE tc_counts_input AS
-SELECT word, count, file_row_number AS first_seen FROM read_parquet($path, file_row_number = true);

@@ -17,8 +17,9 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "Encoding": "tokenizer", "Tokenizer": "tokenizer", "TokcolumnarError": "errors",
     "TokcolumnarTypeError": "errors", "TokcolumnarValueError": "errors",
-    "TokcolumnarWarning": "errors", "TrainConfig": "config", "TrainResult": "training",
-    "train": "training", "count_words": "training",
+    "TokcolumnarWarning": "errors", "TrainConfig": "config",
+    "TrainResult": "training.pipeline", "train": "training.pipeline",
+    "count_words": "training.pipeline",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -1,6 +1,7 @@
-"""Training settings: one dataclass mirroring the CLI options, the presets that fill it, and every
-check of the options. The CLI, the Python API (`train`, `count_words`) and both engines get their
-settings from here, so an option is refused the same way wherever it comes from.
+"""Training settings: one dataclass mirroring the CLI options, and every check of the options
+(the presets themselves are in `presets.py`). The CLI, the Python API (`train`,
+`count_words`) and both engines get their settings from here, so an option is refused the same
+way wherever it comes from.
 
 A field left at None means "not given": `__post_init__` checks the types of the given values,
 applies the preset (refusing a given value that contradicts what the preset fixes), fills the
@@ -12,54 +13,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import shlex
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .bytelevel import BYTE_ALPHABET
-from .corpus import FORMATS
+from .corpus.sources import FORMATS
 from .errors import TokcolumnarTypeError, TokcolumnarValueError
-from .normalizers import NORMALIZER_NAMES
-from .pretokenizers import PRETOKENIZER_NAMES
+from .presets import PRESETS, apply_preset, flag
+from .text.normalizers import NORMALIZER_NAMES, Normalizer, build_normalizer
+from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretokenizer
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
 MODELS = ("bpe", "wordpiece")
 ENGINES = ("polars", "duckdb")
 WORDPIECE_SCORINGS = ("likelihood", "frequency")
-PRE_TOKENIZERS = (*PRETOKENIZER_NAMES, "subword-nmt")
-BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
-
-@dataclass(frozen=True)
-class Preset:
-    """What a preset sets: `fixed` options define its reference configuration (a different
-    value given by the user is refused, naming both); `defaults` are used when the option is
-    not given and may be replaced. Every other option is free."""
-
-    fixed: dict[str, Any]
-    defaults: dict[str, Any]
-
-
-PRESET_RULES: dict[str, Preset] = {
-    "gpt2": Preset(
-        fixed={"model": "bpe", "pre_tokenizer": "byte-level", "normalizer": "none",
-               "lowercase": False, "initial_alphabet": list(BYTE_ALPHABET),
-               "end_of_word_suffix": None, "end_of_word_token": None,
-               "continuing_subword_prefix": None, "tie_break": "id"},
-        defaults={"special_tokens": ["<|endoftext|>"]}),
-    "bert": Preset(
-        fixed={"model": "wordpiece", "pre_tokenizer": "bert", "normalizer": "bert"},
-        defaults={"lowercase": True, "continuing_subword_prefix": "##",
-                  "special_tokens": BERT_SPECIAL_TOKENS, "unk_token": "[UNK]"}),
-    # `--vocab-size N` is read as subword-nmt's `-s N`: N merge operations (see apply_preset)
-    "subword-nmt": Preset(
-        fixed={"model": "bpe", "pre_tokenizer": "subword-nmt", "normalizer": "none",
-               "lowercase": False, "end_of_word_suffix": "</w>", "end_of_word_token": None,
-               "continuing_subword_prefix": None, "tie_break": "lexical-max"},
-        defaults={"min_frequency": 2}),
-}
-PRESETS = tuple(PRESET_RULES)
 
 DEFAULTS: dict[str, Any] = {
     "model": "bpe", "vocab_size": 30000, "min_frequency": 0, "special_tokens": [],
@@ -72,7 +40,7 @@ DEFAULTS: dict[str, Any] = {
 INT_MINIMUM = {"vocab_size": 1, "min_frequency": 0, "limit_alphabet": 1, "max_token_length": 1,
                "max_merges": 0, "max_word_chars": 1}
 CHOICES: dict[str, tuple[str, ...]] = {
-    "model": MODELS, "pre_tokenizer": PRE_TOKENIZERS, "normalizer": NORMALIZER_NAMES,
+    "model": MODELS, "pre_tokenizer": PRETOKENIZER_NAMES, "normalizer": NORMALIZER_NAMES,
     "tie_break": TIE_BREAKS, "preset": PRESETS, "engine": ENGINES, "format": FORMATS,
     "wordpiece_scoring": WORDPIECE_SCORINGS,
 }
@@ -117,7 +85,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_types(self)
-        apply_preset(self)
+        apply_preset(self, DEFAULTS["vocab_size"])
         for name, value in DEFAULTS.items():
             if getattr(self, name) is None:
                 setattr(self, name, list(value) if isinstance(value, list) else value)
@@ -127,13 +95,10 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @property
-    def needs_first_seen(self) -> bool:
-        return self.tie_break == "first-seen"
-
-
-def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    def text_components(self) -> tuple[Normalizer | None, PreTokenizer]:
+        """The normalizer (None for `none`) and the pre-tokenizer these settings name."""
+        return (build_normalizer(self.normalizer, self.lowercase),
+                build_pretokenizer(self.pre_tokenizer))
 
 
 def _is_int(value: Any) -> bool:
@@ -194,56 +159,6 @@ def check_types(cfg: TrainConfig) -> None:
                 raise TokcolumnarValueError(f"initial alphabet entries must be single "
                                             f"characters, got {c!r}")
         cfg.initial_alphabet = list(dict.fromkeys(chars))
-
-
-def _same(name: str, a: Any, b: Any) -> bool:
-    if name == "initial_alphabet":  # a set of characters: the order does not matter
-        return set(a) == set(b)
-    return a == b
-
-
-def _show(name: str, value: Any) -> str:
-    """An option as it would be written on the command line (for messages)."""
-    if value is None or value is False:
-        return f"no {flag(name)}"
-    if value is True:
-        return flag(name)
-    if name == "initial_alphabet":
-        if set(value) == set(BYTE_ALPHABET):
-            return f"{flag(name)} (the 256 byte-level characters)"
-        return f"{flag(name)} {shlex.quote(''.join(value))}"
-    if isinstance(value, list):
-        return f"{flag(name)} {shlex.quote(','.join(value))}"
-    return f"{flag(name)} {shlex.quote(str(value))}"
-
-
-def apply_preset(cfg: TrainConfig) -> None:
-    """Set what the preset fixes, refusing a given value that differs, and fill its defaults."""
-    if cfg.preset is None:
-        return
-    if cfg.preset not in PRESET_RULES:
-        raise TokcolumnarValueError(f"unknown preset {cfg.preset!r} "
-                                    f"(choose from {', '.join(PRESETS)})")
-    rules = PRESET_RULES[cfg.preset]
-    for name, fixed in rules.fixed.items():
-        given = getattr(cfg, name)
-        if given is not None and not _same(name, given, fixed):
-            verb = "uses" if fixed is None or fixed is False else "fixes"
-            raise TokcolumnarValueError(f"--preset {cfg.preset} {verb} {_show(name, fixed)}; "
-                                        f"got {_show(name, given)}")
-        setattr(cfg, name, list(fixed) if isinstance(fixed, list) else fixed)
-    for name, default in rules.defaults.items():
-        if getattr(cfg, name) is None:
-            setattr(cfg, name, list(default) if isinstance(default, list) else default)
-    if cfg.preset == "subword-nmt" and cfg.max_merges is None:
-        cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else DEFAULTS["vocab_size"]
-        cfg.vocab_size = 1 << 40
-    if cfg.preset == "bert":
-        missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
-        if missing:
-            raise TokcolumnarValueError(
-                f"--preset bert needs {', '.join(missing)} among --special-tokens (the "
-                "[CLS] ... [SEP] template and the unknown token)")
 
 
 def apply_model_rules(cfg: TrainConfig) -> None:

@@ -1,5 +1,9 @@
-"""Exporters: a `TrainResult` -> the output directory (DESIGN.md §2). `export` writes every file
-into a temporary directory that replaces the target only once all are written, under the rules
+"""Export: a training run -> its output directory (docs/architecture.md, "Outputs").
+
+`build_tokenizer` assembles the trained `Tokenizer` object; `tokenizer.json` is its one
+serialisation, and `vocab.json`, `merges.txt`, `codes.txt` and `vocab.txt` are written from it
+when they can hold the vocabulary exactly (`inexact_side_files`). `export` writes everything
+into a temporary directory that replaces the target only once all is written, under the rules
 of `outputs` (what an output may replace)."""
 
 from __future__ import annotations
@@ -10,12 +14,23 @@ import os
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from .config import TrainConfig
+from .corpus.sources import expand_inputs
 from .errors import warn
+from .models.base import Model
+from .models.bpe import BPEModel
+from .models.wordpiece import WordPieceModel
 from .outputs import output_dir, write_parquet
+from .text.decoders import BPEDecoder, ByteLevelDecoder, Decoder, WordPieceDecoder
+from .text.postprocessors import bert_template
+from .tokenizer import AddedToken, Tokenizer
+
+if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
+    from .training.pipeline import TrainResult
 
 # A token the line-based side files cannot hold exactly. merges.txt and codes.txt lines are
 # `left right`: HF splits each line on " " and needs two parts, skips lines that start with
@@ -25,10 +40,6 @@ from .outputs import output_dir, write_parquet
 PAIR_FILE_BREAKERS = r"[ \n\r]"
 LINE_FILE_BREAKERS = r"[\n\r]|\s$"
 
-BYTE_LEVEL_DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
-                      "use_regex": True}
-
-
 def hf_merges(merges: pl.DataFrame) -> list[tuple[str, str]]:
     """Merges in HF order: a pair merged twice (HF does this when a token id is reused) keeps
     only its last rank, as HF's merge map does."""
@@ -36,68 +47,42 @@ def hf_merges(merges: pl.DataFrame) -> list[tuple[str, str]]:
     return list(zip(last.get_column("left").to_list(), last.get_column("right").to_list()))
 
 
-def vocab_dict(vocab: pl.DataFrame) -> dict[str, int]:
-    return dict(zip(vocab.get_column("token").to_list(), vocab.get_column("id").to_list()))
-
-
-def decoder_json(result: Any) -> dict[str, Any] | None:
-    cfg = result.config
+def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame) -> Tokenizer:
+    """The tokenizer a training run made: its model with the settings' normalizer,
+    pre-tokenizer, decoder, post-processor and special tokens. `tokenizer.json` is this
+    object's serialisation (`Tokenizer.to_dict`)."""
+    ids = dict(zip(vocab.get_column("token").to_list(), vocab.get_column("id").to_list()))
+    model: Model
+    decoder: Decoder | None
     if cfg.model == "wordpiece":
-        return {"type": "WordPiece", "prefix": cfg.continuing_subword_prefix or "##",
-                "cleanup": True}
-    if cfg.pre_tokenizer == "byte-level":
-        return dict(BYTE_LEVEL_DECODER)
-    if cfg.end_of_word_suffix:
-        return {"type": "BPEDecoder", "suffix": cfg.end_of_word_suffix}
-    return None
-
-
-def model_json(result: Any) -> dict[str, Any]:
-    cfg = result.config
-    vocab = vocab_dict(result.vocab)
-    if cfg.model == "wordpiece":
-        from .wordpiece_trainer import wordpiece_model_json
-
-        return wordpiece_model_json(result, vocab)
-    return {
-        "type": "BPE", "dropout": None, "unk_token": cfg.unk_token,
-        "continuing_subword_prefix": cfg.continuing_subword_prefix,
-        "end_of_word_suffix": cfg.end_of_word_suffix, "fuse_unk": False, "byte_fallback": False,
-        "ignore_merges": False, "vocab": vocab,
-        "merges": [[a, b] for a, b in hf_merges(result.merges)],
-    }
-
-
-def tokenizer_json(result: Any) -> dict[str, Any]:
-    """The HF `tokenizer.json` object for a training result."""
-    cfg = result.config
-    vocab = result.vocab
-    specials = vocab.filter(pl.col("kind") == "special")
-    added = [{"id": int(i), "content": t, "single_word": False, "lstrip": False,
-              "rstrip": False, "normalized": False, "special": True}
-             for i, t in zip(specials.get_column("id").to_list(),
-                             specials.get_column("token").to_list())
-             if t in cfg.special_tokens]
+        prefix = cfg.continuing_subword_prefix or "##"
+        model = WordPieceModel(ids, unk_token=cfg.unk_token or "[UNK]",
+                               continuing_subword_prefix=prefix)
+        decoder = WordPieceDecoder(prefix=prefix, cleanup=True)
+    else:
+        model = BPEModel(ids, hf_merges(merges), cfg.continuing_subword_prefix,
+                         cfg.end_of_word_suffix, cfg.end_of_word_token, cfg.unk_token)
+        decoder = None
+        if cfg.pre_tokenizer == "byte-level":
+            decoder = ByteLevelDecoder(add_prefix_space=True, trim_offsets=True, use_regex=True)
+        elif cfg.end_of_word_suffix:
+            decoder = BPEDecoder(suffix=cfg.end_of_word_suffix)
     post = None
     if cfg.model == "wordpiece" and cfg.preset == "bert":
-        from .postprocessors import bert_template
-
-        post = bert_template(vocab_dict(vocab)).to_hf()
-    return {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-        "normalizer": result.normalizer.to_hf() if result.normalizer else None,
-        "pre_tokenizer": result.pretokenizer.to_hf(),
-        "post_processor": post,
-        "decoder": decoder_json(result),
-        "model": model_json(result),
-    }
+        post = bert_template(ids)
+    specials = vocab.filter(pl.col("kind") == "special")
+    added = [AddedToken(t, int(i)) for i, t in zip(specials.get_column("id").to_list(),
+                                                   specials.get_column("token").to_list())
+             if t in cfg.special_tokens]
+    normalizer, pretokenizer = cfg.text_components()
+    return Tokenizer(model, normalizer, pretokenizer, decoder, post, added)
 
 
 def _example(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
     return " + ".join(repr(frame.get_column(c).item(0)) for c in columns)
 
 
-def inexact_side_files(result: Any) -> dict[str, str]:
+def inexact_side_files(result: TrainResult) -> dict[str, str]:
     """Which of the run's line-based side files (`merges.txt` and, with --preset subword-nmt,
     `codes.txt` for BPE; `vocab.txt` for WordPiece) cannot be written so that their readers get
     the tokens back exactly, each with the reason. `tokenizer.json`, `vocab.json` and the
@@ -157,7 +142,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def export(result: Any, out_dir: str | Path, force: bool = False) -> Path:
+def export(result: TrainResult, out_dir: str | Path, force: bool = False) -> Path:
     """Write every output file of a training run into `out_dir`, replaced atomically (refused
     when `out_dir` holds something that is not ours: see `outputs.check_target`)."""
     with output_dir(out_dir, inputs=result.inputs, force=force) as tmp:
@@ -165,54 +150,57 @@ def export(result: Any, out_dir: str | Path, force: bool = False) -> Path:
     return Path(out_dir)
 
 
-def write_outputs(result: Any, directory: Path) -> None:
+def write_outputs(result: TrainResult, directory: Path) -> None:
     """Write every output file of a training run into an existing (empty) directory. A
     side file that cannot be written exactly (`inexact_side_files`) is left out, with the
     reason in `run.json` (`skipped_files`) and in a `TokcolumnarWarning`."""
-    from .corpus import expand_inputs
-
     cfg = result.config
-    tok_json = tokenizer_json(result)
+    tokenizer = result.tokenizer()
+    tokenizer_dict = tokenizer.to_dict()
     skipped = inexact_side_files(result)
-    inputs: list[dict[str, Any]] = []
-    if result.inputs:
-        try:
-            inputs = [fingerprint(str(s.path)) if s.kind == "file" else {"path": s.label}
-                      for s in expand_inputs(result.inputs, cfg.format)]
-        except Exception:  # noqa: BLE001 - fingerprints are informative only
-            inputs = [{"path": p} for p in result.inputs]
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
     write_parquet(result.words, directory / "words.parquet", "words")
-    (directory / "tokenizer.json").write_text(json.dumps(tok_json, ensure_ascii=False),
-                                              encoding="utf-8")
-    vocab = tok_json["model"]["vocab"]
+    _write_text(directory / "tokenizer.json", json.dumps(tokenizer_dict, ensure_ascii=False))
+    vocab = tokenizer_dict["model"]["vocab"]
     if cfg.model == "bpe":
-        (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False),
-                                              encoding="utf-8")
+        _write_text(directory / "vocab.json", json.dumps(vocab, ensure_ascii=False))
         if "merges.txt" not in skipped:
-            lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in tok_json["model"]["merges"]]
-            (directory / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in tokenizer_dict["model"]["merges"]]
+            _write_text(directory / "merges.txt", "\n".join(lines) + "\n")
         if cfg.preset == "subword-nmt" and "codes.txt" not in skipped:
             codes = ["#version: 0.2"] + [
                 f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
                                            result.merges.get_column("right").to_list())]
-            (directory / "codes.txt").write_text("\n".join(codes) + "\n", encoding="utf-8")
+            _write_text(directory / "codes.txt", "\n".join(codes) + "\n")
     elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
-        (directory / "vocab.txt").write_text("".join(t + "\n" for t, _ in tokens),
-                                             encoding="utf-8")
+        _write_text(directory / "vocab.txt", "".join(t + "\n" for t, _ in tokens))
     run = {
         "tool": "tokcolumnar", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": cfg.to_dict(), "versions": versions(),
         "timings_s": {k: round(v, 4) for k, v in result.timings.items()},
-        "inputs": inputs,
+        "inputs": input_fingerprints(result.inputs, cfg.format),
         "stats": {"words": result.words.height,
                   "word_occurrences": int(result.words.get_column("count").sum()),
                   "merges": result.merges.height, "vocab_size": result.vocab.height},
         "skipped_files": skipped,
     }
-    (directory / "run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n",
-                                        encoding="utf-8")
+    _write_text(directory / "run.json", json.dumps(run, indent=2, ensure_ascii=False) + "\n")
     for name, reason in skipped.items():
         warn(f"{name} not written: {reason}")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def input_fingerprints(inputs: list[str], fmt: str | None) -> list[dict[str, Any]]:
+    """`run.json`'s record of the inputs (informative: a failure records the paths only)."""
+    if not inputs:
+        return []
+    try:
+        return [fingerprint(str(s.path)) if s.kind == "file" else {"path": s.label}
+                for s in expand_inputs(inputs, fmt)]
+    except Exception:  # noqa: BLE001 - fingerprints are informative only
+        return [{"path": p} for p in inputs]

@@ -3,9 +3,11 @@ a terminal (pipelines, CI) unless forced."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 
 class Progress:
@@ -38,3 +40,19 @@ class Progress:
             self.update(done, force=True)
         sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+class StageTimer:
+    """Wall time per stage of a run (`run.json`'s `timings_s`): `with timer.stage("count"):`
+    adds the time of the block to that stage."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start

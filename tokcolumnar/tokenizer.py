@@ -7,6 +7,7 @@ are joined back to the rows."""
 
 from __future__ import annotations
 
+import copy
 import json
 import numbers
 import re
@@ -18,13 +19,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .decoders import decoder_from_hf
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
-from .models import U32_MAX, BPEModel, Model, lists_from_flat, model_from_hf
-from .normalizers import Normalizer, normalizer_from_hf
-from .postprocessors import post_processor_from_hf
-from .pretokenizers import PreTokenizer, pretokenizer_from_hf
+from .models import BPEModel, Model, model_from_hf
+from .models.base import U32_MAX, lists_from_flat
+from .text.decoders import decoder_from_hf
+from .text.normalizers import Normalizer, normalizer_from_hf
+from .text.postprocessors import ByteLevelProcessing, post_processor_from_hf
+from .text.pretokenizers import (
+    PreTokenizer,
+    SubwordNmtSplit,
+    WholeSequence,
+    pretokenizer_from_hf,
+)
 
 
 @dataclass
@@ -93,8 +100,6 @@ class Tokenizer:
     def __init__(self, model: Model, normalizer: Normalizer | None = None,
                  pre_tokenizer: PreTokenizer | None = None, decoder: Any = None,
                  post_processor: Any = None, added_tokens: list[AddedToken] | None = None):
-        from .pretokenizers import WholeSequence
-
         self.model = model
         self.normalizer = normalizer
         self.pre_tokenizer = pre_tokenizer or WholeSequence()
@@ -146,9 +151,7 @@ class Tokenizer:
         post = post_processor_from_hf(root.obj("post_processor", None, nullable=True))
         added = added_tokens_from_hf(root.list("added_tokens", []), model.vocab)
         pre = pretokenizer_from_hf(root.obj("pre_tokenizer", None, nullable=True))
-        if extras.get("pre_tokenizer") == "subword-nmt":
-            from .subword_nmt import SubwordNmtSplit  # no exact HF equivalent
-
+        if extras.get("pre_tokenizer") == "subword-nmt":  # no exact HF equivalent
             pre = SubwordNmtSplit()
         normalizer = normalizer_from_hf(root.obj("normalizer", None, nullable=True))
         if isinstance(model, BPEModel) and not model.merges:
@@ -178,21 +181,19 @@ class Tokenizer:
         """A training directory (`from_dir`) or a tokenizer.json file (`from_file`)."""
         return cls.from_dir(path) if Path(path).is_dir() else cls.from_file(path)
 
-    @classmethod
-    def from_result(cls, result: Any) -> Tokenizer:
-        from .exporters import tokenizer_json
-
-        return cls.from_hf_dict(tokenizer_json(result), result.config.to_dict())
+    def to_dict(self) -> dict[str, Any]:
+        """The `tokenizer.json` object (HF's format; the one serialisation of a tokenizer)."""
+        return {"version": "1.0", "truncation": None, "padding": None,
+                "added_tokens": [t.to_hf() for t in self.added_tokens],
+                "normalizer": self.normalizer.to_hf() if self.normalizer else None,
+                "pre_tokenizer": self.pre_tokenizer.to_hf(),
+                "post_processor": self.post_processor.to_hf() if self.post_processor else None,
+                "decoder": self.decoder.to_hf() if self.decoder else None,
+                "model": self.model.to_hf()}
 
     def to_str(self) -> str:
-        d = {"version": "1.0", "truncation": None, "padding": None,
-             "added_tokens": [t.to_hf() for t in self.added_tokens],
-             "normalizer": self.normalizer.to_hf() if self.normalizer else None,
-             "pre_tokenizer": self.pre_tokenizer.to_hf(),
-             "post_processor": self.post_processor.to_hf() if self.post_processor else None,
-             "decoder": self.decoder.to_hf() if self.decoder else None,
-             "model": self.model.to_hf()}
-        return json.dumps(d, ensure_ascii=False)
+        """`tokenizer.json` as text."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
 
     # -- encoding ------------------------------------------------------------------------------
     def get_vocab_size(self) -> int:
@@ -281,10 +282,16 @@ class Tokenizer:
         return self._encodings(self.encode_ids(texts))
 
     def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
-        """Pairs of sequences (ids, word_ids, type_ids), joined by the post-processor."""
-        from .postprocessors import encode_pair
-
-        return encode_pair(self, list(firsts), list(seconds))
+        """Pairs of sequences (ids, word_ids, type_ids): each side is encoded without
+        post-processing, then the processor's pair template joins them. Without a
+        post-processor the two sequences are concatenated (type id 1 for the second), as HF
+        does."""
+        raw = copy.copy(self)
+        raw.post_processor = None
+        first = raw.encode_ids(list(firsts))
+        second = raw.encode_ids(list(seconds))
+        processor = self.post_processor or ByteLevelProcessing()
+        return processor.apply_pair(first, second, self._added_ids)
 
     def encode(self, text: str, pair: str | None = None) -> Encoding:
         """Encode one text, or a pair of texts (`[CLS] a [SEP] b [SEP]` with BERT)."""

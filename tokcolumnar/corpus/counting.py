@@ -9,12 +9,10 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from .errors import TokcolumnarError, TokcolumnarValueError, word_too_long
-from .normalizers import Normalizer
-from .pretokenizers import PreTokenizer
-from .progress import Progress
-
-WORDS_SCHEMA = {"word": pl.String, "count": pl.UInt64}
+from ..errors import TokcolumnarError, word_too_long
+from ..progress import Progress
+from ..text.normalizers import Normalizer
+from ..text.pretokenizers import PreTokenizer
 
 
 def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
@@ -61,8 +59,9 @@ def merge_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
-                pretokenizer: PreTokenizer, first_seen: bool = False,
-                max_word_chars: int | None = None, progress: bool | None = None) -> pl.DataFrame:
+                 pretokenizer: PreTokenizer, first_seen: bool = False,
+                 max_word_chars: int | None = None, progress: bool | None = None
+                 ) -> pl.DataFrame:
     """Build the `words` table, sorted by first appearance when tracked, else by word."""
     parts: list[pl.DataFrame] = []
     total = 0
@@ -79,16 +78,23 @@ def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
         bar.update(total)
     bar.close(total)
     if not parts:
-        raise TokcolumnarError("the input contains no words (empty files or empty column?)")
+        raise TokcolumnarError(NO_WORDS)
     words = map_words(merge_counts(parts), pretokenizer)
     words = words.filter(pl.col("word").str.len_bytes() > 0)
-    if len(words) == 0:
-        raise TokcolumnarError("the input contains no words (empty files or empty column?)")
-    if max_word_chars:
-        longest = words.select(pl.col("word").str.len_chars().max()).item()
-        if longest and longest > max_word_chars:
-            raise TokcolumnarError(word_too_long(f"{longest:,}", max_word_chars))
+    check_words(words.height, words.select(pl.col("word").str.len_chars().max()).item(),
+                max_word_chars)
     return sort_words(words)
+
+
+NO_WORDS = "the input contains no words (empty files or empty column?)"
+
+
+def check_words(n_words: int, longest: int | None, max_word_chars: int | None) -> None:
+    """Refuse a count with no words, or with a word over --max-word-chars (both engines)."""
+    if n_words == 0:
+        raise TokcolumnarError(NO_WORDS)
+    if max_word_chars and longest and longest > max_word_chars:
+        raise TokcolumnarError(word_too_long(f"{longest:,}", max_word_chars))
 
 
 def sort_words(words: pl.DataFrame) -> pl.DataFrame:
@@ -96,42 +102,3 @@ def sort_words(words: pl.DataFrame) -> pl.DataFrame:
     if "first_seen" in words.columns:
         return words.sort("first_seen").select("word", "count", "first_seen")
     return words.sort("word").select("word", "count")
-
-
-def check_counts_columns(schema: pl.Schema, source: str) -> None:
-    """A words table given to `--from-counts` / `from_counts=` has a string `word` column and an
-    integer `count` column."""
-    for col in ("word", "count"):
-        if col not in schema:
-            raise TokcolumnarValueError(f"{source}: no column {col!r} "
-                                        f"(columns: {', '.join(schema.names())})")
-    if schema["word"] != pl.String:
-        raise TokcolumnarValueError(f"{source}: column 'word' must be strings")
-    if not schema["count"].is_integer():
-        raise TokcolumnarValueError(f"{source}: column 'count' must be integers")
-
-
-def load_counts(path: str) -> pl.DataFrame:
-    """Read a `words` table given to `--from-counts` (rows in first-seen order if no
-    `first_seen` column)."""
-    import pyarrow as pa
-
-    try:
-        df = pl.read_parquet(path)
-    except FileNotFoundError:
-        raise TokcolumnarError(f"counts file not found: {path}") from None
-    except (OSError, pa.ArrowException, pl.exceptions.PolarsError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TokcolumnarError(f"cannot read {path} as Parquet: {msg}") from None
-    check_counts_columns(df.schema, path)
-    df = df.filter(pl.col("word").is_not_null() & (pl.col("word").str.len_bytes() > 0))
-    if df.filter(pl.col("count") < 0).height:
-        raise TokcolumnarError(f"{path}: negative counts")
-    df = df.filter(pl.col("count") > 0)
-    if len(df) == 0:
-        raise TokcolumnarError(f"{path}: no words with a positive count")
-    if "first_seen" not in df.columns:
-        df = df.with_row_index("first_seen")
-    df = df.group_by("word").agg(pl.col("count").sum().cast(pl.UInt64),
-                                 pl.col("first_seen").min().cast(pl.UInt64))
-    return sort_words(df)

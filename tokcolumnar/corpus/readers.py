@@ -7,25 +7,22 @@ longer than a chunk is cut where the pre-tokenizer says a cut cannot change its 
 (`PreTokenizer.line_cut`); a stretch of more than 4 x --max-word-chars bytes without such a
 place is refused, so memory stays bounded whatever the line length.
 
-Inputs are files, directories, globs, named pipes (FIFOs, `<(cmd)`) and `-` (standard input,
-read as text unless a format is given)."""
+Inputs are resolved by `sources.expand_inputs`; Parquet, JSONL and CSV inputs come as Arrow
+batches of their text column."""
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from .errors import TokcolumnarError, word_too_long
-from .pretokenizers import LineCut, PreTokenizer, WholeSequence
+from ..errors import TokcolumnarError, word_too_long
+from ..text.pretokenizers import LineCut, PreTokenizer, WholeSequence
+from .sources import Source, expand_inputs, open_binary
 
 CHUNK_BYTES = 1 << 20
 PIECE_CHARS = 64 << 10
@@ -35,132 +32,6 @@ BYTES_PER_CHAR = 4
 CUT_REACH = 4
 # Arrow's JSONL / CSV block size (the longest row it can read) when no --max-word-chars is set.
 UNBOUNDED_ROW_BYTES = 64 << 20
-STDIN = "-"
-FORMATS = ("text", "parquet", "jsonl", "csv")
-_COMPRESSION = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
-_EXT_FORMAT = {".txt": "text", ".text": "text", ".parquet": "parquet", ".pq": "parquet",
-               ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
-               ".tsv": "csv"}
-_FILE_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
-
-
-@dataclass(frozen=True)
-class Source:
-    """One input with its detected format and compression. `kind`: "file" (a regular file),
-    "pipe" (a named pipe: read once, front to back) or "stdin" (`-`)."""
-
-    path: Path
-    fmt: str
-    compression: str | None
-    kind: str = "file"
-
-    @property
-    def label(self) -> str:
-        """How messages name the input."""
-        return "standard input" if self.kind == "stdin" else str(self.path)
-
-
-def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str | None = None) -> list[Source]:
-    """Resolve files, named pipes, `-`, directories (recursively, regular files only) and globs
-    into an ordered list of sources. A missing path, an unreadable one, and a device or socket
-    are refused with a message saying which."""
-    sources: list[Source] = []
-    for item in inputs:
-        s = str(item)
-        if isinstance(item, str) and s == STDIN:
-            if any(x.kind == "stdin" for x in sources):
-                raise TokcolumnarError("standard input (-) is given more than once")
-            sources.append(_detect(Path(STDIN), fmt, "stdin"))
-            continue
-        p = Path(s)
-        mode = _stat_mode(p, s)
-        if mode is None:
-            if any(ch in s for ch in "*?["):
-                found = sorted(Path(x) for x in glob.glob(s, recursive=True)
-                               if Path(x).is_file())
-                if not found:
-                    raise TokcolumnarError(f"no files match {s}")
-                sources.extend(_readable(f, fmt, "file") for f in found)
-            elif p.is_symlink():
-                raise TokcolumnarError(f"input not found: {s} (a broken symbolic link)")
-            else:
-                raise TokcolumnarError(f"input not found: {s}")
-        elif stat.S_ISDIR(mode):
-            if not os.access(p, os.R_OK | os.X_OK):
-                raise TokcolumnarError(f"cannot read directory {s}: permission denied")
-            found = sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith("."))
-            if not found:
-                raise TokcolumnarError(f"directory {s} contains no files")
-            sources.extend(_readable(f, fmt, "file") for f in found)
-        elif stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
-            sources.append(_readable(p, fmt, "file" if stat.S_ISREG(mode) else "pipe"))
-        else:
-            what = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
-            raise TokcolumnarError(f"input {s} is {what}, not a file or a pipe (to read it "
-                                   f"anyway, pipe it into standard input: cat {s} | ... -)")
-    if not sources:
-        raise TokcolumnarError("no input files given")
-    return sources
-
-
-def _stat_mode(p: Path, s: str) -> int | None:
-    """The file type bits of `p` (symbolic links followed), None when it does not exist."""
-    try:
-        return p.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except PermissionError:
-        raise TokcolumnarError(f"cannot access input {s}: permission denied") from None
-    except OSError as e:
-        raise TokcolumnarError(f"cannot access input {s}: {e.strerror or e}") from None
-
-
-def _readable(path: Path, fmt: str | None, kind: str) -> Source:
-    if not os.access(path, os.R_OK):
-        raise TokcolumnarError(f"cannot read input {path}: permission denied")
-    return _detect(path, fmt, kind)
-
-
-def _detect(path: Path, fmt: str | None, kind: str = "file") -> Source:
-    suffixes = [s.lower() for s in path.suffixes] if kind != "stdin" else []
-    compression = _COMPRESSION.get(suffixes[-1]) if suffixes else None
-    if compression:
-        suffixes = suffixes[:-1]
-    if fmt is None:
-        fmt = _EXT_FORMAT.get(suffixes[-1], "text") if suffixes else "text"
-    if fmt not in FORMATS:
-        raise TokcolumnarError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-    return Source(path, fmt, compression, kind)
-
-
-def _open_binary(src: Source, arrow: bool = False) -> Any:
-    """A binary stream of the decompressed input: plain Python files for text and gzip (so the
-    text path never imports pyarrow), Arrow streams for zstd / bz2 and the Arrow readers (an
-    OS file for a regular file; a pipe or standard input through a Python file, which Arrow
-    reads front to back without seeking)."""
-    try:
-        if not arrow and src.compression in (None, "gzip"):
-            if src.kind == "stdin":
-                return open(0, "rb", closefd=False)  # noqa: SIM115 - closed by the caller
-            if src.compression == "gzip":
-                import gzip
-
-                return gzip.open(src.path, "rb")
-            return open(src.path, "rb")  # noqa: SIM115 - closed by the caller
-        import pyarrow as pa
-
-        if src.kind == "file":
-            raw = pa.OSFile(str(src.path))
-        elif src.kind == "stdin":
-            raw = pa.PythonFile(open(0, "rb", closefd=False), "r")  # noqa: SIM115
-        else:
-            raw = pa.PythonFile(open(src.path, "rb"), "r")  # noqa: SIM115
-        return pa.CompressedInputStream(raw, src.compression) if src.compression else raw
-    except Exception as e:  # noqa: BLE001 - OSError or ArrowException
-        raise TokcolumnarError(f"cannot open {src.label}: {e}") from None
-
-
 def _decode(data: bytes | bytearray, src: Source, offset: int) -> str:
     try:
         return data.decode("utf-8")
@@ -213,7 +84,7 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
     cut = pretokenizer.line_cut() if pretokenizer is not None else None
     first_cut, last_cut = _cut_finders(cut) if cut else (None, None)
     bound = line_bound(max_word_chars, chunk_bytes) if pretokenizer is not None else None
-    stream = _open_binary(src)
+    stream = open_binary(src)
     # Bytes after the last cut: no line end in them.
     pending = bytearray()
     offset = 0  # input offset of pending[0]
@@ -283,7 +154,7 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
     stream = None
     try:
         if src.fmt == "parquet":
-            stream = _open_binary(src, arrow=True) if src.compression else None
+            stream = open_binary(src, arrow=True) if src.compression else None
             pf = pq.ParquetFile(stream if stream is not None else str(src.path))
             check(pf.schema_arrow.names)
             for batch in pf.iter_batches(columns=[column], batch_size=65536):
@@ -292,7 +163,7 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
         elif src.fmt == "csv":
             parse = pcsv.ParseOptions(delimiter="\t" if ".tsv" in src.path.name else ",",
                                       newlines_in_values=True)
-            stream = _open_binary(src, arrow=True)
+            stream = open_binary(src, arrow=True)
             reader = pcsv.open_csv(stream, read_options=pcsv.ReadOptions(block_size=block),
                                    parse_options=parse,
                                    convert_options=pcsv.ConvertOptions(
@@ -301,7 +172,7 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
             for batch in reader:
                 yield batch.column(reader.schema.get_field_index(column))
         else:
-            stream = _open_binary(src, arrow=True)
+            stream = open_binary(src, arrow=True)
             reader = pjson.open_json(stream, read_options=pjson.ReadOptions(block_size=block))
             check(reader.schema.names)
             for batch in reader:

@@ -7,16 +7,19 @@ would overtake a member) and runs the pass's statements."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
-import polars as pl
+import duckdb
 
 from ..config import TrainConfig
 from ..errors import TokcolumnarError
-from .duckdb_sql import Scripts, duck_error
+from ..progress import Progress, StageTimer
+from ..training.symbols import check_vocab_size
+from ..training.tables import TrainTables
+from .runner import Scripts, duck_error
 
 # merge loop tuning
 CANDIDATES = 256  # queue entries read per pass
@@ -166,24 +169,29 @@ class MergeLoop:
         self.vocab_n += fresh
 
     def run(self) -> None:
-        progress = None
-        if self.cfg.show_progress is not False:
-            from ..progress import Progress
+        run_passes(self, "merging (duckdb)")
 
-            progress = Progress("merging (duckdb)", total=self.cfg.vocab_size,
-                                enabled=self.cfg.show_progress)
-        while self.step():
-            if progress is not None:
-                progress.update(self.vocab_n)
-        if progress is not None:
-            progress.close(self.vocab_n)
+
+class Passes(Protocol):
+    """A merge loop driven one SQL pass at a time."""
+
+    cfg: TrainConfig
+    vocab_n: int
+
+    def step(self) -> bool: ...
+
+
+def run_passes(loop: Passes, label: str) -> None:
+    """Run passes until the loop says training is over, showing the vocabulary size."""
+    bar = Progress(label, total=loop.cfg.vocab_size, enabled=loop.cfg.show_progress)
+    while loop.step():
+        bar.update(loop.vocab_n)
+    bar.close(loop.vocab_n)
 
 
 @contextmanager
 def _building_alphabet() -> Iterator[None]:
     """Stages 4-6 fail as one clear error (e.g. a DuckDB out-of-memory), not a traceback."""
-    import duckdb
-
     try:
         yield
     except duckdb.Error as e:
@@ -193,8 +201,6 @@ def _building_alphabet() -> Iterator[None]:
 def initial_symbols(sql: Scripts, cfg: TrainConfig) -> int:
     """Stages 4-5 (alphabet, ids, initial symbols in tc_seg), shared with WordPiece; returns
     the initial vocabulary size."""
-    from ..alphabet import check_vocab_size
-
     with _building_alphabet():
         sql.run("alphabet", "chars")
         sql.run("alphabet", "alphabet", initial_alphabet=list(cfg.initial_alphabet),
@@ -219,19 +225,14 @@ def initial(sql: Scripts, cfg: TrainConfig) -> int:
     return n
 
 
-def train_bpe(sql: Scripts, cfg: TrainConfig, timings: dict[str, float]
-              ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Stages 4-9 on the counted words (tc_words); returns the (words, merges, vocab)
-    tables."""
-    t1 = time.perf_counter()
-    n0 = initial(sql, cfg)
-    timings["initial"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    loop = MergeLoop(sql, cfg, n0)
-    loop.run()
-    timings["merge"] = time.perf_counter() - t2
-    timings["passes"] = float(loop.passes)
-    t3 = time.perf_counter()
-    tables = tuple(sql.table("results", s) for s in ("words_out", "merges_out", "vocab_out"))
-    timings["tables"] = time.perf_counter() - t3
-    return tables
+def train_bpe(sql: Scripts, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
+    """Stages 4-9 on the words in tc_words; the result tables."""
+    with timer.stage("initial"):
+        n_initial = initial(sql, cfg)
+    with timer.stage("merge"):
+        loop = MergeLoop(sql, cfg, n_initial)
+        loop.run()
+    timer.seconds["passes"] = float(loop.passes)
+    with timer.stage("tables"):
+        return TrainTables(*(sql.table("results", s)
+                             for s in ("words_out", "merges_out", "vocab_out")))

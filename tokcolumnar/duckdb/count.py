@@ -1,17 +1,18 @@
 """Stages 2-3 in DuckDB: read the corpus (Parquet through DuckDB's reader, everything else
-through the Polars engine's), normalize, pre-tokenize and count words into `tc_words`; or load a
-`--from-counts` table."""
+through the Polars engine's), normalize, pre-tokenize and count words into `tc_words`; or put a
+words table there (`load_words`)."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
+import duckdb
 import polars as pl
 
 from ..config import TrainConfig
-from ..corpus import (
+from ..corpus.counting import check_words
+from ..corpus.readers import (
     Source,
     check_parquet_column,
     cut_long_sequences,
@@ -19,27 +20,14 @@ from ..corpus import (
     iter_sequences,
     iter_source,
 )
-from ..errors import TokcolumnarError, word_too_long
-from ..pretokenizers import PreTokenizer
-from ..training import pipeline_parts
-from .duckdb_sql import Scripts, connect, duck_error
+from ..errors import TokcolumnarError
+from ..text.pretokenizers import PreTokenizer
+from .runner import Scripts, duck_error
 
 # Sequences longer than this many characters are cut where the pre-tokenizer allows (the same
 # words): stage 3's memory grows with the number of pieces per row (a 26 MB line of words in
 # 1 MB rows: 1.2 GB; in rows of ~1,024 characters: 0.6 GB, as the same words in short lines).
 ROW_CHARS = 1024
-NORMALIZERS = ("none", "nfc", "nfkc", "nfd", "nfkd", "bert")
-PRETOKENIZERS = ("whitespace", "whitespace-split", "subword-nmt", "bert", "byte-level",
-                 "metaspace", "digits", "none")
-
-
-def _check_supported(cfg: TrainConfig) -> None:
-    if (cfg.normalizer or "none").lower() not in NORMALIZERS:
-        raise TokcolumnarError(f"the duckdb engine supports the normalizers "
-                               f"{', '.join(NORMALIZERS)} (got {cfg.normalizer!r})")
-    if cfg.pre_tokenizer.lower() not in PRETOKENIZERS:
-        raise TokcolumnarError(f"the duckdb engine supports the pre-tokenizers "
-                               f"{', '.join(PRETOKENIZERS)} (got {cfg.pre_tokenizer!r})")
 
 
 def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
@@ -49,8 +37,6 @@ def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
     data) is read by the Polars engine's reader, so both engines see the same sequences and
     refuse the same inputs with the same errors (DuckDB's read_csv / read_json are not exact:
     see 02_read_corpus.sql)."""
-    import duckdb
-
     sql.run("read_corpus", "create")
     if inputs is None:
         raise TokcolumnarError("no inputs given (pass files or --from-counts)")
@@ -63,7 +49,7 @@ def _load_corpus(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
         return
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
-    pretokenizer = pipeline_parts(cfg)[1]
+    pretokenizer = cfg.text_components()[1]
     for src, s in enumerate(expand_inputs(inputs, cfg.format)):
         if not _duckdb_reads(s):
             _load_through_python(sql, s, src, cfg, pretokenizer)
@@ -152,12 +138,9 @@ def _normalize(sql: Scripts, normalizer: str, lowercase: bool) -> None:
 
 def count_into(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
     """Stages 2-3: tc_words from the inputs."""
-    import duckdb
-
-    _check_supported(cfg)
     _load_corpus(sql, inputs, cfg)
-    normalizer = (cfg.normalizer or "none").lower()
-    pretokenizer = cfg.pre_tokenizer.lower()
+    normalizer = cfg.normalizer
+    pretokenizer = cfg.pre_tokenizer
     lowercase = bool(cfg.lowercase)
     try:
         if normalizer == "none":
@@ -175,61 +158,20 @@ def count_into(sql: Scripts, inputs: Any, cfg: TrainConfig) -> None:
 
 
 def _check_words(sql: Scripts, cfg: TrainConfig) -> None:
-    n, longest = sql.rows("count_words", "stats")[0]
-    if n == 0:
-        raise TokcolumnarError("the input contains no words (empty files or empty column?)")
-    if cfg.max_word_chars and longest > cfg.max_word_chars:
-        raise TokcolumnarError(word_too_long(f"{longest:,}", cfg.max_word_chars))
+    n_words, longest = sql.rows("count_words", "stats")[0]
+    check_words(n_words, longest, cfg.max_word_chars)
 
 
-def count_duckdb(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
-    """The counting stage in DuckDB: the `words` table (word, count u64, first_seen u64),
-    sorted by first_seen, identical to the Polars engine's."""
-    con = connect()
+def counted_words(sql: Scripts) -> pl.DataFrame:
+    """The `words` table (word, count u64, first_seen u64) in first-seen order."""
+    return sql.con.sql("SELECT word, count, first_seen FROM tc_words ORDER BY w").pl()
+
+
+def load_words(sql: Scripts, words: pl.DataFrame) -> None:
+    """Put a words table (word, count, first_seen; in first-seen order) into tc_words."""
+    sql.con.register("tc_counts_input", words.select("word", "count", "first_seen")
+                     .with_row_index("tc_row"))
     try:
-        sql = Scripts(con)
-        count_into(sql, inputs, cfg)
-        return con.sql("SELECT word, count, first_seen FROM tc_words ORDER BY w").pl()
-    finally:
-        con.close()
-
-
-def load_counts(sql: Scripts, from_counts: Any) -> pl.DataFrame | None:
-    """`--from-counts`: a Parquet path (read by DuckDB, normalised as the Polars engine does) or
-    a data frame (used as is). Returns the frame when one was given (the words table keeps it)."""
-    import duckdb
-
-    con = sql.con
-    if isinstance(from_counts, pl.DataFrame):
-        df = from_counts
-        if "first_seen" not in df.columns:
-            df = df.with_row_index("first_seen").select("word", "count", "first_seen")
-        con.register("tc_counts_input",
-                     df.select("word", "count", "first_seen").with_row_index("tc_row"))
         sql.run("count_words", "from_frame")
-        con.unregister("tc_counts_input")
-        return df
-    path = str(from_counts)
-    if not Path(path).exists():
-        raise TokcolumnarError(f"counts file not found: {path}")
-    try:
-        cur = con.execute("SELECT * FROM read_parquet($p) LIMIT 0", {"p": path})
-        cols = {d[0]: str(d[1]).upper() for d in cur.description}
-    except duckdb.Error as e:
-        raise TokcolumnarError(f"cannot read {path} as Parquet: {duck_error(e)}") from None
-    for col in ("word", "count"):
-        if col not in cols:
-            raise TokcolumnarError(f"{path}: no column {col!r} (columns: {', '.join(cols)})")
-    if cols["word"] not in ("VARCHAR", "STRING"):
-        raise TokcolumnarError(f"{path}: column 'word' must be strings")
-    if not any(t in cols["count"] for t in ("INT", "HUGEINT")):
-        raise TokcolumnarError(f"{path}: column 'count' must be integers")
-    sql.run("count_words", "counts_file" if "first_seen" in cols else "counts_file_rows",
-            path=path)
-    if con.execute("SELECT count(*) FROM tc_counts_input WHERE count < 0").fetchone()[0]:
-        raise TokcolumnarError(f"{path}: negative counts")
-    sql.run("count_words", "from_counts")
-    con.execute("DROP TABLE tc_counts_input")
-    if not con.execute("SELECT count(*) FROM tc_words").fetchone()[0]:
-        raise TokcolumnarError(f"{path}: no words with a positive count")
-    return None
+    finally:
+        sql.con.unregister("tc_counts_input")

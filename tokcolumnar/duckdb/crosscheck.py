@@ -19,8 +19,9 @@ from typing import Any
 import polars as pl
 
 from ..config import TrainConfig
-from ..corpus import expand_inputs
+from ..corpus.sources import expand_inputs
 from ..errors import TokcolumnarError
+from ..training.pipeline import train
 
 # What must agree (DESIGN.md §3 "Both engines"): every column of the three tables.
 COLUMNS = {
@@ -149,9 +150,6 @@ class _Replay:
 def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any = None) -> int:
     """Train with both engines and compare words, merges and vocab. Prints the first difference
     and returns 1, or a one-line summary and returns 0."""
-    from ..training import train
-    from .duckdb_engine import train_duckdb
-
     out = out or sys.stdout
     inputs = inputs or None
     if inputs is None and from_counts is None:
@@ -165,7 +163,7 @@ def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any 
     a = train(inputs, from_counts=from_counts, config=pcfg)
     tp = time.perf_counter() - t0
     t1 = time.perf_counter()
-    b = train_duckdb(inputs, dcfg, from_counts=from_counts)
+    b = train(inputs, from_counts=from_counts, config=dcfg)
     td = time.perf_counter() - t1
     d = compare_results(a, b, ("polars", "duckdb"))
     times = f"polars {tp:.2f}s, duckdb {td:.2f}s ({td / tp if tp else float('inf'):.1f}x)"

@@ -1,57 +1,56 @@
-"""The DuckDB twin of the training pipeline: the same stages as plain SQL files in `sql/`
-(see their header comments), run with bound parameters, giving the same tables as the Polars
-engine. One module per stage group: `duckdb_sql` (running the files), `duckdb_count` (reading
-and counting), `duckdb_bpe` (alphabet, initial pairs, BPE merge loop), `duckdb_text` (generating
-the text functions of stage 1).
-
-`count_duckdb(inputs, cfg)` -> the `words` table; `train_duckdb(inputs, cfg, from_counts)` ->
-a `TrainResult` identical to `tokcolumnar.training.train`'s."""
+"""The DuckDB engine: the same stages as the Polars engine, as plain SQL files in `sql/` (see
+their header comments) run with bound parameters, giving the same tables. One module per stage
+group: `runner` (running the files), `count` (stages 2-3: reading and counting), `bpe` (stages
+4-9: alphabet, initial pairs, the BPE merge loop), `wordpiece` (stages 10-11: the likelihood
+loop). `tokcolumnar.training.pipeline` runs it through `count` and `train`, as the Polars
+engine."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
+import polars as pl
+
 from ..config import TrainConfig
-from .duckdb_bpe import train_bpe
-from .duckdb_count import count_duckdb, count_into, load_counts
-from .duckdb_sql import SQL_DIR, Scripts, connect
-from .duckdb_text import text_functions_sql
-from .duckdb_wordpiece import train_wordpiece_duckdb
+from ..progress import StageTimer
+from ..training.tables import TrainTables
+from .bpe import train_bpe
+from .count import count_into, counted_words, load_words
+from .runner import Scripts, connect
+from .wordpiece import train_wordpiece
 
-__all__ = ["SQL_DIR", "connect", "count_duckdb", "text_functions_sql", "train_duckdb"]
 
-
-def train_duckdb(inputs: Any, cfg: TrainConfig, from_counts: Any = None) -> Any:
-    """Train a BPE or WordPiece tokenizer with every stage in DuckDB. Returns the same
-    `TrainResult` as `tokcolumnar.training.train` (so `result.save(dir)` writes the same
-    files)."""
-    from ..training import TrainResult, pipeline_parts
-
-    timings: dict[str, float] = {}
-    normalizer, pretokenizer = pipeline_parts(cfg)
+@contextlib.contextmanager
+def scripts() -> Iterator[Scripts]:
+    """A fresh in-memory DuckDB with the text functions of stage 1, closed afterwards."""
     con = connect()
     try:
-        sql = Scripts(con)
-        t0 = time.perf_counter()
-        frame = None
-        if from_counts is not None:
-            frame = load_counts(sql, from_counts)
-        else:
-            count_into(sql, inputs, cfg)
-        timings["count"] = time.perf_counter() - t0
-        if cfg.model == "wordpiece":  # stages 4-5, then 10-11 (or 6-9 for frequency scoring)
-            words, merges, vocab = train_wordpiece_duckdb(sql, cfg, timings)
-        else:  # stages 4-9
-            words, merges, vocab = train_bpe(sql, cfg, timings)
+        yield Scripts(con)
     finally:
         con.close()
-    if frame is not None:
-        words = frame.with_columns(words.get_column("tokens"), words.get_column("ids"))
-    result = TrainResult(cfg, words, merges, vocab, normalizer, pretokenizer, timings)
-    if isinstance(inputs, (str, Path)):
-        result.inputs = [str(inputs)]
-    elif isinstance(inputs, (list, tuple)):
-        result.inputs = [str(x) for x in inputs]
-    return result
+
+
+class DuckDBEngine:
+    name = "duckdb"
+
+    def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
+        """Stages 2-3: the `words` table (word, count, first_seen), identical to the Polars
+        engine's."""
+        with scripts() as sql:
+            count_into(sql, inputs, cfg)
+            return counted_words(sql)
+
+    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
+        """Stages 4-11 on a words table: BPE and frequency WordPiece through the BPE loop
+        (stages 4-9), likelihood WordPiece through its own (stages 4-5, 10-11)."""
+        with scripts() as sql:
+            load_words(sql, words)
+            if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
+                return train_wordpiece(sql, cfg, timer)
+            tables = train_bpe(sql, cfg, timer)
+        if cfg.model == "wordpiece":  # the score of frequency scoring is the pair count
+            tables.merges = tables.merges.with_columns(
+                pl.col("count").cast(pl.Float64).alias("score"))
+        return tables

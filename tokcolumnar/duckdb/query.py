@@ -18,18 +18,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import TokcolumnarError
-from .outputs import mark_file, output_file, write_parquet
+import duckdb
+
+from ..errors import TokcolumnarError
+from ..outputs import mark_file, output_file, write_parquet
+from . import QUERY_FORMATS
 
 VIEWS = ("words", "merges", "vocab", "encoded")
-FORMATS = ("table", "csv", "json", "parquet")
 
 
 def connect(directory: str | Path, allow_external: bool = False) -> Any:
     """A DuckDB connection with one view per Parquet table found in `directory`; unless
     `allow_external`, sandboxed to those files (see the module docstring)."""
-    import duckdb
-
     d = Path(directory)
     if not d.is_dir():
         raise TokcolumnarError(f"not a directory: {directory}")
@@ -72,8 +72,6 @@ def query(directory: str | Path, sql: str, params: dict[str, Any] | None = None,
     """Run `sql` (one or more statements) over the directory's views; returns the last
     statement's rows as a Polars DataFrame (None if it returns no rows). `params` are bound as
     DuckDB variables (read them with getvariable('name'))."""
-    import duckdb
-
     con = connect(directory, allow_external)
     try:
         for name, value in (params or {}).items():
@@ -99,8 +97,8 @@ def run_sql(directory: str, query_text: str, fmt: str = "table", output: str | N
             params: dict[str, Any] | None = None, force: bool = False,
             allow_external: bool = False) -> None:
     """The `sql` command: run the query and print or write its result."""
-    if fmt not in FORMATS:
-        raise TokcolumnarError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if fmt not in QUERY_FORMATS:
+        raise TokcolumnarError(f"unknown format {fmt!r} (choose from {', '.join(QUERY_FORMATS)})")
     if fmt == "parquet" and not output:
         raise TokcolumnarError("--format parquet needs --output FILE")
     if not output:

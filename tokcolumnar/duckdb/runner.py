@@ -1,5 +1,9 @@
 """Running the stage files of `sql/`: each file is split into named sections (`-- name: x`)
-and statements, and run with bound parameters only (values never enter the SQL text)."""
+and statements, and run with bound parameters only (values never enter the SQL text).
+
+The files live in `sql/` at the repository root and ship inside the package as
+`tokcolumnar/sql/` (a symbolic link in a checkout, a real folder in an installed wheel);
+`TOKCOLUMNAR_SQL_DIR` points elsewhere (e.g. to try an edited copy)."""
 
 from __future__ import annotations
 
@@ -8,10 +12,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from ..errors import TokcolumnarError
 
-SQL_DIR = Path(os.environ.get("TOKCOLUMNAR_SQL_DIR")
-               or Path(__file__).resolve().parents[2] / "sql")
+SQL_DIR = Path(os.environ.get("TOKCOLUMNAR_SQL_DIR") or Path(__file__).parents[1] / "sql")
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _SECTION = re.compile(r"^-- name: ([A-Za-z0-9_]+)\s*$", re.M)
@@ -120,8 +125,6 @@ def _strip_strings(q: str) -> str:
 
 
 def connect() -> Any:
-    import duckdb
-
     threads = os.environ.get("TOKCOLUMNAR_DUCKDB_THREADS")
     con = duckdb.connect(":memory:", config={"threads": int(threads)} if threads else {})
     Scripts(con).run("text_functions")

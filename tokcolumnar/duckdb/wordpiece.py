@@ -25,11 +25,11 @@ tiny word limits and a single candidate."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 from ..config import TrainConfig
-from .duckdb_sql import Scripts
+from ..progress import StageTimer
+from ..training.tables import TrainTables
+from .bpe import initial_symbols, run_passes
+from .runner import Scripts
 
 CANDIDATES = 256  # candidates read per pass
 STEPS = 256  # merges per pass at most
@@ -72,41 +72,18 @@ class LikelihoodLoop:
         return True
 
     def run(self) -> None:
-        progress = None
-        if self.cfg.show_progress is not False:
-            from ..progress import Progress
-
-            progress = Progress("merging (duckdb wordpiece)", total=self.cfg.vocab_size,
-                                enabled=self.cfg.show_progress)
-        while self.step():
-            if progress is not None:
-                progress.update(self.vocab_n)
-        if progress is not None:
-            progress.close(self.vocab_n)
+        run_passes(self, "merging (duckdb wordpiece)")
 
 
-def train_wordpiece_duckdb(sql: Scripts, cfg: TrainConfig, timings: dict[str, float]
-                           ) -> tuple[Any, Any, Any]:
-    """Stages 4-11 for `--model wordpiece` on the counted words (tc_words); returns the
-    (words, merges, vocab) tables."""
-    import polars as pl
-
-    from .duckdb_bpe import initial_symbols, train_bpe
-
-    if cfg.wordpiece_scoring == "frequency":
-        words, merges, vocab = train_bpe(sql, cfg, timings)
-        # the score of frequency scoring is the pair count (what is maximised), as in Polars
-        return words, merges.with_columns(pl.col("count").cast(pl.Float64).alias("score")), vocab
-    t1 = time.perf_counter()
-    n0 = initial_symbols(sql, cfg)
-    timings["initial"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    loop = LikelihoodLoop(sql, cfg, n0)
-    loop.run()
-    timings["merge"] = time.perf_counter() - t2
-    timings["passes"] = float(loop.passes)
-    t3 = time.perf_counter()
-    tables = tuple(sql.table("wordpiece_merge", s)
-                   for s in ("words_out", "merges_out", "vocab_out"))
-    timings["tables"] = time.perf_counter() - t3
-    return tables
+def train_wordpiece(sql: Scripts, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
+    """Stages 4-5 and 10-11 (likelihood WordPiece) on the words in tc_words; the result
+    tables."""
+    with timer.stage("initial"):
+        n_initial = initial_symbols(sql, cfg)
+    with timer.stage("merge"):
+        loop = LikelihoodLoop(sql, cfg, n_initial)
+        loop.run()
+    timer.seconds["passes"] = float(loop.passes)
+    with timer.stage("tables"):
+        return TrainTables(*(sql.table("wordpiece_merge", s)
+                             for s in ("words_out", "merges_out", "vocab_out")))

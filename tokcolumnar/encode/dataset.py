@@ -11,11 +11,11 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from .corpus import iter_sequences
-from .errors import TokcolumnarError
-from .outputs import PARQUET_MARKER, output_file
-from .progress import Progress
-from .tokenizer import Tokenizer
+from ..corpus.readers import iter_sequences
+from ..errors import TokcolumnarError
+from ..outputs import PARQUET_MARKER, output_file
+from ..progress import Progress
+from ..tokenizer import Tokenizer
 
 
 def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,

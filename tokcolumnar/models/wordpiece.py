@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from .errors import TokcolumnarError, TokcolumnarValueError
-from .hfjson import HFObject
-from .models import MODEL_TYPES, Model, lists_from_flat, vocab_from_hf
+from ..errors import TokcolumnarError, TokcolumnarValueError
+from ..hfjson import HFObject
+from .base import Model, lists_from_flat, vocab_from_hf
 
 # Rust's `char::is_whitespace` (Unicode White_Space), what HF's `trim_end` removes; Python's
 # `str.isspace` also counts U+001C..U+001F
@@ -408,5 +408,3 @@ class WordPieceModel(Model):
         ids = self.encode_words(pl.Series([word], dtype=pl.String)).to_list()[0]
         return [inv[i] for i in ids]
 
-
-MODEL_TYPES["WordPiece"] = WordPieceModel

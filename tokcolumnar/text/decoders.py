@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..errors import TokcolumnarValueError
+from ..hfjson import HFObject, component_type
 from .bytelevel import decode_tokens as _bytelevel_decode
-from .errors import TokcolumnarValueError
-from .hfjson import HFObject, component_type
-from .normalizers import check_regex, onig_to_rust, pattern_from_hf
+from .regex import check_regex, onig_to_rust, pattern_from_hf
 
 
 class Decoder:

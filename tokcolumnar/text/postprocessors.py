@@ -8,14 +8,13 @@ modelled), `ByteLevel` (offsets only: ids unchanged) and `Sequence`."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import polars as pl
 
-from .errors import TokcolumnarValueError
-from .hfjson import HFObject, component_type, is_json_int
+from ..errors import TokcolumnarValueError
+from ..hfjson import HFObject, component_type, is_json_int
 
 IDS = pl.List(pl.UInt32)
 WIDS = pl.List(pl.Int64)
@@ -364,18 +363,3 @@ def bert_template(vocab: dict[str, int], cls_token: str = "[CLS]",
     return TemplateProcessing.from_strings(
         f"{cls_token} $A {sep_token}", f"{cls_token} $A {sep_token} $B:1 {sep_token}:1",
         [(cls_token, vocab[cls_token]), (sep_token, vocab[sep_token])])
-
-
-def encode_pair(tokenizer: Any, first: Any, second: Any) -> pl.DataFrame:
-    """Encode pairs of sequences (lists of strings, or one string each) with a `Tokenizer`:
-    each side is encoded without post-processing, then the processor's pair template joins
-    them. Returns ids, word_ids and type_ids per pair. Without a post-processor the two
-    sequences are concatenated (type id 1 for the second), as HF does."""
-    a_texts = [first] if isinstance(first, str) else list(first)
-    b_texts = [second] if isinstance(second, str) else list(second)
-    raw = copy.copy(tokenizer)
-    raw.post_processor = None
-    a = raw.encode_ids(a_texts)
-    b = raw.encode_ids(b_texts)
-    proc = tokenizer.post_processor or ByteLevelProcessing()
-    return proc.apply_pair(a, b, getattr(tokenizer, "_added_ids", {}))

@@ -42,17 +42,11 @@ from typing import Any, ClassVar
 
 import polars as pl
 
+from ..errors import TokcolumnarValueError
+from ..hfjson import HFObject, component_type
 from .bytelevel import byte_map_expr
-from .errors import TokcolumnarValueError
-from .hfjson import HFObject, component_type
-from .normalizers import (
-    _ranges,
-    check_regex,
-    class_body,
-    escape_regex,
-    onig_to_rust,
-    pattern_from_hf,
-)
+from .regex import check_regex, escape_regex, onig_to_rust, pattern_from_hf
+from .unicode_tables import class_body, ranges
 
 # HF `Whitespace`: `\w+|[^\w\s]+` with the Rust regex crate's Unicode classes; Polars uses the
 # same crate, so the classes agree.
@@ -63,7 +57,7 @@ GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s
 
 # Punctuation for BertPreTokenizer / Punctuation: `is_ascii_punctuation` or general category P*
 # in HF's (older) `unicode_categories` tables.
-HF_PUNCTUATION = _ranges(
+HF_PUNCTUATION = ranges(
     (0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E), 0xA1, 0xA7, 0xAB, (0xB6, 0xB7), 0xBB,
     0xBF, 0x37E, 0x387, (0x55A, 0x55F), (0x589, 0x58A), 0x5BE, 0x5C0, 0x5C3, 0x5C6,
     (0x5F3, 0x5F4), (0x609, 0x60A), (0x60C, 0x60D), 0x61B, (0x61E, 0x61F), (0x66A, 0x66D), 0x6D4,
@@ -598,6 +592,34 @@ class Sequence(PreTokenizer):
         return cls([pretokenizer_from_hf(x) for x in cls.fields(d).list("pretokenizers")])
 
 
+# subword-nmt reads lines with `codecs` (which also breaks lines at \v, \f, \x1c-\x1e, \x85,
+# U+2028 and U+2029, keeping the break character at the end of the line), strips `\r\n ` from
+# both ends of each line and splits on the ASCII space only: a tab or an ideographic space stays
+# inside a word. One regex reproduces that for a whole chunk at once.
+_BREAKS = "\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029"
+SUBWORD_NMT_PATTERN = f"[^ \\r\\n{_BREAKS}]*[{_BREAKS}]|[^ \\r\\n{_BREAKS}]+"
+
+
+@dataclass
+class SubwordNmtSplit(PreTokenizer):
+    """Words as `subword-nmt learn-bpe` reads them: split on ASCII spaces (and subword-nmt's
+    line ends) only."""
+
+    hf_type: ClassVar[str] = ""
+    line_sensitive: ClassVar[bool] = False
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        return col.str.extract_all(SUBWORD_NMT_PATTERN)
+
+    def line_cut(self) -> LineCut | None:
+        return AFTER_SPACE_OR_CR
+
+    def to_hf(self) -> dict[str, Any]:
+        # the closest HF pre-tokenizer: split on " ", dropping it
+        return {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed",
+                "invert": False}
+
+
 def pretokenizer_from_hf(d: Any) -> PreTokenizer:
     """Build a pre-tokenizer from its `tokenizer.json` object (None -> whole sequence); an
     unsupported type or a mistyped field is refused."""
@@ -611,18 +633,19 @@ def pretokenizer_from_hf(d: Any) -> PreTokenizer:
 
 
 PRETOKENIZER_NAMES = ("whitespace", "whitespace-split", "bert", "byte-level", "metaspace",
-                      "digits", "none")
+                      "digits", "none", "subword-nmt")
 
 
 def build_pretokenizer(name: str) -> PreTokenizer:
     """The pre-tokenizer for a CLI name (`--pre-tokenizer`). `byte-level` is HF's
     `ByteLevel(add_prefix_space=False)` (GPT-2), `metaspace` HF's default `Metaspace()`,
-    `digits` HF's `Digits(individual_digits=False)`."""
+    `digits` HF's `Digits(individual_digits=False)`, `subword-nmt` the words of
+    `subword-nmt learn-bpe`."""
     name = name.lower()
     table: dict[str, Any] = {
         "whitespace": Whitespace, "whitespace-split": WhitespaceSplit,
         "bert": BertPreTokenizer, "byte-level": ByteLevel, "metaspace": Metaspace,
-        "digits": Digits, "none": WholeSequence,
+        "digits": Digits, "none": WholeSequence, "subword-nmt": SubwordNmtSplit,
     }
     if name not in table:
         raise TokcolumnarValueError(f"unknown pre-tokenizer {name!r} (choose from "

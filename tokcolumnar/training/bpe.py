@@ -1,20 +1,21 @@
-"""The BPE merge loop over the flat symbol layout (see `alphabet.Layout`).
+"""The BPE merge loop over the flat symbol layout (docs/architecture.md: "The flat layout",
+"The BPE loop", "Exact batching").
 
-Each merge is one columnar pass over the positions where its pair occurs: gather them, check
-they are still live, rewrite the links, and emit the pair deltas (`-1` for the pairs the merge
-destroys, `+1` for the pairs with the new token), which are grouped by pair key and folded into
-the counts. Every new pair's positions are written once, by the pass that creates them, and
-kept as a slice of that pass's sorted array; the queue holds one entry per such slice.
+The queue holds *entries*: an entry is the slice of positions where a pair was created by one
+pass (or by the initial count), with the pair's count when it was queued. Each step pops the
+best entry, merges its pair in one columnar pass (`passes.merge_pass`), folds the pair-count
+changes into the counts, and queues one entry per new pair.
 
-Pair keys are `left_id << 32 | right_id`, so key order is the `id` tie-break order. With the
-default tie-break the loop reproduces HuggingFace `BpeTrainer` exactly, including what it does
-when a merged string already exists as a token (the id is reused, and each queue entry merges
-only the words it was created for). The other tie-breaks merge every occurrence of the chosen
-pair, as the seeds' code and subword-nmt do.
+With the default tie-break `id` the loop is HuggingFace's `BpeTrainer`, quirks included: the
+queue is lazy (an entry popped with an outdated count is pushed back with the current one), a
+merged string that already exists as a token keeps its id, and each entry merges only in the
+words it was created for (so HF can merge one pair twice). The other tie-breaks (`lexical-max`
+for subword-nmt, `first-seen` for the seed documents) keep one entry per pair and merge every
+occurrence, as those programs do.
 
-The pass is written with NumPy on the layout's arrays because a merge touches ~20 positions on
-average and per-call overhead dominates; the initial pair count, over every position, is a
-Polars group-by."""
+Exact batching merges several queue entries in one pass when the result is provably the same
+as merging them one by one; with HF's tie-break the pass then costs a handful of NumPy calls
+for many merges."""
 
 from __future__ import annotations
 
@@ -22,14 +23,16 @@ import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
-import polars as pl
 
-from .alphabet import Initial, Layout, Vocab
-from .progress import Progress
+from ..progress import Progress
+from .passes import M32, PairFilter, group_new_pairs, group_pairs, merge_pass, sum_by_key
+from .symbols import Initial, Layout, Vocab
 
 M24 = (1 << 24) - 1
-M32 = (1 << 32) - 1
 M64 = (1 << 64) - 1
+#: Heap items of the `id` tie-break are one int: `(CMAX - count) << 128 | pair << 64 | entry`,
+#: so that the smallest item is the highest count, then the smallest pair key, then the oldest
+#: entry (HF's order).
 CMAX = 1 << 62
 
 
@@ -55,12 +58,13 @@ class BpeSettings:
     show_progress: bool | None = None
 
 
-class _Entries:
-    """Queue entries. Each pass stores one sorted position array (a "base") with, per pair it
-    created, the pair key and the slice of its positions; entry id = base << 24 | index."""
+class QueueEntries:
+    """The position slices of all queue entries. Each pass stores one sorted position array
+    (a *base*) with, per pair it created, the pair key and the slice of its positions; an
+    entry id is `base << 24 | index`."""
 
     def __init__(self) -> None:
-        self.pos: list[np.ndarray] = []
+        self.positions_of_base: list[np.ndarray] = []
         self.keys: list[list[int]] = []
         self.starts: list[list[int]] = []
         self.ends: list[list[int]] = []
@@ -68,33 +72,32 @@ class _Entries:
     def add_base(self, positions: np.ndarray, keys: list[int], starts: list[int],
                  ends: list[int]) -> int:
         """Store a pass's positions; returns the id of its first entry."""
-        self.pos.append(positions)
+        self.positions_of_base.append(positions)
         self.keys.append(keys)
         self.starts.append(starts)
         self.ends.append(ends)
-        return (len(self.pos) - 1) << 24
+        return (len(self.positions_of_base) - 1) << 24
 
-    def positions(self, eid: int) -> np.ndarray:
-        b, i = eid >> 24, eid & M24
-        return self.pos[b][self.starts[b][i]:self.ends[b][i]]
+    def positions(self, entry: int) -> np.ndarray:
+        base, i = entry >> 24, entry & M24
+        return self.positions_of_base[base][self.starts[base][i]:self.ends[base][i]]
 
-    def pair(self, eid: int) -> int:
-        return self.keys[eid >> 24][eid & M24]
-
-
-def pair_keys(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    return (left.astype(np.int64) << 32) | right.astype(np.int64)
+    def pair(self, entry: int) -> int:
+        return self.keys[entry >> 24][entry & M24]
 
 
-def _first_valid(layout: Layout, pos: np.ndarray, a: int, b: int) -> int:
-    ok = (layout.sym[pos] == a) & (layout.sym[layout.nxt[pos]] == b)
-    hit = np.flatnonzero(ok)
+def _first_live(layout: Layout, pos: np.ndarray, a: int, b: int) -> int:
+    """The first position of `pos` where the pair (a, b) still occurs, or -1."""
+    hit = np.flatnonzero((layout.sym[pos] == a) & (layout.sym[layout.nxt[pos]] == b))
     return int(pos[hit[0]]) if hit.size else -1
 
 
 def _invert_string(s: str) -> bytes:
     """A byte key whose ascending order is descending string order (for `lexical-max`)."""
     return b"".join((0x10FFFF - ord(c)).to_bytes(3, "big") for c in s) + b"\xff\xff\xff"
+
+
+Candidate = tuple[int, int, int]  # (count, pair key, entry)
 
 
 class BpeTrainer:
@@ -105,322 +108,240 @@ class BpeTrainer:
     def __init__(self, initial: Initial, settings: BpeSettings):
         self.vocab: Vocab = initial.vocab
         self.layout: Layout = initial.layout
-        self.n_words = initial.n_words
-        self.s = settings
-        self.hf = settings.tie_break == "id"
-        self.entries = _Entries()
-        self.counts: dict[int, int] = {}
-        self.live: dict[int, int | list[int]] = {}
+        self.settings = settings
+        # tie-break `id`: HF's semantics (lazy queue, one entry per creating pass)
+        self.hf_semantics = settings.tie_break == "id"
+        self.entries = QueueEntries()
+        self.pair_counts: dict[int, int] = {}
+        # the live queue entries of each pair: one id, or a list when a re-created token
+        # gave a pair several (HF semantics only)
+        self.entries_of_pair: dict[int, int | list[int]] = {}
         self.heap: list = []
         self.merges = MergeRecord()
-        self.batching = True
-        self.passes = 0
         # Cold store (tie-break id): pairs created with a count below `threshold` wait in
         # arrays instead of the queue; counts only fall after creation, so none can be the best
         # pair while the best valid count is >= threshold (see `_revive`).
         self.threshold = 0
         self.cold: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.reuse_pass = False
+        self.reused_token_in_pass = False
         room = min(settings.vocab_size - len(self.vocab), initial.layout.sym.size)
         if settings.max_merges is not None:
             room = min(room, settings.max_merges)
-        self.tlen = np.zeros(len(self.vocab) + max(room, 0) + 1, dtype=np.int64)
-        self.tlen[: len(self.vocab)] = self.vocab.base_len
+        # length of each token in characters, prefix/suffix not counted (--max-token-length)
+        self.token_length = np.zeros(len(self.vocab) + max(room, 0) + 1, dtype=np.int64)
+        self.token_length[: len(self.vocab)] = self.vocab.base_len
 
     # -- queue ---------------------------------------------------------------------------
-    def _push(self, count: int, pair: int, eid: int, first: int | None = None) -> None:
-        tb = self.s.tie_break
-        if tb == "id":
-            heapq.heappush(self.heap, ((CMAX - count) << 128) | (pair << 64) | eid)
-        elif tb == "lexical-max":
+    def _push(self, count: int, pair: int, entry: int, first: int | None = None) -> None:
+        tie_break = self.settings.tie_break
+        if tie_break == "id":
+            heapq.heappush(self.heap, ((CMAX - count) << 128) | (pair << 64) | entry)
+        elif tie_break == "lexical-max":
             key = _invert_string(self.vocab.tokens[pair >> 32]) + _invert_string(
                 self.vocab.tokens[pair & M32])
-            heapq.heappush(self.heap, (-count, key, eid))
-        else:
+            heapq.heappush(self.heap, (-count, key, entry))
+        else:  # first-seen: among equal counts, the pair whose first occurrence comes first
             if first is None:
-                first = int(self.entries.positions(eid)[0])
-            heapq.heappush(self.heap, (-count, first, eid))
+                first = int(self.entries.positions(entry)[0])
+            heapq.heappush(self.heap, (-count, first, entry))
 
     def _pop(self) -> tuple[int, int, int, object]:
         item = heapq.heappop(self.heap)
-        if self.s.tie_break == "id":
+        if self.settings.tie_break == "id":
             return CMAX - (item >> 128), (item >> 64) & M64, item & M64, None
-        eid = item[2]
-        return -item[0], self.entries.pair(eid), eid, item[1]
+        entry = item[2]
+        return -item[0], self.entries.pair(entry), entry, item[1]
 
     # -- length rule -----------------------------------------------------------------------
-    def _len_ok(self, left: np.ndarray, right: np.ndarray) -> np.ndarray | None:
-        if self.s.max_token_length is None:
+    def _length_filter(self) -> PairFilter:
+        """Pairs whose token would exceed --max-token-length are never counted."""
+        limit = self.settings.max_token_length
+        if limit is None:
             return None
-        return (self.tlen[left] + self.tlen[right]) <= self.s.max_token_length
+        length = self.token_length
+        return lambda left, right: (length[left] + length[right]) <= limit
 
     # -- initial pairs ---------------------------------------------------------------------
     def count_initial_pairs(self) -> None:
-        """Count every adjacent pair and index its positions: positions grouped by pair key
-        (a radix sort on 16-bit digits of a dense key when the initial vocabulary allows, else
-        a Polars sort), then one entry per pair."""
-        lay = self.layout
-        sym = lay.sym
-        p = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
-        left, right = sym[p], sym[p + 1]
-        ok = self._len_ok(left, right)
-        if ok is not None:
-            p, left, right = p[ok], left[ok], right[ok]
-        n0 = len(self.vocab)
-        if n0 * n0 < (1 << 32):
-            dense = (left * n0 + right).astype(np.uint32)
-            del left, right
-            order = np.argsort((dense & 0xFFFF).astype(np.uint16), kind="stable")
-            if n0 * n0 > (1 << 16):
-                hi = (dense >> 16).astype(np.uint16)[order]
-                order = order[np.argsort(hi, kind="stable")]
-                del hi
-            dense = dense[order]
-            p = p[order]
-            del order
-            first = np.ones(dense.size, dtype=bool)
-            first[1:] = dense[1:] != dense[:-1]
-            starts = np.flatnonzero(first)
-            del first
-            lens = np.diff(np.append(starts, dense.size))
-            d = dense[starts].astype(np.int64)
-            groups = pl.DataFrame({
-                "key": ((d // n0) << 32) | (d % n0),
-                "w": np.add.reduceat(lay.wcount[p], starts) if p.size else np.zeros(0, np.int64),
-                "len": lens})
-            positions = p
-        else:
-            df = pl.DataFrame({"key": pair_keys(left, right), "pos": p, "w": lay.wcount[p]}
-                              ).sort("key", "pos")
-            groups = df.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
-            positions = df.get_column("pos").to_numpy().astype(np.int32)
-        keys = groups.get_column("key").to_list()
-        sums = groups.get_column("w").to_list()
-        ends = np.cumsum(groups.get_column("len").to_numpy())
-        starts = (ends - groups.get_column("len").to_numpy()).tolist()
-        eid0 = self.entries.add_base(positions, keys, starts, ends.tolist())
-        eids = range(eid0, eid0 + len(keys))
-        self.live = dict(zip(keys, eids))
-        self.counts = dict(zip(keys, sums))
-        if self.s.tie_break == "id":
-            self.heap = [((CMAX - w) << 128) | (k << 64) | e for k, w, e in zip(keys, sums, eids)]
+        """Count every adjacent pair and queue one entry per pair."""
+        groups = group_pairs(self.layout, len(self.vocab), self._length_filter())
+        keys = groups.keys.tolist()
+        counts = groups.counts.tolist()
+        first_entry = self.entries.add_base(groups.positions, keys, groups.starts.tolist(),
+                                            groups.ends.tolist())
+        entries = range(first_entry, first_entry + len(keys))
+        self.entries_of_pair = dict(zip(keys, entries))
+        self.pair_counts = dict(zip(keys, counts))
+        if self.settings.tie_break == "id":
+            self.heap = [((CMAX - c) << 128) | (k << 64) | e
+                         for k, c, e in zip(keys, counts, entries)]
             heapq.heapify(self.heap)
-            self.threshold = max(sums, default=0) // self.cold_divisor
+            self.threshold = max(counts, default=0) // self.cold_divisor
         else:
-            for k, w, e in zip(keys, sums, eids):
-                self._push(w, k, e)
+            for k, c, e in zip(keys, counts, entries):
+                self._push(c, k, e)
 
     # -- live entries ----------------------------------------------------------------------
-    def _entries_of(self, pair: int) -> list[int]:
-        e = self.live.get(pair)
+    def _entries_list(self, pair: int) -> list[int]:
+        e = self.entries_of_pair.get(pair)
         return [] if e is None else [e] if isinstance(e, int) else e
 
-    def _add_live(self, pair: int, eid: int) -> None:
-        e = self.live.get(pair)
+    def _add_entry(self, pair: int, entry: int) -> None:
+        e = self.entries_of_pair.get(pair)
         if e is None:
-            self.live[pair] = eid
+            self.entries_of_pair[pair] = entry
         elif isinstance(e, int):
-            self.live[pair] = [e, eid]
+            self.entries_of_pair[pair] = [e, entry]
         else:
-            e.append(eid)
+            e.append(entry)
 
-    def _drop_live(self, pair: int, eid: int) -> None:
-        e = self.live[pair]
+    def _drop_entry(self, pair: int, entry: int) -> None:
+        e = self.entries_of_pair[pair]
         if isinstance(e, int):
-            del self.live[pair]
+            del self.entries_of_pair[pair]
         else:
-            e.remove(eid)
+            e.remove(entry)
             if len(e) == 1:
-                self.live[pair] = e[0]
+                self.entries_of_pair[pair] = e[0]
 
-    # -- one merge -------------------------------------------------------------------------
-    def _positions(self, eid: int, pair: int) -> np.ndarray:
-        ents = self.live.get(pair)
-        if not isinstance(ents, list):
-            return self.entries.positions(eid)
-        pos = np.unique(np.concatenate([self.entries.positions(e) for e in ents]))
-        if self.hf:  # HF merges only in the words this entry was created for
-            mine = self.entries.positions(eid)
+    # -- one pass --------------------------------------------------------------------------
+    def _positions(self, entry: int, pair: int) -> np.ndarray:
+        """The positions a merge of this entry visits."""
+        several = self.entries_of_pair.get(pair)
+        if not isinstance(several, list):
+            return self.entries.positions(entry)
+        pos = np.unique(np.concatenate([self.entries.positions(e) for e in several]))
+        if self.hf_semantics:  # HF merges only in the words this entry was created for
+            mine = self.entries.positions(entry)
             pos = pos[np.isin(self.layout.word_of[pos], self.layout.word_of[mine])]
         return pos
 
-    def _live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
-        return self.layout.live_occurrences(pos, a, b)
-
-    def _gather(self, batch: list[tuple[int, int, int]]
-                ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    def _gather(self, batch: list[Candidate]) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """The live occurrences of every batch member, concatenated in member order, with the
         member index of each and the per-member sizes."""
+        layout = self.layout
         if len(batch) == 1:
-            _, p, e = batch[0]
-            pos = self._live_occurrences(self._positions(e, p), p >> 32, p & M32)
+            _, pair, entry = batch[0]
+            pos = layout.live_occurrences(self._positions(entry, pair), pair >> 32, pair & M32)
             return pos, np.zeros(pos.size, dtype=np.int64), [pos.size]
+        pairs = np.array([p for _, p, _ in batch], dtype=np.int64)
+        if (pairs >> 32 == pairs & M32).any():
+            # a run `a a a` merges left to right: each member on its own
+            found = [layout.live_occurrences(self._positions(e, p), p >> 32, p & M32)
+                     for _, p, e in batch]
+            sizes = [x.size for x in found]
+            member = np.repeat(np.arange(len(batch), dtype=np.int64), sizes)
+            return np.concatenate(found), member, sizes
         raw = [self._positions(e, p) for _, p, e in batch]
         member = np.repeat(np.arange(len(batch), dtype=np.int64), [x.size for x in raw])
         pos = np.concatenate(raw)
-        pairs = np.array([p for _, p, _ in batch], dtype=np.int64)
-        a, b = (pairs >> 32)[member], (pairs & M32)[member]
-        sym, nxt = self.layout.sym, self.layout.nxt
-        ok = (sym[pos] == a) & (sym[nxt[pos]] == b)
-        if (pairs >> 32 == pairs & M32).any():  # runs need the left-to-right rule
-            return self._gather_slow(batch)
-        pos, member = pos[ok], member[ok]
+        # keep the positions where the member's pair still stands
+        live = ((layout.sym[pos] == (pairs >> 32)[member])
+                & (layout.sym[layout.nxt[pos]] == (pairs & M32)[member]))
+        pos, member = pos[live], member[live]
         return pos, member, np.bincount(member, minlength=len(batch)).tolist()
 
-    def _gather_slow(self, batch: list[tuple[int, int, int]]
-                     ) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        pos_list = [self._live_occurrences(self._positions(e, p), p >> 32, p & M32)
-                    for _, p, e in batch]
-        sizes = [x.size for x in pos_list]
-        member = np.repeat(np.arange(len(batch), dtype=np.int64), sizes)
-        return np.concatenate(pos_list), member, sizes
-
-    def _apply(self, pos: np.ndarray, a: np.ndarray, b: np.ndarray, new: np.ndarray,
+    def _apply(self, pos: np.ndarray, left: np.ndarray, right: np.ndarray, new: np.ndarray,
                member: np.ndarray, n_members: int) -> list[int]:
-        """Merge every occurrence in `pos` (left symbol a, right b) into `new`, all at once.
-
-        The merges of one pass never overlap (see `_collect`), so they commute. Emits HF's
-        per-merge changes: `(l, a) -1, (l, new) +1` for the left neighbour l as it stands
-        after the pass, and `(b, r) -1, (new, r) +1` for the right neighbour r as it stood
-        before. Returns the number of distinct words each member touched."""
-        lay = self.layout
-        left_pos, rs = lay.merge_at(pos, new)
-        ls = lay.sym[left_pos]
-        wc = lay.wcount[pos]
-        has_l = ls >= 0
-        has_r = rs >= 0
-        ls_l, lp_l, wc_l, a_l, n_l = ls[has_l], left_pos[has_l], wc[has_l], a[has_l], new[has_l]
-        rs_r, p_r, wc_r, b_r, n_r = rs[has_r], pos[has_r], wc[has_r], b[has_r], new[has_r]
-        minus_l, minus_r = (ls_l << 32) | a_l, (b_r << 32) | rs_r
-        plus_l, plus_r = (ls_l << 32) | n_l, (n_r << 32) | rs_r
-        wc_ml, wc_mr, wc_pl, wc_pr = wc_l, wc_r, wc_l, wc_r
-        if self.s.max_token_length is not None:
-            ok = self._len_ok(ls_l, a_l)
-            minus_l, wc_ml = minus_l[ok], wc_l[ok]
-            ok = self._len_ok(b_r, rs_r)
-            minus_r, wc_mr = minus_r[ok], wc_r[ok]
-            ok = self._len_ok(ls_l, n_l)
-            plus_l, lp_l, wc_pl = plus_l[ok], lp_l[ok], wc_l[ok]
-            ok = self._len_ok(n_r, rs_r)
-            plus_r, p_r, wc_pr = plus_r[ok], p_r[ok], wc_r[ok]
-        keys = np.concatenate([minus_l, minus_r, plus_l, plus_r])
-        weights = np.concatenate([-wc_ml, -wc_mr, wc_pl, wc_pr])
-        if keys.size > 200_000:
-            agg = pl.DataFrame({"k": keys, "w": weights}).group_by("k").agg(pl.col("w").sum())
-            uk, delta = agg.get_column("k").to_list(), agg.get_column("w").to_list()
-        else:
-            ukeys, inv = np.unique(keys, return_inverse=True)
-            uk = ukeys.tolist()
-            delta = np.bincount(inv, weights=weights).astype(np.int64).tolist()
-        get = self.counts.get
-        self.counts.update(zip(uk, [get(k, 0) + d for k, d in zip(uk, delta)]))
-        if plus_l.size or plus_r.size:
-            self._queue_new_pairs(np.concatenate([plus_l, plus_r]),
-                                  np.concatenate([lp_l, p_r]))
-        w = lay.word_of[pos]
+        """Merge every occurrence in `pos` into `new` at once (the members of a pass never
+        overlap), fold the pair-count changes into the counts and queue the new pairs.
+        Returns the number of distinct words each member touched."""
+        changes = merge_pass(self.layout, pos, left, right, new, self._length_filter())
+        keys, sums = sum_by_key(changes.keys, changes.weights)
+        get = self.pair_counts.get
+        self.pair_counts.update(zip(keys, [get(k, 0) + d for k, d in zip(keys, sums)]))
+        if changes.new_keys.size:
+            self._queue_new_pairs(changes.new_keys, changes.new_positions)
+        # words touched: a new word (or member) starts wherever either changes
+        word = self.layout.word_of[pos]
         starts = np.ones(pos.size, dtype=bool)
-        starts[1:] = (w[1:] != w[:-1]) | (member[1:] != member[:-1])
+        starts[1:] = (word[1:] != word[:-1]) | (member[1:] != member[:-1])
         return np.bincount(member[starts], minlength=n_members).tolist()
 
     def _bounds(self, pos: np.ndarray, member: np.ndarray, n: int) -> np.ndarray:
         """For each member, the largest count a pair with its new token can reach: the largest
-        weighted count of one neighbour symbol beside its occurrences (DESIGN.md §4)."""
-        lay = self.layout
-        w = lay.wcount[pos]
+        weighted count of one neighbour symbol beside its occurrences (docs/architecture.md,
+        "Exact batching")."""
+        layout = self.layout
+        weight = layout.wcount[pos]
         out = np.zeros(n, dtype=np.int64)
-        for neigh in (lay.sym[lay.prv[pos]], lay.sym[lay.nxt[lay.nxt[pos]]]):
-            ok = neigh >= 0
-            keys = (member[ok] << 32) | neigh[ok]
-            uk, inv = np.unique(keys, return_inverse=True)
-            sums = np.bincount(inv, weights=w[ok]).astype(np.int64)
-            np.maximum.at(out, uk >> 32, sums)
+        for neighbour in (layout.sym[layout.prv[pos]], layout.sym[layout.nxt[layout.nxt[pos]]]):
+            ok = neighbour >= 0
+            keys = (member[ok] << 32) | neighbour[ok]
+            unique, inverse = np.unique(keys, return_inverse=True)
+            sums = np.bincount(inverse, weights=weight[ok]).astype(np.int64)
+            np.maximum.at(out, unique >> 32, sums)
         return out
 
-    def _queue_new_pairs(self, plus: np.ndarray, pplus: np.ndarray) -> None:
-        order = np.lexsort((pplus, plus))
-        sk, sp = plus[order], pplus[order]
-        if sk.size > 1:
-            keep = np.ones(sk.size, dtype=bool)
-            keep[1:] = (sk[1:] != sk[:-1]) | (sp[1:] != sp[:-1])
-            if not keep.all():
-                sk, sp = sk[keep], sp[keep]
-        first = np.ones(sk.size, dtype=bool)
-        first[1:] = sk[1:] != sk[:-1]
-        starts = np.flatnonzero(first)
-        ends = np.append(starts[1:], sk.size)
-        keys = sk[starts].tolist()
-        get = self.counts.get
-        cnt = [get(k, 0) for k in keys]
-        eid0 = self.entries.add_base(sp.astype(np.int32), keys, starts.tolist(), ends.tolist())
-        if self.hf:
-            if self.threshold > 1:
-                c_arr = np.array(cnt, dtype=np.int64)
-                cold = (c_arr > 0) & (c_arr < self.threshold)
+    def _queue_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
+        new = group_new_pairs(keys, positions)
+        get = self.pair_counts.get
+        counts = [get(k, 0) for k in new.keys]
+        first_entry = self.entries.add_base(new.positions, new.keys, new.starts, new.ends)
+        if self.hf_semantics:
+            if self.threshold > 1:  # pairs below the threshold go to the cold store
+                count_arr = np.array(counts, dtype=np.int64)
+                cold = (count_arr > 0) & (count_arr < self.threshold)
                 if cold.any():
                     idx = np.flatnonzero(cold)
-                    self.cold.append((sk[starts][idx], eid0 + idx, c_arr[idx]))
-                    cnt = np.where(cold, 0, c_arr).tolist()
-            if self.reuse_pass and self.cold:  # a re-created token: its pairs may be cold
-                self._revive(0, only=np.array(keys, dtype=np.int64))
-            heap, push, live = self.heap, heapq.heappush, self.live
-            id_mode = self.s.tie_break == "id"
-            for i, (key, c) in enumerate(zip(keys, cnt)):
+                    self.cold.append((np.array(new.keys, dtype=np.int64)[idx],
+                                      first_entry + idx, count_arr[idx]))
+                    counts = np.where(cold, 0, count_arr).tolist()
+            if self.reused_token_in_pass and self.cold:  # a re-created token: its pairs may
+                self._revive(0, only=np.array(new.keys, dtype=np.int64))  # be cold
+            heap, push = self.heap, heapq.heappush
+            for i, (key, c) in enumerate(zip(new.keys, counts)):
                 if c <= 0:
                     continue
-                eid = eid0 + i
-                if key in live:
-                    self._add_live(key, eid)
-                else:
-                    live[key] = eid
-                if id_mode:
-                    push(heap, ((CMAX - c) << 128) | (key << 64) | eid)
-                else:
-                    self._push(c, key, eid)
+                entry = first_entry + i
+                self._add_entry(key, entry)
+                push(heap, ((CMAX - c) << 128) | (key << 64) | entry)
             return
-        for i, (key, c) in enumerate(zip(keys, cnt)):
+        for i, (key, c) in enumerate(zip(new.keys, counts)):
             if c <= 0:
                 continue
-            eid = eid0 + i
-            old = self._entries_of(key)
+            entry = first_entry + i
+            old = self._entries_list(key)
             if old:  # one live entry per pair: fold older positions into the new entry
                 merged = np.unique(np.concatenate(
-                    [self.entries.positions(x) for x in old] + [self.entries.positions(eid)]))
-                eid = self.entries.add_base(merged, [key], [0], [merged.size])
-            self.live[key] = eid
-            self._push(c, key, eid)
+                    [self.entries.positions(x) for x in old] + [self.entries.positions(entry)]))
+                entry = self.entries.add_base(merged, [key], [0], [merged.size])
+            self.entries_of_pair[key] = entry
+            self._push(c, key, entry)
 
     # -- the loop --------------------------------------------------------------------------
     def _new_token(self, a: int, b: int) -> str:
-        return self.vocab.joined(a, b, self.s.prefix)
+        return self.vocab.joined(a, b, self.settings.prefix)
 
-    def _next_valid(self) -> tuple[int, int, int] | None:
+    def _next_valid(self) -> Candidate | None:
         """Pop until an entry whose count is current (HF's lazy re-queueing); None at the
         end."""
-        s, counts, live, hf = self.s, self.counts, self.live, self.hf
+        tie_break, counts = self.settings.tie_break, self.pair_counts
+        entries_of_pair, hf = self.entries_of_pair, self.hf_semantics
         while self.heap or self.cold:
             if not self.heap:
                 self._revive(0)
                 continue
-            count, pair, eid, tie = self._pop()
-            cur = counts.get(pair, 0)
-            if not hf and live.get(pair) != eid:
+            count, pair, entry, tie = self._pop()
+            current = counts.get(pair, 0)
+            if not hf and entries_of_pair.get(pair) != entry:
+                continue  # an entry replaced by a newer one for the same pair
+            if count != current:
+                if hf or current > 0:
+                    self._push(current, pair, entry, tie if tie_break == "first-seen" else None)
                 continue
-            if count != cur:
-                if hf or cur > 0:
-                    self._push(cur, pair, eid, tie if s.tie_break == "first-seen" else None)
-                continue
-            if s.tie_break == "first-seen":
-                first = _first_valid(self.layout, self.entries.positions(eid), pair >> 32,
-                                     pair & M32)
-                if first != tie:
+            if tie_break == "first-seen":
+                first = _first_live(self.layout, self.entries.positions(entry), pair >> 32,
+                                    pair & M32)
+                if first != tie:  # its first occurrence moved: re-queue at the new one
                     if first >= 0:
-                        self._push(cur, pair, eid, first)
+                        self._push(current, pair, entry, first)
                     continue
             if self.cold and count < self.threshold:
-                self._push(count, pair, eid)
+                self._push(count, pair, entry)
                 self._revive(count)
                 continue
-            return count, pair, eid
+            return count, pair, entry
         return None
 
     def _revive(self, count: int, only: np.ndarray | None = None) -> None:
@@ -428,27 +349,28 @@ class BpeTrainer:
         `count` <= 1), or, with `only`, those among these keys. Lowers the threshold."""
         if not self.cold:
             return
-        keys, eids, cnt = (np.concatenate(x) for x in zip(*self.cold))
+        keys, entries, counts = (np.concatenate(x) for x in zip(*self.cold))
         if only is not None:
             move = np.isin(keys, only)
         else:
             self.threshold = count // 2 if count > 1 else 0
-            move = cnt >= self.threshold
+            move = counts >= self.threshold
         rest = ~move
-        self.cold = [(keys[rest], eids[rest], cnt[rest])] if rest.any() else []
-        get, heap = self.counts.get, self.heap
-        for key, eid in zip(keys[move].tolist(), eids[move].tolist()):
-            self._add_live(key, eid)
-            heapq.heappush(heap, ((CMAX - get(key, 0)) << 128) | (key << 64) | eid)
+        self.cold = [(keys[rest], entries[rest], counts[rest])] if rest.any() else []
+        get, heap = self.pair_counts.get, self.heap
+        for key, entry in zip(keys[move].tolist(), entries[move].tolist()):
+            self._add_entry(key, entry)
+            heapq.heappush(heap, ((CMAX - get(key, 0)) << 128) | (key << 64) | entry)
 
     def _below_minimum(self, count: int) -> bool:
-        return count < 1 or count < self.s.min_frequency
+        return count < 1 or count < self.settings.min_frequency
 
-    def _collect(self, first: tuple[int, int, int], room: int) -> list[tuple[int, int, int]]:
-        """Exact batching (DESIGN.md §4): after `first`, take the next entries in queue order
-        while none conflicts with an earlier one (its left is an earlier right symbol or its
-        right an earlier left symbol), none reuses an existing token, and each pair has a
-        single queue entry. `_trim` then keeps the prefix whose counts beat every new pair."""
+    def _collect(self, first: Candidate, room: int) -> list[Candidate]:
+        """Exact batching, step 1: after `first`, take the next entries in queue order while
+        none conflicts with an earlier one (its left is an earlier right symbol or its right an
+        earlier left symbol), none makes a token that exists or that the batch makes, and each
+        pair has a single queue entry. `train` then keeps the prefix whose counts beat every
+        pair a member creates (step 2)."""
         batch = [first]
         lefts = {first[1] >> 32}
         rights = {first[1] & M32}
@@ -458,37 +380,39 @@ class BpeTrainer:
             item = self._next_valid()
             if item is None:
                 break
-            count, pair, eid = item
+            count, pair, entry = item
             a, b = pair >> 32, pair & M32
-            tok = self._new_token(a, b)
-            if (self._below_minimum(count) or a in rights or b in lefts or tok in ids
-                    or tok in made or isinstance(self.live[pair], list)):
-                self._push(count, pair, eid)
+            token = self._new_token(a, b)
+            if (self._below_minimum(count) or a in rights or b in lefts or token in ids
+                    or token in made or isinstance(self.entries_of_pair[pair], list)):
+                self._push(count, pair, entry)
                 break
             batch.append(item)
             lefts.add(a)
             rights.add(b)
-            made.add(tok)
+            made.add(token)
         return batch
 
     def train(self) -> MergeRecord:
         self.count_initial_pairs()
-        s = self.s
-        vocab, live = self.vocab, self.live
-        bar = Progress("merging", total=s.vocab_size, enabled=s.show_progress)
-        hf = self.hf
-        m = self.merges
-        max_merges = s.max_merges if s.max_merges is not None else 1 << 62
-        while len(vocab) < s.vocab_size and len(m.left) < max_merges:
+        settings, vocab, record = self.settings, self.vocab, self.merges
+        bar = Progress("merging", total=settings.vocab_size, enabled=settings.show_progress)
+        max_merges = settings.max_merges if settings.max_merges is not None else 1 << 62
+        while len(vocab) < settings.vocab_size and len(record.left) < max_merges:
+            # 1. the best pair
             first = self._next_valid()
             if first is None or self._below_minimum(first[0]):
                 break
-            count, pair, eid = first
+            _, pair, _ = first
             a, b = pair >> 32, pair & M32
-            batchable = (hf and self.batching and not isinstance(live[pair], list)
+            # 2. with HF's order, the batch of entries that provably come next (a token made
+            # again, or a pair with several entries, merges alone)
+            batchable = (self.hf_semantics and not isinstance(self.entries_of_pair[pair], list)
                          and self._new_token(a, b) not in vocab.ids)
-            room = min(s.vocab_size - len(vocab), max_merges - len(m.left))
+            room = min(settings.vocab_size - len(vocab), max_merges - len(record.left))
             batch = self._collect(first, room) if batchable else [first]
+            # 3. their live occurrences, and the cut: keep members while each one's count is
+            # above every count a pair created by an earlier member can reach
             pos, member, sizes = self._gather(batch)
             if len(batch) > 1:
                 bounds = self._bounds(pos, member, len(batch))
@@ -497,39 +421,40 @@ class BpeTrainer:
                 while keep < len(batch) and batch[keep][0] > top:
                     top = max(top, int(bounds[keep]))
                     keep += 1
-                for c, p, e in batch[keep:]:
-                    self._push(c, p, e)
+                for count, p, entry in batch[keep:]:
+                    self._push(count, p, entry)
                 if keep < len(batch):
                     batch = batch[:keep]
                     n_keep = sum(sizes[:keep])
                     pos, member = pos[:n_keep], member[:n_keep]
-            n_before = len(vocab)
-            a_arr = np.empty(len(batch), dtype=np.int64)
-            b_arr = np.empty(len(batch), dtype=np.int64)
-            n_arr = np.empty(len(batch), dtype=np.int64)
-            for i, (c, p, e) in enumerate(batch):
+            # 4. the new tokens, in merge order
+            tokens_before = len(vocab)
+            lefts = np.empty(len(batch), dtype=np.int64)
+            rights = np.empty(len(batch), dtype=np.int64)
+            news = np.empty(len(batch), dtype=np.int64)
+            for i, (count, p, entry) in enumerate(batch):
                 a, b = p >> 32, p & M32
                 new = vocab.add(self._new_token(a, b), "merge",
                                 vocab.base_len[a] + vocab.base_len[b])
-                self.tlen[new] = vocab.base_len[new]
-                a_arr[i], b_arr[i], n_arr[i] = a, b, new
-                if hf:
-                    self._drop_live(p, e)
+                self.token_length[new] = vocab.base_len[new]
+                lefts[i], rights[i], news[i] = a, b, new
+                if self.hf_semantics:
+                    self._drop_entry(p, entry)
                 else:
-                    del live[p]
-                    self.counts[p] = 0
-                m.left.append(a)
-                m.right.append(b)
-                m.new.append(new)
-                m.count.append(c)
-            self.reuse_pass = bool((n_arr < n_before).any())
+                    del self.entries_of_pair[p]
+                    self.pair_counts[p] = 0
+                record.left.append(a)
+                record.right.append(b)
+                record.new.append(new)
+                record.count.append(count)
+            self.reused_token_in_pass = bool((news < tokens_before).any())
+            # 5. one pass for the whole batch
             if pos.size:
-                words = self._apply(pos, a_arr[member], b_arr[member], n_arr[member], member,
+                words = self._apply(pos, lefts[member], rights[member], news[member], member,
                                     len(batch))
             else:
                 words = [0] * len(batch)
-            m.words.extend(words)
-            self.passes += 1
+            record.words.extend(words)
             bar.update(len(vocab))
         bar.close(len(vocab))
         return self.merges

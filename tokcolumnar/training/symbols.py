@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from .errors import TokcolumnarError
+from ..errors import TokcolumnarError
 
 SEP = -1  # word boundary in the flat layout
 REMOVED = -2  # right half of a merged pair

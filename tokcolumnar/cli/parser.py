@@ -1,0 +1,126 @@
+"""The command line's arguments: one parser with a sub-command per job (train, count, encode,
+sql, crosscheck); option names, choices and defaults come from the settings (`config`), so the
+CLI and the Python API accept the same values."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from ..config import ENGINES, MODELS, TIE_BREAKS, WORDPIECE_SCORINGS
+from ..corpus.sources import FORMATS
+from ..duckdb import QUERY_FORMATS
+from ..presets import PRESETS
+from ..text.normalizers import NORMALIZER_NAMES
+from ..text.pretokenizers import PRETOKENIZER_NAMES
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: `tokcolumnar: error: <argparse's message>`, exit 2 (the
+    usage stays in `--help`). Subparsers are built with the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"tokcolumnar: error: {message}\n")
+
+
+def _csv_list(s: str) -> list[str]:
+    """`A,B,...` -> names; `''` -> no names. Empty names are kept so that the settings refuse
+    them (`a,,b`)."""
+    return s.split(",") if s else []
+
+
+def add_train_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("training")
+    g.add_argument("--model", choices=MODELS, default=None)
+    g.add_argument("--vocab-size", type=int, default=None)
+    g.add_argument("--min-frequency", type=int, default=None)
+    g.add_argument("--special-tokens", type=_csv_list, default=None, metavar="A,B,...")
+    g.add_argument("--pre-tokenizer", default=None,
+                   help=f"{', '.join(PRETOKENIZER_NAMES)} (default whitespace)")
+    g.add_argument("--normalizer", default=None,
+                   help=f"{', '.join(NORMALIZER_NAMES)} (default none)")
+    g.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
+                   help="lowercase after normalising (--preset bert: on unless --no-lowercase)")
+    g.add_argument("--end-of-word-suffix", default=None, metavar="S",
+                   help="fused to each word's last character, as HF (e.g. </w>)")
+    g.add_argument("--end-of-word-token", default=None, metavar="S",
+                   help="a separate symbol after each word, as in the seed documents")
+    g.add_argument("--continuing-subword-prefix", default=None, metavar="P")
+    g.add_argument("--limit-alphabet", type=int, default=None)
+    g.add_argument("--initial-alphabet", default=None, metavar="CHARS",
+                   help="characters always kept in the alphabet")
+    g.add_argument("--max-token-length", type=int, default=None)
+    g.add_argument("--tie-break", choices=TIE_BREAKS, default=None)
+    g.add_argument("--preset", choices=PRESETS, default=None)
+    g.add_argument("--engine", choices=ENGINES, default=None)
+    g.add_argument("--max-merges", type=int, default=None)
+    g.add_argument("--min-score", type=float, default=None)
+    g.add_argument("--wordpiece-scoring", choices=WORDPIECE_SCORINGS, default=None)
+    g.add_argument("--unk-token", default=None)
+    g.add_argument("--max-word-chars", type=int, default=None,
+                   help="refuse pre-tokens longer than this (default 1,000,000)")
+
+
+def add_input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="input format (default: from the file extension)")
+    p.add_argument("--column", default=None, help="text column of parquet/jsonl/csv (text)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+FORCE_HELP = ("replace an existing output even if tokcolumnar did not write it (never an input, "
+              "the current directory or /)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="tokcolumnar", description="Columnar BPE / WordPiece "
+                       "tokenizer training with Polars (and a DuckDB SQL twin).")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a tokenizer into --out DIR")
+    t.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories or globs")
+    t.add_argument("--out", required=True, metavar="DIR")
+    t.add_argument("--from-counts", default=None, metavar="words.parquet")
+    t.add_argument("--force", action="store_true", help=FORCE_HELP)
+    add_train_options(t)
+    add_input_options(t)
+    t.set_defaults(command_name="train")
+
+    c = sub.add_parser("count", help="count words only (the first stage of train)")
+    c.add_argument("inputs", nargs="+", metavar="INPUT")
+    c.add_argument("--out", required=True, metavar="words.parquet")
+    c.add_argument("--force", action="store_true", help=FORCE_HELP)
+    add_train_options(c)
+    add_input_options(c)
+    c.set_defaults(command_name="count")
+
+    e = sub.add_parser("encode", help="tokenize a dataset into a Parquet column of ids")
+    e.add_argument("inputs", nargs="+", metavar="INPUT")
+    e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json")
+    e.add_argument("--out", required=True, metavar="FILE.parquet")
+    e.add_argument("--force", action="store_true", help=FORCE_HELP)
+    e.add_argument("--keep-newlines", action="store_true",
+                   help="keep each text line's line ending (default: stripped)")
+    add_input_options(e)
+    e.set_defaults(command_name="encode")
+
+    q = sub.add_parser("sql", help="query a training directory's tables with DuckDB")
+    q.add_argument("dir", metavar="DIR")
+    q.add_argument("query", metavar="SQL")
+    q.add_argument("--format", choices=QUERY_FORMATS, default="table")
+    q.add_argument("--output", default=None, metavar="FILE")
+    q.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="a named query parameter ($NAME in the SQL); repeatable")
+    q.add_argument("--force", action="store_true", help=FORCE_HELP)
+    q.add_argument("--allow-external", action="store_true",
+                   help="let the query read and write other files, attach databases and load "
+                        "extensions (off by default: the query sees only DIR's tables)")
+    q.set_defaults(command_name="sql")
+
+    x = sub.add_parser("crosscheck", help="train with both engines and compare the tables")
+    x.add_argument("inputs", nargs="*", metavar="INPUT")
+    x.add_argument("--from-counts", default=None, metavar="words.parquet")
+    add_train_options(x)
+    add_input_options(x)
+    x.set_defaults(command_name="crosscheck")
+    return p

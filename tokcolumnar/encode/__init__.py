@@ -1,0 +1,1 @@
+"""Encoding datasets: inputs -> Parquet columns of token ids (`dataset`)."""

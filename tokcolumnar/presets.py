@@ -1,0 +1,102 @@
+"""The presets: the reference configurations `--preset gpt2|bert|subword-nmt` stand for
+(docs/architecture.md, "Presets"). A preset *fixes* some options — a different value given by
+the user is refused, naming both — and gives *defaults* to others, which the user may
+replace."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import TokcolumnarValueError
+from .text.bytelevel import BYTE_ALPHABET
+
+if TYPE_CHECKING:  # the settings object presets are applied to (config imports this module)
+    from .config import TrainConfig
+
+BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """What a preset sets: `fixed` options define its reference configuration (a different
+    value given by the user is refused, naming both); `defaults` are used when the option is
+    not given and may be replaced. Every other option is free."""
+
+    fixed: dict[str, Any]
+    defaults: dict[str, Any]
+
+
+PRESET_RULES: dict[str, Preset] = {
+    "gpt2": Preset(
+        fixed={"model": "bpe", "pre_tokenizer": "byte-level", "normalizer": "none",
+               "lowercase": False, "initial_alphabet": list(BYTE_ALPHABET),
+               "end_of_word_suffix": None, "end_of_word_token": None,
+               "continuing_subword_prefix": None, "tie_break": "id"},
+        defaults={"special_tokens": ["<|endoftext|>"]}),
+    "bert": Preset(
+        fixed={"model": "wordpiece", "pre_tokenizer": "bert", "normalizer": "bert"},
+        defaults={"lowercase": True, "continuing_subword_prefix": "##",
+                  "special_tokens": BERT_SPECIAL_TOKENS, "unk_token": "[UNK]"}),
+    # `--vocab-size N` is read as subword-nmt's `-s N`: N merge operations (see apply_preset)
+    "subword-nmt": Preset(
+        fixed={"model": "bpe", "pre_tokenizer": "subword-nmt", "normalizer": "none",
+               "lowercase": False, "end_of_word_suffix": "</w>", "end_of_word_token": None,
+               "continuing_subword_prefix": None, "tie_break": "lexical-max"},
+        defaults={"min_frequency": 2}),
+}
+PRESETS = tuple(PRESET_RULES)
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _same(name: str, a: Any, b: Any) -> bool:
+    if name == "initial_alphabet":  # a set of characters: the order does not matter
+        return set(a) == set(b)
+    return a == b
+
+
+def _show(name: str, value: Any) -> str:
+    """An option as it would be written on the command line (for messages)."""
+    if value is None or value is False:
+        return f"no {flag(name)}"
+    if value is True:
+        return flag(name)
+    if name == "initial_alphabet":
+        if set(value) == set(BYTE_ALPHABET):
+            return f"{flag(name)} (the 256 byte-level characters)"
+        return f"{flag(name)} {shlex.quote(''.join(value))}"
+    if isinstance(value, list):
+        return f"{flag(name)} {shlex.quote(','.join(value))}"
+    return f"{flag(name)} {shlex.quote(str(value))}"
+
+
+def apply_preset(cfg: TrainConfig, default_vocab_size: int) -> None:
+    """Set what the preset fixes, refusing a given value that differs, and fill its defaults."""
+    if cfg.preset is None:
+        return
+    if cfg.preset not in PRESET_RULES:
+        raise TokcolumnarValueError(f"unknown preset {cfg.preset!r} "
+                                    f"(choose from {', '.join(PRESETS)})")
+    rules = PRESET_RULES[cfg.preset]
+    for name, fixed in rules.fixed.items():
+        given = getattr(cfg, name)
+        if given is not None and not _same(name, given, fixed):
+            verb = "uses" if fixed is None or fixed is False else "fixes"
+            raise TokcolumnarValueError(f"--preset {cfg.preset} {verb} {_show(name, fixed)}; "
+                                        f"got {_show(name, given)}")
+        setattr(cfg, name, list(fixed) if isinstance(fixed, list) else fixed)
+    for name, default in rules.defaults.items():
+        if getattr(cfg, name) is None:
+            setattr(cfg, name, list(default) if isinstance(default, list) else default)
+    if cfg.preset == "subword-nmt" and cfg.max_merges is None:
+        cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else default_vocab_size
+        cfg.vocab_size = 1 << 40
+    if cfg.preset == "bert":
+        missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
+        if missing:
+            raise TokcolumnarValueError(
+                f"--preset bert needs {', '.join(missing)} among --special-tokens (the "
+                "[CLS] ... [SEP] template and the unknown token)")

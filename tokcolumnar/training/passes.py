@@ -1,0 +1,200 @@
+"""The NumPy kernels both merge loops (BPE and WordPiece) are built from, on the flat symbol
+layout (`symbols.Layout`; docs/architecture.md, "The flat layout").
+
+A pair is keyed `left_id << 32 | right_id` (`pair_key`), so ascending key order is the `id`
+tie-break order, and is named by the position of its left symbol. A loop
+
+1. groups every adjacent pair of the initial layout by key (`group_pairs`): the weighted count
+   of each pair and its positions, one sorted slice per pair;
+2. merges a pair (or a batch of independent pairs) in one pass (`merge_pass`): rewrites the
+   links and returns the pair-count changes — `-w` for each pair the merges destroy, `+w` for
+   each pair with a new token — with the positions of the new pairs;
+3. folds the changes into its counts (`sum_by_key`) and indexes the new pairs' positions
+   (`group_new_pairs`): every occurrence of a new pair is created by the pass that created its
+   newer token, so one sorted array per pass, sliced per pair, is the whole index.
+
+Per-call overhead dominates here (a merge touches ~20 positions on average), so each step is a
+handful of whole-array NumPy calls, and Polars only where an array is large enough to pay for
+it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from .symbols import Layout
+
+M32 = (1 << 32) - 1
+#: Above this many changes, Polars' hash group-by beats NumPy's sort-based grouping.
+POLARS_GROUP_MIN = 200_000
+
+#: `allowed(left_ids, right_ids) -> mask`: which pairs may be counted at all (the BPE loop's
+#: `--max-token-length`); None counts every pair.
+PairFilter = Callable[[np.ndarray, np.ndarray], np.ndarray] | None
+
+
+def pair_key(left: np.ndarray | int, right: np.ndarray | int) -> np.ndarray | int:
+    """The key of pair (left, right): ascending key order is (left_id, right_id) order."""
+    if isinstance(left, np.ndarray):
+        return (left.astype(np.int64) << 32) | right
+    return (left << 32) | right
+
+
+@dataclass
+class PairGroups:
+    """Adjacent pairs grouped by key: `keys` ascending, `counts` (weighted by word counts), and
+    `positions[starts[i]:ends[i]]` the ascending left positions of pair `keys[i]`."""
+
+    keys: np.ndarray
+    counts: np.ndarray
+    positions: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+
+def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> PairGroups:
+    """Count every adjacent pair of the layout and group its positions by pair key.
+
+    When every key of the initial vocabulary fits in 32 bits as `left * n + right`, the
+    positions are ordered by a stable radix sort on two 16-bit digits of that dense key (much
+    faster than a general sort); otherwise by a Polars sort on (key, position)."""
+    sym = layout.sym
+    # a pair sits wherever two live symbols are adjacent (SEP is negative)
+    positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
+    left, right = sym[positions], sym[positions + 1]
+    if allowed is not None:
+        ok = allowed(left, right)
+        positions, left, right = positions[ok], left[ok], right[ok]
+    if n_tokens * n_tokens < (1 << 32):
+        dense = (left * n_tokens + right).astype(np.uint32)
+        del left, right
+        # radix sort, low digit first; a stable sort keeps positions ascending within a key
+        order = np.argsort((dense & 0xFFFF).astype(np.uint16), kind="stable")
+        if n_tokens * n_tokens > (1 << 16):
+            high = (dense >> 16).astype(np.uint16)[order]
+            order = order[np.argsort(high, kind="stable")]
+            del high
+        dense = dense[order]
+        positions = positions[order]
+        del order
+        first = np.ones(dense.size, dtype=bool)
+        first[1:] = dense[1:] != dense[:-1]
+        starts = np.flatnonzero(first)
+        del first
+        ends = np.append(starts[1:], dense.size)
+        unique = dense[starts].astype(np.int64)
+        keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
+        counts = (np.add.reduceat(layout.wcount[positions], starts) if positions.size
+                  else np.zeros(0, np.int64))
+        return PairGroups(keys, counts, positions, starts, ends)
+    frame = pl.DataFrame({"key": pair_key(left, right), "pos": positions,
+                          "w": layout.wcount[positions]}).sort("key", "pos")
+    groups = frame.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
+    ends = np.cumsum(groups.get_column("len").to_numpy())
+    starts = ends - groups.get_column("len").to_numpy()
+    return PairGroups(groups.get_column("key").to_numpy(), groups.get_column("w").to_numpy(),
+                      frame.get_column("pos").to_numpy().astype(np.int32), starts, ends)
+
+
+@dataclass
+class PassChanges:
+    """What a merge pass changed: `keys`/`weights` are the pair-count changes (one entry per
+    occurrence and neighbour, not yet summed); `new_keys`/`new_positions` the pairs with a new
+    token and their left positions."""
+
+    keys: np.ndarray
+    weights: np.ndarray
+    new_keys: np.ndarray
+    new_positions: np.ndarray
+
+
+def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
+               right: np.ndarray | int, new: np.ndarray | int,
+               allowed: PairFilter = None) -> PassChanges:
+    """Merge the pair at each position of `pos` into `new` (per position, or one id for all)
+    and return the pair-count changes, in HF's per-merge order.
+
+    The merges of one pass never overlap, so they commute and run at once. For each merged
+    occurrence with word count w, its left neighbour l *as it stands after the pass* and its
+    right neighbour r *as it stood before*: `(l, left) -w`, `(l, new) +w`, `(right, r) -w`,
+    `(new, r) +w` (a neighbour that is a word boundary gives nothing). `allowed` drops the
+    changes of pairs that are never counted."""
+    # rewrite the links; `right_sym` is each right neighbour's symbol before the pass
+    left_pos, right_sym = layout.merge_at(pos, new)
+    left_sym = layout.sym[left_pos]
+    weight = layout.wcount[pos]
+    has_left = left_sym >= 0
+    has_right = right_sym >= 0
+
+    def pick(values: np.ndarray | int, mask: np.ndarray) -> np.ndarray | int:
+        return values[mask] if isinstance(values, np.ndarray) else values
+
+    # changes beside the left neighbour
+    l_sym, l_pos, l_weight = left_sym[has_left], left_pos[has_left], weight[has_left]
+    l_old, l_new = pick(left, has_left), pick(new, has_left)
+    # changes beside the right neighbour (the new pair is named by the merged position)
+    r_sym, r_pos, r_weight = right_sym[has_right], pos[has_right], weight[has_right]
+    r_old, r_new = pick(right, has_right), pick(new, has_right)
+    parts = [(pair_key(l_sym, l_old), -l_weight, None),
+             (pair_key(r_old, r_sym), -r_weight, None),
+             (pair_key(l_sym, l_new), l_weight, l_pos),
+             (pair_key(r_new, r_sym), r_weight, r_pos)]
+    if allowed is not None:
+        lefts = [l_sym, _full(r_old, r_sym), l_sym, _full(r_new, r_sym)]
+        rights = [_full(l_old, l_sym), r_sym, _full(l_new, l_sym), r_sym]
+        parts = [(k[ok], w[ok], None if p is None else p[ok])
+                 for (k, w, p), a, b in zip(parts, lefts, rights)
+                 for ok in [allowed(a, b)]]
+    (minus_l, w_ml, _), (minus_r, w_mr, _), (plus_l, w_pl, p_l), (plus_r, w_pr, p_r) = parts
+    return PassChanges(np.concatenate([minus_l, minus_r, plus_l, plus_r]),
+                       np.concatenate([w_ml, w_mr, w_pl, w_pr]),
+                       np.concatenate([plus_l, plus_r]), np.concatenate([p_l, p_r]))
+
+
+def _full(value: np.ndarray | int, like: np.ndarray) -> np.ndarray:
+    """`value` as an array of `like`'s length (a scalar id broadcast)."""
+    return value if isinstance(value, np.ndarray) else np.full(like.size, value, np.int64)
+
+
+def sum_by_key(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
+    """The distinct keys (ascending) and the sum of the weights of each, as Python lists (the
+    loops fold them into dicts)."""
+    if keys.size > POLARS_GROUP_MIN:
+        agg = (pl.DataFrame({"k": keys, "w": weights}).group_by("k").agg(pl.col("w").sum())
+               .sort("k"))
+        return agg.get_column("k").to_list(), agg.get_column("w").to_list()
+    unique, inverse = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inverse, weights=weights).astype(np.int64)
+    return unique.tolist(), sums.tolist()
+
+
+@dataclass
+class NewPairs:
+    """The positions a pass created, one ascending slice per new pair:
+    `positions[starts[i]:ends[i]]` are the left positions of pair `keys[i]` (keys ascending)."""
+
+    positions: np.ndarray
+    keys: list[int]
+    starts: list[int]
+    ends: list[int]
+
+
+def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
+    """Sort a pass's new pairs by (key, position), drop repeats (a batch can name one
+    occurrence twice), and slice the positions per pair."""
+    order = np.lexsort((positions, keys))
+    keys, positions = keys[order], positions[order]
+    if keys.size > 1:
+        keep = np.ones(keys.size, dtype=bool)
+        keep[1:] = (keys[1:] != keys[:-1]) | (positions[1:] != positions[:-1])
+        if not keep.all():
+            keys, positions = keys[keep], positions[keep]
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], keys.size)
+    return NewPairs(positions.astype(np.int32), keys[starts].tolist(), starts.tolist(),
+                    ends.tolist())

@@ -1,0 +1,74 @@
+"""The Polars engine: words counted by Polars plans (`corpus.counting`), merges by the NumPy
+loops over the flat layout (`bpe`, `wordpiece`). `pipeline.train` runs it, or the DuckDB
+engine (`tokcolumnar.duckdb.engine`), through the same two calls: `count` and `train`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ..config import TrainConfig
+from ..corpus.counting import count_chunks
+from ..corpus.readers import iter_sequences
+from ..progress import StageTimer
+from .bpe import BpeSettings, BpeTrainer
+from .symbols import Initial, build_initial, check_vocab_size
+from .tables import TrainTables, merges_table, vocab_table, words_table
+from .wordpiece import LikelihoodTrainer, WordPieceSettings
+
+
+class PolarsEngine:
+    name = "polars"
+
+    def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
+        """The `words` table (word, count, first_seen) of the inputs."""
+        normalizer, pretokenizer = cfg.text_components()
+        chunks = iter_sequences(inputs, fmt=cfg.format, column=cfg.column,
+                                pretokenizer=pretokenizer, max_word_chars=cfg.max_word_chars)
+        return count_chunks(chunks, normalizer, pretokenizer, first_seen=True,
+                            max_word_chars=cfg.max_word_chars, progress=cfg.show_progress)
+
+    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
+        """Initial symbols, the merge loop of the model, and the result tables."""
+        with timer.stage("initial"):
+            initial = initial_symbols(words, cfg)
+        with timer.stage("merge"):
+            merges = merge_loop(initial, cfg)
+        with timer.stage("tables"):
+            return TrainTables(words_table(words, initial), merges,
+                               vocab_table(initial, merges))
+
+
+def initial_symbols(words: pl.DataFrame, cfg: TrainConfig) -> Initial:
+    """Ids and the flat layout of every word's initial symbols, checked against the vocab
+    size."""
+    initial = build_initial(words, cfg.special_tokens, cfg.limit_alphabet, cfg.initial_alphabet,
+                            cfg.continuing_subword_prefix, cfg.end_of_word_suffix,
+                            cfg.end_of_word_token, cfg.variant_order)
+    check_vocab_size(cfg.vocab_size, len(initial.vocab))
+    return initial
+
+
+def merge_loop(initial: Initial, cfg: TrainConfig) -> pl.DataFrame:
+    """Run the model's merge loop on the layout (changing it in place); the merges table.
+
+    BPE and WordPiece with `--wordpiece-scoring frequency` (HF's WordPieceTrainer: BPE by pair
+    count with the `##` prefix; the score column holds that count) run the BPE loop;
+    likelihood WordPiece its own loop, whose merges also carry the two token counts each
+    score was computed from."""
+    tokens = initial.vocab.tokens
+    if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
+        record = LikelihoodTrainer(initial, WordPieceSettings(
+            vocab_size=cfg.vocab_size, prefix=cfg.continuing_subword_prefix,
+            min_frequency=cfg.min_frequency, max_merges=cfg.max_merges, min_score=cfg.min_score,
+            max_token_length=cfg.max_token_length, show_progress=cfg.show_progress)).train()
+        return merges_table(record, tokens, record.score).with_columns(
+            pl.Series("left_count", record.left_count, dtype=pl.UInt64),
+            pl.Series("right_count", record.right_count, dtype=pl.UInt64))
+    record = BpeTrainer(initial, BpeSettings(
+        vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
+        prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
+        max_merges=cfg.max_merges, show_progress=cfg.show_progress)).train()
+    scores = [float(c) for c in record.count] if cfg.model == "wordpiece" else None
+    return merges_table(record, tokens, scores)

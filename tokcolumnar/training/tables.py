@@ -1,0 +1,73 @@
+"""The result tables of a training run (docs/architecture.md, "Tables"): `words` with each
+word's final segmentation, `merges` in rank order, `vocab` by id. Both engines return a
+`TrainTables`; the Polars engine builds it here from the merge loop's record and the final
+layout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .bpe import MergeRecord
+from .symbols import Initial
+
+
+@dataclass
+class TrainTables:
+    """`words`: word, count, first_seen, tokens, ids; `merges`: rank, left, right, token,
+    left_id, right_id, id, count, score, words (+ left_count, right_count for likelihood
+    WordPiece); `vocab`: id, token, kind, rank."""
+
+    words: pl.DataFrame
+    merges: pl.DataFrame
+    vocab: pl.DataFrame
+
+
+def merges_table(record: MergeRecord, tokens: list[str],
+                 scores: Sequence[float] | None = None) -> pl.DataFrame:
+    """The merges in rank order, with the strings of their tokens."""
+    token_of = np.array(tokens, dtype=object)
+    left = np.array(record.left, dtype=np.int64)
+    right = np.array(record.right, dtype=np.int64)
+    new = np.array(record.new, dtype=np.int64)
+    return pl.DataFrame({
+        "rank": pl.Series(np.arange(len(left)), dtype=pl.UInt32),
+        "left": pl.Series(token_of[left].tolist(), dtype=pl.String),
+        "right": pl.Series(token_of[right].tolist(), dtype=pl.String),
+        "token": pl.Series(token_of[new].tolist(), dtype=pl.String),
+        "left_id": pl.Series(left, dtype=pl.UInt32),
+        "right_id": pl.Series(right, dtype=pl.UInt32),
+        "id": pl.Series(new, dtype=pl.UInt32),
+        "count": pl.Series(record.count, dtype=pl.UInt64),
+        "score": pl.Series(scores if scores is not None else [None] * len(left),
+                           dtype=pl.Float64),
+        "words": pl.Series(record.words, dtype=pl.UInt64),
+    })
+
+
+def vocab_table(initial: Initial, merges: pl.DataFrame) -> pl.DataFrame:
+    """Every token by id, with its kind and the rank of the merge that first made it."""
+    vocab = initial.vocab
+    first_rank = merges.group_by("id").agg(pl.col("rank").min())
+    return pl.DataFrame({
+        "id": pl.Series(np.arange(len(vocab)), dtype=pl.UInt32),
+        "token": pl.Series(vocab.tokens, dtype=pl.String),
+        "kind": pl.Series(vocab.kinds, dtype=pl.String),
+    }).join(first_rank, on="id", how="left").sort("id")
+
+
+def words_table(words: pl.DataFrame, initial: Initial) -> pl.DataFrame:
+    """`words` with each word's final tokens and ids: Arrow lists over the layout's offsets
+    (no group-by, so little memory at the peak of a run)."""
+    offsets, ids = initial.layout.segmentation(initial.n_words)
+    list_offsets = pa.array(offsets, type=pa.int64())
+    token_strings = pl.Series(initial.vocab.tokens, dtype=pl.String).gather(ids)
+    tokens = pl.Series("tokens", pa.LargeListArray.from_arrays(list_offsets,
+                                                               token_strings.to_arrow()))
+    id_lists = pl.Series("ids", pa.LargeListArray.from_arrays(
+        list_offsets, pa.array(ids.astype(np.uint32))))
+    return words.with_columns(tokens.cast(pl.List(pl.String)), id_lists.cast(pl.List(pl.UInt32)))
