@@ -12,7 +12,7 @@
 --
 -- Every other input is read by the Polars engine's reader (tokcolumnar/corpus.py) and appended
 -- chunk by chunk (`chunk`): text files — plain, gzip, zstd, bz2, named pipes, standard input —
--- as one sequence per line *with its line ending kept* (DESIGN.md §2, as HF
+-- as one sequence per line *with its line ending kept* (docs/architecture.md, "Inputs"; as HF
 -- `Tokenizer.train(files)`; a line longer than a chunk comes in pieces cut where the
 -- pre-tokenizer cannot tell, and one with no such place for 4 x --max-word-chars bytes is
 -- refused); JSONL and CSV (also compressed) and compressed Parquet as one sequence per row.

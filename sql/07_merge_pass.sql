@@ -14,7 +14,7 @@
 --      tc_pending and tc_merges_log (whose new tokens extend the tc_vocab view).
 --
 -- Exact semantics: what HuggingFace's BpeTrainer does when it merges the members one after the
--- other (DESIGN.md §3-4). Member k, after member k - 1:
+-- other (docs/architecture.md, "The BPE loop", "Exact batching"). Member k, after member k - 1:
 --   * occurrences: every (a, b) in the words of its queue entry, left to right (`a a a` merges
 --     the first two, `a a a a` both pairs);
 --   * changes (HF Word::merge), for each occurrence, with L its left neighbour as it stands

@@ -1,4 +1,4 @@
--- Stage 9: the result tables (same schemas as the Polars engine; DESIGN.md §1).
+-- Stage 9: the result tables (same schemas as the Polars engine; docs/architecture.md, "Tables").
 --
 -- In:  tc_words, tc_seg, tc_vocab, tc_merges_log.
 -- Out: three queries:

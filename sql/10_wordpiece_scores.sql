@@ -1,4 +1,4 @@
--- Stage 10: WordPiece likelihood scoring (DESIGN.md §3) — the counts, and the candidate pairs
+-- Stage 10: WordPiece likelihood scoring (docs/architecture.md, "WordPiece") — the counts, and the candidate pairs
 -- in score order.
 --
 -- In:  tc_seg(w, wc, syms, st) and tc_vocab(id, token, kind, blen) from stages 4-5 (nothing of

@@ -2,8 +2,8 @@
 -- In: the `merges` view of `tokcolumnar sql DIR`. Out: one row per block of $block ranks
 -- (getvariable('block'), default 1000): first rank, merges, highest / lowest / mean pair count
 -- when chosen, and the words touched.
--- Usage: tokcolumnar sql DIR sql/analysis/merge_frequency.sql
---        tokcolumnar sql DIR "SET VARIABLE block = 100; $(cat sql/analysis/merge_frequency.sql)"
+-- Usage: tokcolumnar sql DIR --query merge_frequency
+--        tokcolumnar sql DIR --query merge_frequency --param block=100
 SELECT rank // coalesce(getvariable('block'), 1000) * coalesce(getvariable('block'), 1000)
            AS from_rank,
        count(*) AS merges,

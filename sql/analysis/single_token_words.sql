@@ -2,7 +2,7 @@
 -- Parameter: `n` (default 50). In: the `words` and `vocab` views.
 -- Out: word, count, the token and its id, and the rank of the merge that made it (NULL when
 -- the token is a character).
--- Usage: tokcolumnar sql DIR sql/analysis/single_token_words.sql
+-- Usage: tokcolumnar sql DIR --query single_token_words
 SELECT w.word, w.count, w.tokens[1] AS token, w.ids[1] AS id, v.rank
 FROM words w
 JOIN vocab v ON v.id = w.ids[1]

@@ -66,15 +66,18 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from ..duckdb.query import run_sql  # DuckDB loads only for the commands that use it
-
+    from ..duckdb.query import ready_query, run_sql  # DuckDB loads only for the commands
+    # that use it
+    if (args.sql is None) == (args.query is None):
+        raise TokcolumnarError("give either SQL or --query NAME (a ready analysis query)")
+    text = ready_query(args.query) if args.query is not None else args.sql
     params = {}
     for item in args.param or []:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise TokcolumnarError(f"--param expects NAME=VALUE, got {item!r}")
         params[name] = value
-    run_sql(args.dir, args.query, fmt=args.format, output=args.output, params=params or None,
+    run_sql(args.dir, text, fmt=args.format, output=args.output, params=params or None,
             force=args.force, allow_external=args.allow_external)
     return 0
 

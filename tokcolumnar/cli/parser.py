@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from ..config import ENGINES, MODELS, TIE_BREAKS, WORDPIECE_SCORINGS
 from ..corpus.sources import FORMATS
-from ..duckdb import QUERY_FORMATS
+from ..duckdb import QUERY_FORMATS, ready_queries
 from ..presets import PRESETS
 from ..text.normalizers import NORMALIZER_NAMES
 from ..text.pretokenizers import PRETOKENIZER_NAMES
@@ -106,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("sql", help="query a training directory's tables with DuckDB")
     q.add_argument("dir", metavar="DIR")
-    q.add_argument("query", metavar="SQL")
+    q.add_argument("sql", metavar="SQL", nargs="?", default=None,
+                   help="the query (statements separated by ;) or the path of a .sql file")
+    q.add_argument("--query", default=None, metavar="NAME",
+                   help="a ready analysis query by name: " + ", ".join(ready_queries()))
     q.add_argument("--format", choices=QUERY_FORMATS, default="table")
     q.add_argument("--output", default=None, metavar="FILE")
     q.add_argument("--param", action="append", metavar="NAME=VALUE",

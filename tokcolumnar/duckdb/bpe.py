@@ -1,9 +1,9 @@
-"""Stages 4-9 of BPE in DuckDB: the alphabet, the initial symbols and pair counts, the merge
-loop and the result tables. All data stays in DuckDB tables (the words, each word's symbols,
-the pair counts and the merge queue); Python only drives the loop: it reads the best queue
-entries, picks the batch of merges for the next pass (DESIGN.md §4: members that share no
-symbol the wrong way round; SQL then cuts the batch where a new pair or a deferred candidate
-would overtake a member) and runs the pass's statements."""
+"""Stages 4-9 of BPE in DuckDB: the alphabet, the initial symbols and pair counts, the merge loop
+and the result tables. All data stays in DuckDB tables (the words, each word's symbols, the pair
+counts and the merge queue); Python only drives the loop: it reads the best queue entries, picks the
+batch of merges for the next pass (docs/architecture.md, "Exact batching": members that share no
+symbol the wrong way round; SQL then cuts the batch where a new pair or a deferred candidate would
+overtake a member) and runs the pass's statements."""
 
 from __future__ import annotations
 

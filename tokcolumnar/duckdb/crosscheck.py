@@ -23,7 +23,7 @@ from ..corpus.sources import expand_inputs
 from ..errors import TokcolumnarError
 from ..training.pipeline import train
 
-# What must agree (DESIGN.md §3 "Both engines"): every column of the three tables.
+# What must agree (docs/architecture.md, "Both engines"): every column of the three tables.
 COLUMNS = {
     "words": ["word", "count", "first_seen", "tokens", "ids"],
     "merges": ["rank", "left", "right", "token", "left_id", "right_id", "id", "count", "score",

@@ -22,7 +22,7 @@ import duckdb
 
 from ..errors import TokcolumnarError
 from ..outputs import mark_file, output_file, write_parquet
-from . import QUERY_FORMATS
+from . import ANALYSIS_DIR, QUERY_FORMATS, ready_queries
 
 VIEWS = ("words", "merges", "vocab", "encoded")
 
@@ -57,6 +57,15 @@ def connect(directory: str | Path, allow_external: bool = False) -> Any:
 def _first_line(e: Exception) -> str:
     s = str(e).strip()
     return s.splitlines()[0] if s else type(e).__name__
+
+
+def ready_query(name: str) -> str:
+    """The text of a ready analysis query, by name (`tokcolumnar sql DIR --query NAME`)."""
+    path = ANALYSIS_DIR / f"{name}.sql"
+    if name not in ready_queries():
+        raise TokcolumnarError(f"no ready query {name!r} (choose from "
+                               f"{', '.join(ready_queries())})")
+    return path.read_text(encoding="utf-8")
 
 
 def load_query(query: str) -> str:

@@ -1,9 +1,5 @@
 """Running the stage files of `sql/`: each file is split into named sections (`-- name: x`)
-and statements, and run with bound parameters only (values never enter the SQL text).
-
-The files live in `sql/` at the repository root and ship inside the package as
-`tokcolumnar/sql/` (a symbolic link in a checkout, a real folder in an installed wheel);
-`TOKCOLUMNAR_SQL_DIR` points elsewhere (e.g. to try an edited copy)."""
+and statements, and run with bound parameters only (values never enter the SQL text)."""
 
 from __future__ import annotations
 
@@ -15,8 +11,7 @@ from typing import Any
 import duckdb
 
 from ..errors import TokcolumnarError
-
-SQL_DIR = Path(os.environ.get("TOKCOLUMNAR_SQL_DIR") or Path(__file__).parents[1] / "sql")
+from . import SQL_DIR
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _SECTION = re.compile(r"^-- name: ([A-Za-z0-9_]+)\s*$", re.M)

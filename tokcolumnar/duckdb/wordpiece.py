@@ -1,10 +1,10 @@
-"""WordPiece in DuckDB (DESIGN.md §3): the likelihood merge loop over the tables of
-`sql/10_wordpiece_scores.sql` and `sql/11_wordpiece_merge.sql`, and the frequency scoring
-(HF `WordPieceTrainer` = BPE with the `##` prefix) through the BPE merge loop of `duckdb_bpe`.
-Both give the same `TrainResult` as `tokcolumnar.wordpiece_trainer.train_wordpiece`.
+"""WordPiece in DuckDB (docs/architecture.md, "WordPiece"): the likelihood merge loop over the
+tables of `sql/10_wordpiece_scores.sql` and `sql/11_wordpiece_merge.sql`, and the frequency scoring
+(HF `WordPieceTrainer` = BPE with the `##` prefix) through the BPE merge loop of `bpe.py`. Both
+give the same tables as the Polars engine.
 
-Likelihood passes. All data stays in DuckDB; Python only binds the pass limits and reads how
-many merges a pass made. A pass is two statements and a few writes:
+Likelihood passes. All data stays in DuckDB; Python only binds the pass limits and reads how many
+merges a pass made. A pass is two statements and a few writes:
 
 * `candidates` (stage 10) stores the best 256 eligible pairs, with exact scores, in order;
 * `chain` (stage 11) is one recursive query that makes merges one after the other, each the
@@ -20,8 +20,8 @@ many merges a pass made. A pass is two statements and a few writes:
 
 A pass that makes no merge ends training (no eligible pair left, or the best scores below
 min_score). Tests compare every table with the Polars engine (which is checked against a
-plain-Python oracle that rescans all pairs at every merge), also with one merge per pass,
-tiny word limits and a single candidate."""
+plain-Python oracle that rescans all pairs at every merge), also with one merge per pass, tiny word
+limits and a single candidate."""
 
 from __future__ import annotations
 

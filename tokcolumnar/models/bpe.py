@@ -101,42 +101,46 @@ class BPEModel(Model):
 
     def encode_words(self, words: pl.Series) -> pl.Series:
         lengths, ids = self.initial_symbols(words)
-        lay = Layout.from_symbols(lengths, ids, np.ones(len(words), dtype=np.int64))
-        self.apply_merges(lay)
-        live = np.flatnonzero(lay.sym >= 0)
-        return lists_from_flat(len(words), lay.word_of[live],
-                               pl.Series("ids", lay.sym[live].astype(np.uint32)))
+        layout = Layout.from_symbols(lengths, ids, np.ones(len(words), dtype=np.int64))
+        self.apply_merges(layout)
+        live = np.flatnonzero(layout.sym >= 0)
+        return lists_from_flat(len(words), layout.word_of[live],
+                               pl.Series("ids", layout.sym[live].astype(np.uint32)))
 
-    def apply_merges(self, lay: Layout) -> None:
+    def apply_merges(self, layout: Layout) -> None:
         """Merge, in every word at once, the lowest-rank pair (leftmost on ties), until no word
         has a pair left in the merge table."""
         keys, ranks, new = self.merge_table()
         if keys.size == 0:
             return
-        sym, nxt = lay.sym, lay.nxt
-        active = np.flatnonzero(sym >= 0)
-        big = np.int64(1) << 40
+        sym, nxt = layout.sym, layout.nxt
+        active = np.flatnonzero(sym >= 0)  # positions of words that may still merge
+        # rank * rank_scale + position: the smallest is the lowest rank, leftmost on ties
+        rank_scale = np.int64(1) << 40
         while active.size:
+            # the pairs starting at live positions of the active words
             active = active[sym[active] >= 0]
             right = sym[nxt[active]]
-            has = right >= 0
-            cand = active[has]
-            k = (sym[cand] << 32) | right[has]
-            idx = np.searchsorted(keys, k)
-            idx[idx == keys.size] = 0
-            found = keys[idx] == k
+            has_right = right >= 0
+            candidates = active[has_right]
+            pair = (sym[candidates] << 32) | right[has_right]
+            # look each pair up in the sorted merge table
+            slot = np.searchsorted(keys, pair)
+            slot[slot == keys.size] = 0
+            found = keys[slot] == pair
             if not found.any():
                 break
-            cand, idx = cand[found], idx[found]
-            score = ranks[idx] * big + cand
-            word = lay.word_of[cand]
+            candidates, slot = candidates[found], slot[found]
+            # per word, the best pair: one merge per word per round
+            order_key = ranks[slot] * rank_scale + candidates
+            word = layout.word_of[candidates]
             starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
-            best = np.minimum.reduceat(score, starts)
-            pos = best % big
-            rank_pos = np.searchsorted(cand, pos)
-            new_id = new[idx[rank_pos]]
-            lay.merge_at(pos, new_id)
-            active = active[np.isin(lay.word_of[active], word[starts])]
+            best = np.minimum.reduceat(order_key, starts)
+            pos = best % rank_scale
+            new_id = new[slot[np.searchsorted(candidates, pos)]]
+            layout.merge_at(pos, new_id)
+            # only the words that merged this round can merge again
+            active = active[np.isin(layout.word_of[active], word[starts])]
 
     def to_hf(self) -> dict[str, Any]:
         return {

@@ -1,9 +1,9 @@
-"""Alphabet, token ids and initial symbols: the `words` table -> a vocabulary and a flat
-symbol layout ready for the merge loop.
+"""Alphabet, token ids and initial symbols: the `words` table -> a vocabulary and a flat symbol
+layout ready for the merge loop.
 
-Ids (DESIGN.md §3): special tokens in the given order; then the alphabet sorted by code point;
-then the end-of-word token, then prefixed/suffixed variants (`##a`, `a</w>`) sorted by string.
-Characters outside a limited alphabet are dropped from words, as HF does."""
+Ids (docs/architecture.md, "Ids"): special tokens in the given order; then the alphabet sorted by
+code point; then the end-of-word token, then prefixed/suffixed variants (`##a`, `a</w>`) sorted by
+string. Characters outside a limited alphabet are dropped from words, as HF does."""
 
 from __future__ import annotations
 

@@ -1,16 +1,17 @@
-"""WordPiece training (DESIGN.md §3): the likelihood (PMI) merge loop over the flat layout, and
-the frequency variant (HF `WordPieceTrainer`, i.e. BPE with the `##` prefix).
+"""WordPiece training (docs/architecture.md, "WordPiece"): the likelihood (PMI) merge loop over the
+flat layout. (The frequency variant, HF's `WordPieceTrainer`, is the BPE loop with the `##`
+prefix: `polars_engine.merge_loop`.)
 
-Likelihood scoring: the score of a pair is `c_ab / (float64(c_a) * float64(c_b))`, where the
-counts are taken over the current segmentation, weighted by word counts. The best pair has the
-highest score, then the higher pair count, then the smallest `(left_id, right_id)`. Every
-occurrence of the chosen pair is merged (left to right in runs such as `##a ##a ##a`).
+Likelihood scoring: the score of a pair is `c_ab / (float64(c_a) * float64(c_b))`, where the counts
+are taken over the current segmentation, weighted by word counts. The best pair has the highest
+score, then the higher pair count, then the smallest `(left_id, right_id)`. Every occurrence of the
+chosen pair is merged (left to right in runs such as `##a ##a ##a`).
 
-A merge of `(a, b)` into `n` changes the token counts of `a`, `b` and `n`, hence the score of
-every pair that contains one of them, and only of those (the pairs whose pair count changes
-contain one of them too). Scores can go *up* (when `c_a` drops), so a lazy heap alone is wrong;
-rescoring every pair of `a` and `b` after every merge is exact but slow (frequent tokens such as
-`##s` have thousands of pairs). The selection is exact with less work:
+A merge of `(a, b)` into `n` changes the token counts of `a`, `b` and `n`, hence the score of every
+pair that contains one of them, and only of those (the pairs whose pair count changes contain one of
+them too). Scores can go *up* (when `c_a` drops), so a lazy heap alone is wrong; rescoring every
+pair of `a` and `b` after every merge is exact but slow (frequent tokens such as `##s` have
+thousands of pairs). The selection is exact with less work:
 
 - every pair has a heap entry that bounds its true key; pairs with the new token are rescored
   at once, and the pairs of a token whose count dropped are rescored only once it has dropped by
@@ -21,11 +22,11 @@ rescoring every pair of `a` and `b` after every merge is exact but slow (frequen
   the best hot pair (with no stale token, entries are exact bounds and whole keys are compared);
 - entries that are not the pair's latest pushed key are outdated duplicates and are dropped.
 
-Each merge is one pass over the pair's positions, as in `bpe_trainer`: gather, check, rewrite
-the links, emit the pair deltas and group them, as NumPy passes (also for the many merges that
-touch a handful of positions). Pairs live in dense slots (count,
-ids, latest pushed key as NumPy arrays) and a token -> slots index, so that rescoring a token's
-pairs is a gather, not a loop. docs/wordpiece.md has the details and measurements."""
+Each merge is one pass over the pair's positions, as in `bpe_trainer`: gather, check, rewrite the
+links, emit the pair deltas and group them, as NumPy passes (also for the many merges that touch a
+handful of positions). Pairs live in dense slots (count, ids, latest pushed key as NumPy arrays) and
+a token -> slots index, so that rescoring a token's pairs is a gather, not a loop. docs/wordpiece.md
+has the details and measurements."""
 
 from __future__ import annotations
 
