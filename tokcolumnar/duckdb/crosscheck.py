@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..corpus.sources import expand_inputs
 from ..errors import TokcolumnarError
+from ..progress import StageTimer
 from ..training.pipeline import train
 
 # What must agree (docs/architecture.md, "Both engines"): every column of the three tables.
@@ -159,12 +159,12 @@ def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any 
     inputs = _readable_twice(inputs, cfg)
     pcfg = dataclasses.replace(cfg, engine="polars")
     dcfg = dataclasses.replace(cfg, engine="duckdb")
-    t0 = time.perf_counter()
-    a = train(inputs, from_counts=from_counts, config=pcfg)
-    tp = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    b = train(inputs, from_counts=from_counts, config=dcfg)
-    td = time.perf_counter() - t1
+    timer = StageTimer()
+    with timer.stage("polars"):
+        a = train(inputs, from_counts=from_counts, config=pcfg)
+    with timer.stage("duckdb"):
+        b = train(inputs, from_counts=from_counts, config=dcfg)
+    tp, td = timer.seconds["polars"], timer.seconds["duckdb"]
     d = compare_results(a, b, ("polars", "duckdb"))
     times = f"polars {tp:.2f}s, duckdb {td:.2f}s ({td / tp if tp else float('inf'):.1f}x)"
     if d:
