@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from tests.support.corpora import PRIMER, SMALL, corpus
+from tests.support.corpora import PRIMER, SMALL, corpus, small_tiered
 from tests.support.examples import examples
 from tokcolumnar import Tokenizer, train
 
@@ -50,17 +50,19 @@ def check_gpt2(path: Path, out: Path, tmp: Path, encode_lines: int | None = None
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("name", small_tiered("en_taylorswift_wiki.txt"))
 def test_gpt2_small_identical_to_hf(name, tmp_path):
     check_gpt2(corpus(f"small/{name}"), tmp_path / "ours", tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 @pytest.mark.parametrize("lang", ["en", "ru", "ja", "zh"])
 def test_gpt2_medium_identical_to_hf(lang, tmp_path):
     check_gpt2(corpus(f"medium/{lang}.txt"), tmp_path / "ours", tmp_path, encode_lines=20000)
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", SMALL)
 def test_subword_nmt_codes_identical(name, tmp_path):

@@ -18,9 +18,11 @@ import polars as pl
 import pytest
 
 from tests.support.cli import assert_clean_error, cli_env, command, no_temporaries, run_cli, tree
+from tests.support.markers import tiered
 from tokcolumnar import outputs, train
 from tokcolumnar.errors import TokcolumnarError
 
+SLOW = pytest.mark.slow
 CORPUS = "low lower newest widest\nthe cat sat on the mat\n" * 20
 
 
@@ -44,20 +46,23 @@ def previous(workdir: Path) -> Path:
 # -- 1. what an output may replace -------------------------------------------------------------
 @pytest.mark.parametrize("args, needle", [
     (["train", "c.txt", "--out", "."], "is the current directory"),
-    (["train", "c.txt", "--out", "./"], "is the current directory"),
-    (["train", "c.txt", "--out", ".."], "is the current directory or contains it"),
+    pytest.param(["train", "c.txt", "--out", "./"], "is the current directory", marks=SLOW),
+    pytest.param(["train", "c.txt", "--out", ".."], "is the current directory or contains it",
+                 marks=SLOW),
     (["train", "c.txt", "--out", "/"], "is the root directory"),
     (["train", "c.txt", "--out", "sub"], "is not empty and not a tokcolumnar output"),
     (["train", "c.txt", "--out", "c.txt"], "is an input"),
-    (["train", "sub", "--out", "sub"], "is an input"),
-    (["train", "sub/notes.txt", "--out", "sub"], "contains the input"),
-    (["train", "sub", "--out", "sub/out"], "is inside the input directory"),
-    (["train", "c.txt", "--out", "sub/notes.txt"], "exists and is not a directory"),
-    (["count", "c.txt", "--out", "."], "is the current directory"),
-    (["count", "c.txt", "--out", "c.txt"], "is an input"),
+    pytest.param(["train", "sub", "--out", "sub"], "is an input", marks=SLOW),
+    pytest.param(["train", "sub/notes.txt", "--out", "sub"], "contains the input", marks=SLOW),
+    pytest.param(["train", "sub", "--out", "sub/out"], "is inside the input directory", marks=SLOW),
+    pytest.param(["train", "c.txt", "--out", "sub/notes.txt"], "exists and is not a directory",
+                 marks=SLOW),
+    pytest.param(["count", "c.txt", "--out", "."], "is the current directory", marks=SLOW),
+    pytest.param(["count", "c.txt", "--out", "c.txt"], "is an input", marks=SLOW),
     (["count", "c.txt", "--out", "sub/notes.txt"], "was not written by tokcolumnar"),
-    (["count", "c.txt", "--out", "sub"], "is a directory"),
-    (["count", "sub", "--out", "sub/w.parquet"], "is inside the input directory"),
+    pytest.param(["count", "c.txt", "--out", "sub"], "is a directory", marks=SLOW),
+    pytest.param(["count", "sub", "--out", "sub/w.parquet"], "is inside the input directory",
+                 marks=SLOW),
 ])
 def test_refused_before_any_work(workdir, args, needle):
     before = tree(workdir)
@@ -136,6 +141,7 @@ def test_file_outputs_replace_only_their_own(workdir, previous):
     assert no_temporaries(workdir)
 
 
+@pytest.mark.duckdb
 def test_sql_output_rules(previous, workdir):
     q = "SELECT rank, \"left\", \"right\" FROM merges ORDER BY rank LIMIT 3"
     for fmt, name in (("csv", "m.csv"), ("json", "m.json"), ("parquet", "m.parquet")):
@@ -253,6 +259,7 @@ def _start_and_signal(args: list[str], cwd: Path, sig: int, out_name: str) -> tu
     return proc.returncode, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 @pytest.mark.parametrize("command", ["train", "encode"])
 def test_signals_leave_the_previous_result(previous, workdir, sig, code, command):
@@ -272,6 +279,7 @@ def test_signals_leave_the_previous_result(previous, workdir, sig, code, command
     assert no_temporaries(workdir)
 
 
+@pytest.mark.slow
 def test_sigkill_leftovers_are_removed_by_the_next_run(previous, workdir):
     big = _big_corpus(workdir / "big.txt")
     before = tree(previous)
@@ -321,7 +329,7 @@ def _dead_pid() -> int:
 
 
 # -- 9. `tokcolumnar sql` is read-only by default ----------------------------------------------
-@pytest.mark.parametrize("query", [
+SANDBOX_ESCAPES = [
     "SELECT * FROM read_csv('{secret}')",
     "SELECT * FROM read_text('{secret}')",
     "COPY (SELECT 1) TO '{dir}/leak.csv'",
@@ -330,7 +338,13 @@ def _dead_pid() -> int:
     "LOAD httpfs",
     "SET enable_external_access = true",
     "SELECT * FROM glob('{dir}/*')",
-])
+]
+
+
+# the fast tier tries a read, a write and an extension; the full run every escape
+@pytest.mark.parametrize("query", tiered(SANDBOX_ESCAPES, lambda q: q.startswith(
+    ("SELECT * FROM read_text", "COPY", "INSTALL"))))
+@pytest.mark.duckdb
 def test_sql_is_sandboxed(previous, workdir, query):
     secret = workdir / "sub" / "notes.txt"
     before = tree(workdir)
@@ -339,6 +353,7 @@ def test_sql_is_sandboxed(previous, workdir, query):
     assert tree(workdir) == before
 
 
+@pytest.mark.duckdb
 def test_sql_allow_external(previous, workdir):
     secret = workdir / "sub" / "notes.txt"
     proc = run_cli("sql", "out", f"SELECT * FROM read_text('{secret}')", "--format", "csv",

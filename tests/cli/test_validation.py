@@ -26,6 +26,7 @@ import tokcolumnar as tc
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.corpora import PRIMER as DATA
 from tests.support.examples import examples
+from tests.support.markers import tiered
 from tokcolumnar import (
     TokcolumnarError,
     TokcolumnarTypeError,
@@ -36,6 +37,7 @@ from tokcolumnar import (
 )
 from tokcolumnar.models import WordPieceModel
 
+SLOW = pytest.mark.slow
 TEXTS = ["low lower newest widest", "the cat sat on the mat", "hello there, world!"]
 
 
@@ -50,21 +52,24 @@ def text_file(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("args, message", [
     (["--preset", "gpt2", "--model", "wordpiece"],
      "--preset gpt2 fixes --model bpe; got --model wordpiece"),
-    (["--preset", "bert", "--model", "bpe"],
-     "--preset bert fixes --model wordpiece; got --model bpe"),
-    (["--preset", "subword-nmt", "--tie-break", "id"],
-     "--preset subword-nmt fixes --tie-break lexical-max; got --tie-break id"),
-    (["--preset", "gpt2", "--pre-tokenizer", "whitespace"],
-     "--preset gpt2 fixes --pre-tokenizer byte-level; got --pre-tokenizer whitespace"),
-    (["--preset", "bert", "--normalizer", "nfc"],
-     "--preset bert fixes --normalizer bert; got --normalizer nfc"),
-    (["--preset", "gpt2", "--end-of-word-suffix", "</w>"],
-     "--preset gpt2 uses no --end-of-word-suffix; got --end-of-word-suffix '</w>'"),
+    pytest.param(["--preset", "bert", "--model", "bpe"],
+                 "--preset bert fixes --model wordpiece; got --model bpe", marks=SLOW),
+    pytest.param(["--preset", "subword-nmt", "--tie-break", "id"],
+                 "--preset subword-nmt fixes --tie-break lexical-max; got --tie-break id",
+                 marks=SLOW),
+    pytest.param(["--preset", "gpt2", "--pre-tokenizer", "whitespace"],
+                 "--preset gpt2 fixes --pre-tokenizer byte-level; got --pre-tokenizer whitespace",
+                 marks=SLOW),
+    pytest.param(["--preset", "bert", "--normalizer", "nfc"],
+                 "--preset bert fixes --normalizer bert; got --normalizer nfc", marks=SLOW),
+    pytest.param(["--preset", "gpt2", "--end-of-word-suffix", "</w>"],
+                 "--preset gpt2 uses no --end-of-word-suffix; got --end-of-word-suffix '</w>'",
+                 marks=SLOW),
     (["--preset", "subword-nmt", "--lowercase"],
      "--preset subword-nmt uses no --lowercase; got --lowercase"),
-    (["--preset", "gpt2", "--initial-alphabet", "abc"],
-     "--preset gpt2 fixes --initial-alphabet (the 256 byte-level characters); "
-     "got --initial-alphabet abc"),
+    pytest.param(["--preset", "gpt2", "--initial-alphabet", "abc"],
+                 "--preset gpt2 fixes --initial-alphabet (the 256 byte-level characters); "
+                 "got --initial-alphabet abc", marks=SLOW),
 ])
 def test_preset_contradictions_are_refused_naming_both(text_file, tmp_path, args, message):
     proc = run_cli("train", str(text_file), "--out", str(tmp_path / "o"), "--vocab-size", "400",
@@ -134,23 +139,27 @@ def test_subword_nmt_min_frequency_is_honoured(tmp_path):
 # -- item 7: degenerate values, model options, argparse ---------------------------------------
 @pytest.mark.parametrize("args, message", [
     (["--limit-alphabet", "0"], "--limit-alphabet must be positive, got 0"),
-    (["--max-merges", "-3"], "--max-merges must be >= 0, got -3"),
-    (["--max-word-chars", "0"], "--max-word-chars must be positive, got 0"),
-    (["--end-of-word-token", ""], "--end-of-word-token must not be empty"),
-    (["--model", "wordpiece", "--min-score", "nan"],
-     "--min-score must be a finite number >= 0, got nan"),
-    (["--model", "wordpiece", "--min-score", "-1"],
-     "--min-score must be a finite number >= 0, got -1.0"),
-    (["--special-tokens", "a,,b"], "--special-tokens has an empty name"),
+    pytest.param(["--max-merges", "-3"], "--max-merges must be >= 0, got -3", marks=SLOW),
+    pytest.param(["--max-word-chars", "0"], "--max-word-chars must be positive, got 0", marks=SLOW),
+    pytest.param(["--end-of-word-token", ""], "--end-of-word-token must not be empty", marks=SLOW),
+    pytest.param(["--model", "wordpiece", "--min-score", "nan"],
+                 "--min-score must be a finite number >= 0, got nan", marks=SLOW),
+    pytest.param(["--model", "wordpiece", "--min-score", "-1"],
+                 "--min-score must be a finite number >= 0, got -1.0", marks=SLOW),
+    pytest.param(["--special-tokens", "a,,b"], "--special-tokens has an empty name", marks=SLOW),
     (["--special-tokens", "a,b,a"], "--special-tokens contains duplicates: a"),
-    (["--min-score", "0.5"], "--min-score applies to --model wordpiece only"),
-    (["--wordpiece-scoring", "frequency"], "--wordpiece-scoring applies to --model wordpiece only"),
-    (["--model", "wordpiece", "--tie-break", "first-seen"], "--tie-break applies to BPE only"),
+    pytest.param(["--min-score", "0.5"], "--min-score applies to --model wordpiece only",
+                 marks=SLOW),
+    pytest.param(["--wordpiece-scoring", "frequency"],
+                 "--wordpiece-scoring applies to --model wordpiece only", marks=SLOW),
+    pytest.param(["--model", "wordpiece", "--tie-break", "first-seen"],
+                 "--tie-break applies to BPE only", marks=SLOW),
     (["--unk-token", "<unk>"], "--unk-token <unk> must be among --special-tokens"),
     (["--vocab-size", "abc"], "argument --vocab-size: invalid int value: 'abc'"),
-    (["--min-score", "x"], "argument --min-score: invalid float value: 'x'"),
-    (["--model", "foo"], "argument --model: invalid choice: 'foo'"),
-    (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+    pytest.param(["--min-score", "x"], "argument --min-score: invalid float value: 'x'",
+                 marks=SLOW),
+    pytest.param(["--model", "foo"], "argument --model: invalid choice: 'foo'", marks=SLOW),
+    pytest.param(["--no-such-option"], "unrecognized arguments: --no-such-option", marks=SLOW),
 ])
 def test_bad_options_give_one_line(text_file, tmp_path, args, message):
     proc = run_cli("train", str(text_file), "--out", str(tmp_path / "o"), *args)
@@ -206,6 +215,7 @@ def test_wordpiece_defaults_live_in_the_config():
     assert TrainConfig().wordpiece_scoring is None  # BPE has no scoring
 
 
+@pytest.mark.duckdb
 def test_from_counts_is_checked(tmp_path):
     with pytest.raises(ValueError, match=r"from_counts: no column 'word' \(columns: w, count\)"):
         tc.train(from_counts=pl.DataFrame({"w": ["a"], "count": [1]}), vocab_size=50)
@@ -362,7 +372,14 @@ def _hf_refuses(text: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("case, message, hf_refuses", LOAD_CASES, ids=[c[0] for c in LOAD_CASES])
+# the fast tier loads one file of each kind of fault; the full run all of them
+FAST_LOAD_CASES = ("merges missing", "duplicate id", "unknown model type", "added token id taken",
+                   "truncated")
+
+
+@pytest.mark.parametrize("case, message, hf_refuses",
+                         tiered(LOAD_CASES, lambda c: c[0] in FAST_LOAD_CASES, multi=True),
+                         ids=[c[0] for c in LOAD_CASES])
 def test_bad_tokenizer_json_is_refused(trained, text_file, tmp_path, case, message, hf_refuses):
     good = json.loads((trained / "tokenizer.json").read_text(encoding="utf-8"))
     bad = _mutated(good, case)
@@ -381,12 +398,13 @@ def test_bad_tokenizer_json_is_refused(trained, text_file, tmp_path, case, messa
 
 @pytest.mark.parametrize("run_json, message", [
     ("{not json", "run.json is not valid JSON"),
-    ("", "run.json is empty"),
-    ("{}", "run.json: missing field 'settings'"),
+    pytest.param("", "run.json is empty", marks=SLOW),
+    pytest.param("{}", "run.json: missing field 'settings'", marks=SLOW),
     ('{"settings": [1]}', "run.json: 'settings' must be an object, got an array"),
-    ('{"settings": {"end_of_word_token": 5}}',
-     "settings: 'end_of_word_token' must be a string or null, got an integer"),
-    ("[]", "run.json must be a JSON object, got an array"),
+    pytest.param('{"settings": {"end_of_word_token": 5}}',
+                 "settings: 'end_of_word_token' must be a string or null, got an integer",
+                 marks=SLOW),
+    pytest.param("[]", "run.json must be a JSON object, got an array", marks=SLOW),
 ])
 def test_bad_run_json_is_refused(trained, text_file, tmp_path, run_json, message):
     d = tmp_path / "tok"

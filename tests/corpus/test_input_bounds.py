@@ -162,6 +162,7 @@ def baseline_rss(tmp_path_factory) -> Callable[[str], float]:
     return of
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pre", ["whitespace", "byte-level", "metaspace"])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_long_line_of_words_is_read_in_bounded_memory(tmp_path, pre, engine):

@@ -22,6 +22,7 @@ def corpus() -> str:
     return str(corpus_file("small/en_taylorswift_wiki.txt"))
 
 
+@pytest.mark.slow
 def test_crosscheck_identical_returns_0(corpus, capsys):
     rc = cc.crosscheck([corpus], TrainConfig(vocab_size=700, show_progress=False))
     out = capsys.readouterr().out
@@ -29,6 +30,7 @@ def test_crosscheck_identical_returns_0(corpus, capsys):
     assert out.startswith("identical:") and "merges" in out and out.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_crosscheck_cli(corpus, capsys):
     assert main(["crosscheck", corpus, "--vocab-size", "500", "--min-frequency", "3",
                  "--quiet"]) == 0

@@ -17,6 +17,7 @@ import tokcolumnar as tc
 from tests.support.corpora import SMALL, corpus
 from tests.support.engines import duckdb_count, polars_count, train_duckdb
 from tests.support.examples import examples
+from tests.support.markers import tiered
 from tests.support.strategies import as_table, corpora, options
 from tokcolumnar.cli import main
 from tokcolumnar.config import TrainConfig
@@ -130,6 +131,7 @@ def test_unsupported_options_fail_clearly(tmp_path):
 
 
 # -- training on the real corpora -----------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", SMALL)
 def test_train_matches_polars_on_small_corpora(name):
@@ -138,6 +140,7 @@ def test_train_matches_polars_on_small_corpora(name):
     assert_same(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_train_30000_matches_polars():
     a, b = both(str(small("en_taylorswift_wiki.txt")), vocab_size=30000)
@@ -145,6 +148,7 @@ def test_train_30000_matches_polars():
     assert_same(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 @pytest.mark.parametrize("opts", [
     {"min_frequency": 6},
@@ -171,7 +175,8 @@ def test_train_options_match_polars(opts, tmp_path):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("tie_break", ["lexical-max", "first-seen"])
+@pytest.mark.parametrize("tie_break", tiered(["lexical-max", "first-seen"],
+                                             lambda t: t == "lexical-max"))
 def test_exact_tie_breaks_match_polars(tie_break):
     words = polars_count(str(small("en_botchan.txt")), TrainConfig(show_progress=False))
     words = words.head(800)  # one merge per pass in these modes: keep it small
@@ -179,6 +184,7 @@ def test_exact_tie_breaks_match_polars(tie_break):
     assert_same(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_from_counts_file_matches_polars(tmp_path):
     words = polars_count(str(small("ru_pushkin_300k.txt")), TrainConfig(show_progress=False))

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.corpora import ROOT, SMALL, corpus
+from tests.support.corpora import ROOT, corpus, small_tiered
 from tests.support.engines import duckdb_count, polars_count, train_duckdb
 from tests.support.examples import examples
+from tests.support.markers import tiered
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.duckdb import count as dc
 from tokcolumnar.duckdb import runner
@@ -49,6 +50,7 @@ CPS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 
 
 # -- the text functions of stage 1 ------------------------------------------------------------
+@pytest.mark.slow
 def test_text_functions_file_is_generated_from_rust_classes():
     """sql/01_text_functions.sql is exactly what the generator makes from the Rust regex
     crate's classes today (regenerate it if a Polars upgrade changes Unicode tables)."""
@@ -68,6 +70,7 @@ def con():
     c.close()
 
 
+@pytest.mark.slow
 def test_whitespace_classes_match_rust_on_every_code_point(con):
     cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     # every character alone, and between two ASCII letters (so \w / \s / other all show)
@@ -86,6 +89,7 @@ def test_duckdb_ascii_w_really_differs():
     assert got == ["h", "llo", "w", "rld"]
 
 
+@pytest.mark.slow
 def test_lowercase_matches_polars_lowercase(con):
     """tc_lowercase is HF's Lowercase as the Polars engine has it: char::to_lowercase on each
     character (a capital sigma is always σ, no final-sigma rule)."""
@@ -155,6 +159,7 @@ def marks() -> list[str]:
     return sorted(by_class.values()) + ["\u0b3e", "\u0f71"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normalizer,lowercase", NORMALIZERS)
 def test_normalizer_matches_polars_on_every_code_point(normalizer, lowercase, marks):
     """Every code point alone and before a mark; every character with a normalization
@@ -192,6 +197,7 @@ EXTRA = ["\ufdd0", "\ufdd1", "\ufdd1\ufdd2", "a  \ufdd0 \ufdd1\ufdd1 b", "  \n\n
          "I've 'll 're's   \t\n", "\u2581 x  y", "x\u2581 \u2581", ""]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bert", "byte-level", "metaspace", "digits"])
 def test_pretokenizer_matches_polars_on_every_code_point(con, kind):
     """Each code point between letters, after a space, and doubled before a letter after a
@@ -236,7 +242,7 @@ CONFIGS = [
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("name", small_tiered("udhr_multiscript.txt"))
 def test_count_matches_polars_on_small_corpora(name):
     path = str(corpus(f"small/{name}"))
     for opts in CONFIGS:
@@ -273,6 +279,7 @@ def test_hypothesis_text_counts_match_polars(texts, normalizer, pretokenizer, lo
 
 
 # -- inputs: every compression the Polars engine reads ----------------------------------------
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_compressed_inputs_match_polars(tmp_path):
     """gzip / zstd / bz2 text (line endings kept: `none` and byte-level see them), JSONL and
@@ -309,7 +316,7 @@ def test_compressed_inputs_match_polars(tmp_path):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("preset", ["gpt2", "bert"])
+@pytest.mark.parametrize("preset", tiered(["gpt2", "bert"], lambda p: p == "gpt2"))
 def test_presets_train_the_same_tables(preset):
     """`--preset gpt2` (byte-level) and `--preset bert` (BERT normalizer and pre-tokenizer,
     WordPiece) run with the DuckDB engine and give the Polars engine's tables."""

@@ -160,6 +160,7 @@ def small_words(name: str) -> pl.DataFrame:
     return tc.count_words(str(corpus(f"small/{name}")))
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", SMALL)
 def test_small_corpora_likelihood(name):
@@ -170,6 +171,7 @@ def test_small_corpora_likelihood(name):
     assert b.merges.height == 300
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", ["en_botchan.txt", "ja_wagahai_300k.txt"])
 def test_small_corpora_frequency(name):
@@ -178,6 +180,7 @@ def test_small_corpora_frequency(name):
     both(words, vocab_size=len(v0) + 300, wordpiece_scoring="frequency")
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_small_corpus_from_file_with_options():
     f = str(corpus("small/en_taylorswift_wiki.txt"))
@@ -204,6 +207,7 @@ def test_bad_options_are_clear_errors(options, match):
 
 
 # -- CLI and crosscheck ---------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_cli_train_duckdb_writes_the_polars_files(tmp_path):
     f = str(corpus("small/en_taylorswift_wiki.txt"))
@@ -216,6 +220,7 @@ def test_cli_train_duckdb_writes_the_polars_files(tmp_path):
     assert cc.compare_dirs(tmp_path / "polars", tmp_path / "duckdb") == 0
 
 
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_crosscheck_wordpiece_identical_returns_0(capsys):
     f = str(corpus("small/en_taylorswift_wiki.txt"))

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support import markers
+from tests.support.markers import tiered
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
@@ -57,3 +59,9 @@ def listed(folder: str) -> list[str]:
 
 SMALL = listed("small")
 MEDIUM = listed("medium")
+
+
+def small_tiered(fast: str) -> list[Any]:
+    """SMALL for `parametrize`, with every corpus but `fast` marked slow: the fast tier checks
+    one real corpus, the full run all of them."""
+    return tiered(SMALL, lambda name: name in (fast, MISSING))

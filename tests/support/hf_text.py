@@ -4,7 +4,9 @@ Hypothesis strategies."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 
 from tests.support.corpora import MEDIUM, MISSING, SMALL, corpus
@@ -35,10 +37,11 @@ def read_lines(path: str, limit: int | None = None) -> tuple[str, ...]:
         return tuple(lines)
 
 
-def corpus_ids() -> list[str]:
-    """Every corpus the parity tests read: each small file whole, the first MEDIUM_LINES
-    lines of each medium one."""
-    return [f"small/{n}" for n in SMALL] + [f"medium/{n}" for n in MEDIUM if n != MISSING]
+def corpus_ids() -> list[Any]:
+    """Every corpus the parity tests read, for `parametrize`: each small file whole, the first
+    MEDIUM_LINES lines of each medium one (marked slow)."""
+    return [f"small/{n}" for n in SMALL] + [
+        pytest.param(f"medium/{n}", marks=pytest.mark.slow) for n in MEDIUM if n != MISSING]
 
 
 def corpus_path(name: str) -> tuple[str, int | None]:

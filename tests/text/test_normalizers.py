@@ -66,6 +66,7 @@ EVERY_CODE_POINT = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EVERY_CODE_POINT))
 def test_every_code_point(name):
     ours, theirs, cps = EVERY_CODE_POINT[name]

@@ -110,6 +110,7 @@ def test_corpus_chunk_equals_lines_when_not_line_sensitive(name):
 # --- every code point --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [r"\p{L}", r"\p{N}", r"\s"])
 def test_gpt2_classes_agree_with_oniguruma_on_every_code_point(cls):
     """The classes of the GPT-2 pattern: Polars' regex crate == HF's Oniguruma, all of Unicode."""
@@ -120,6 +121,7 @@ def test_gpt2_classes_agree_with_oniguruma_on_every_code_point(cls):
     assert ours == theirs, sorted(hex(ord(c)) for c in ours ^ theirs)[:20]
 
 
+@pytest.mark.slow
 def test_every_code_point_byte_level():
     """Every code point (a fifth of them with HF's slow regex) alone, after a space, between
     letters, next to digits, before and after whitespace runs."""
@@ -131,6 +133,7 @@ def test_every_code_point_byte_level():
     assert_same(P.ByteLevel(), hfp.ByteLevel(add_prefix_space=False), chunks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["whitespace", "whitespace-split", "bert"])
 def test_every_code_point(kind):
     ours_cls, hf_cls = PAIRS[kind]
@@ -141,6 +144,7 @@ def test_every_code_point(kind):
     assert_same(ours_cls(), hf_cls(), chunks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("individual", [False, True])
 def test_every_code_point_digits_and_punctuation(individual):
     chunks = []
@@ -298,6 +302,7 @@ def every_char():
     return "".join(map(chr, ALL_CODE_POINTS)), pl.Series([chr(c) for c in ALL_CODE_POINTS])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", [r"\w", r"[\w']", r"\W", r"[\W]", r"[^\w]", r"\d", r"\s",
                                      r".", r"[^\p{L}\s]"])
 def test_translated_classes_agree_with_oniguruma_on_every_code_point(pattern, every_char):

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer, models, processors
 
 import tokcolumnar as tc
 from tests.support.cli import run_cli
-from tests.support.corpora import SMALL, corpus
+from tests.support.corpora import corpus, small_tiered
 from tests.support.examples import examples
 from tests.support.wordpiece_oracle import (
     frequency_wordpiece,
@@ -147,7 +147,7 @@ def small_words(name: str) -> pl.DataFrame:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
 def test_engine_matches_oracle_on_small_corpora(name):
     words = small_words(name)
     pairs = list(zip(words["word"].to_list(), words["count"].to_list()))
