@@ -295,12 +295,13 @@ def installed(tmp_path_factory) -> Path:
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
     py = venv / "bin" / "python"
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    Path(site, "tokcolumnar_test_deps.pth").write_text("\n".join(_dependency_paths()) + "\n")
     proc = subprocess.run([py, "-m", "pip", "install", "--no-deps", "--quiet", str(src)],
                           capture_output=True, text=True, timeout=900, env=_clean_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the dependencies, added after the install so that pip never sees another tokcolumnar
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "tokcolumnar_test_deps.pth").write_text("\n".join(_dependency_paths()) + "\n")
     return venv / "bin"
 
 
