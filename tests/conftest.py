@@ -1,36 +1,87 @@
-"""Shared test helpers: where the real corpora live (env TOKCOLUMNAR_CORPORA, default
-`../shared/corpora` from the project root); tests that need them skip with a reason."""
+"""Test tiers and shared settings.
+
+- Markers (registered in pyproject.toml): `slow` (left out of the fast tier, `python -m pytest
+  -m "not slow"`), `duckdb` (runs the DuckDB engine or SQL), `corpus` (reads the real corpora,
+  see tests/support/corpora.py). A test that reads a corpus or runs DuckDB without its marker
+  fails (tests/support/markers.py).
+- Hypothesis profiles: `ci` (thorough: the full run) and `dev` (fewer examples: loaded when the
+  run leaves out the slow tests). `HYPOTHESIS_PROFILE=ci|dev` (or `--hypothesis-profile`)
+  chooses explicitly.
+- The package under test is this checkout's `tokcolumnar`."""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+from tests.support import markers
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def corpora_dir() -> Path:
-    return Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
-
-
-def corpus(rel: str) -> Path:
-    """Path of a corpus file, or skip the test when the corpora are not available."""
-    p = corpora_dir() / rel
-    if not p.exists():
-        pytest.skip(f"corpus {p} not available (set TOKCOLUMNAR_CORPORA)")
-    return p
+# `ci` keeps Hypothesis' default of 100 examples as the unit a test may scale
+# (tests/support/examples.py); `dev` runs a tenth of them.
+_COMMON = {"deadline": None, "print_blob": True,
+           "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much]}
+settings.register_profile("ci", max_examples=100, **_COMMON)
+settings.register_profile("dev", max_examples=10, **_COMMON)
 
 
-def small_corpora() -> list[str]:
-    d = corpora_dir() / "small"
-    return sorted(p.name for p in d.glob("*.txt")) if d.exists() else []
+def _check_package_under_test() -> None:
+    """The tests must import this checkout's package. An editable install of another checkout
+    (setuptools' finder on sys.meta_path) would also serve modules that exist only there (a
+    module removed here would still import): drop such finders."""
+    import tokcolumnar
+
+    here = Path(tokcolumnar.__file__).resolve().parent
+    if here != ROOT / "tokcolumnar":
+        raise pytest.UsageError(f"the tests import tokcolumnar from {here}, not from this "
+                                f"checkout ({ROOT}): run them from {ROOT} or set PYTHONPATH")
+    for finder in list(sys.meta_path):
+        mapping = getattr(sys.modules.get(getattr(finder, "__module__", "")), "MAPPING", None)
+        if isinstance(mapping, dict) and "tokcolumnar" in mapping and (
+                Path(mapping["tokcolumnar"]).resolve() != here):
+            sys.meta_path.remove(finder)
 
 
-SMALL = small_corpora() or ["<missing>"]
+def _guard_duckdb() -> None:
+    """`duckdb.connect` fails a test that is not marked `duckdb`."""
+    try:
+        import duckdb
+    except ImportError:  # the package requires DuckDB; its tests will say so
+        return
+    connect = duckdb.connect
+
+    def guarded(*args, **kwargs):
+        markers.require("duckdb", "runs DuckDB")
+        return connect(*args, **kwargs)
+
+    duckdb.connect = guarded
 
 
-@pytest.fixture
-def tmp_out(tmp_path: Path) -> Path:
-    return tmp_path / "out"
+def pytest_configure(config: pytest.Config) -> None:
+    profile = config.getoption("hypothesis_profile", None) or os.environ.get(
+        "HYPOTHESIS_PROFILE")
+    if not profile:
+        markexpr = config.getoption("markexpr", "") or ""
+        profile = "dev" if "not slow" in " ".join(markexpr.split()) else "ci"
+    settings.load_profile(profile)
+    _check_package_under_test()
+    _guard_duckdb()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hypothesis profile: {settings.get_current_profile_name()}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    markers.CURRENT = frozenset(m.name for m in item.iter_markers())
+    try:
+        yield
+    finally:
+        markers.CURRENT = None

@@ -3,18 +3,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
-from conftest import corpus
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tokenizers import Tokenizer as HFTokenizer
 
+from tests.support.corpora import PRIMER as DATA
+from tests.support.corpora import corpus
+from tests.support.examples import examples
 from tokcolumnar import Tokenizer, train
 from tokcolumnar.cli import main
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "tokenizers_primer.txt"
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +32,9 @@ TEXTS = st.text(alphabet=st.sampled_from(list("the pair merge token<s>[X]|endoft
                 max_size=80)
 
 
-@settings(max_examples=150, deadline=None)
+@examples(1.5)
 @given(st.lists(TEXTS, min_size=1, max_size=5), st.sampled_from(["ws", "suffix", "gpt2"]))
 def test_encode_matches_hf(trained, texts, which):
-    from tokenizers import Tokenizer as HFTokenizer
-
     d = trained[which]
     ours = Tokenizer.from_dir(d).encode_batch(texts)
     theirs = HFTokenizer.from_file(str(d / "tokenizer.json")).encode_batch(texts)
@@ -46,8 +43,6 @@ def test_encode_matches_hf(trained, texts, which):
 
 
 def test_special_tokens_inside_text(trained):
-    from tokenizers import Tokenizer as HFTokenizer
-
     tok = Tokenizer.from_dir(trained["gpt2"])
     text = "end<|endoftext|>start and more<|endoftext|>"
     enc = tok.encode(text)
@@ -58,6 +53,7 @@ def test_special_tokens_inside_text(trained):
     assert enc.word_ids == hf.word_ids  # HF counts a special token in the text as a word
 
 
+@pytest.mark.corpus
 def test_encode_command(tmp_path, trained):
     src = corpus("small/en_botchan.txt")
     out = tmp_path / "enc.parquet"

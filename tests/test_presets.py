@@ -7,22 +7,23 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, corpus
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from tests.support.corpora import PRIMER, SMALL, corpus, small_tiered
+from tests.support.examples import examples
 from tokcolumnar import Tokenizer, train
 
 SLOW_SNMT = {"ja_wagahai_300k.txt", "udhr_multiscript.txt", "zh_hongloumeng_300k.txt"}
 
 
 def hf_gpt2(path: Path, vocab_size: int):
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
     tok = HFTokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -33,8 +34,6 @@ def hf_gpt2(path: Path, vocab_size: int):
 
 
 def check_gpt2(path: Path, out: Path, tmp: Path, encode_lines: int | None = None) -> None:
-    from tokenizers import Tokenizer as HFTokenizer
-
     train([str(path)], out_dir=out, preset="gpt2", vocab_size=30000)
     hf = hf_gpt2(path, 30000)
     (tmp / "hf").mkdir()
@@ -50,16 +49,21 @@ def check_gpt2(path: Path, out: Path, tmp: Path, encode_lines: int | None = None
     assert all(ours.decode(ids) == line for ids, line in zip(got, lines))
 
 
-@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", small_tiered("en_taylorswift_wiki.txt"))
 def test_gpt2_small_identical_to_hf(name, tmp_path):
     check_gpt2(corpus(f"small/{name}"), tmp_path / "ours", tmp_path)
 
 
+@pytest.mark.slow
+@pytest.mark.corpus
 @pytest.mark.parametrize("lang", ["en", "ru", "ja", "zh"])
 def test_gpt2_medium_identical_to_hf(lang, tmp_path):
     check_gpt2(corpus(f"medium/{lang}.txt"), tmp_path / "ours", tmp_path, encode_lines=20000)
 
 
+@pytest.mark.slow
+@pytest.mark.corpus
 @pytest.mark.parametrize("name", SMALL)
 def test_subword_nmt_codes_identical(name, tmp_path):
     if name in SLOW_SNMT and not os.environ.get("TOKCOLUMNAR_SLOW"):
@@ -75,10 +79,9 @@ def test_subword_nmt_codes_identical(name, tmp_path):
     assert (tmp_path / "ours" / "codes.txt").read_bytes() == ref.read_bytes()
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("preset", ["gpt2", "bert", "subword-nmt", None])
 def test_tokenizer_json_round_trips(preset, tmp_path):
-    from tokenizers import Tokenizer as HFTokenizer
-
     path = corpus("small/en_taylorswift_wiki.txt")
     kw = {"preset": preset} if preset else {"end_of_word_suffix": "</w>", "lowercase": True,
                                             "normalizer": "nfkc"}
@@ -95,7 +98,7 @@ def test_tokenizer_json_round_trips(preset, tmp_path):
         assert ours_again["model"][key] == value, key
 
 
-@settings(max_examples=200, deadline=None)
+@examples(2)
 @given(st.text(max_size=200))
 def test_byte_level_decode_inverts_encode(text):
     tok = _gpt2_tokenizer()
@@ -107,20 +110,14 @@ _CACHE: dict[str, Tokenizer] = {}
 
 def _gpt2_tokenizer() -> Tokenizer:
     if "t" not in _CACHE:
-        from tempfile import mkdtemp
-
-        out = Path(mkdtemp()) / "o"
-        train([str(Path(__file__).resolve().parents[1] / "data" / "tokenizers_primer.txt")],
-              out_dir=out, preset="gpt2", vocab_size=600)
+        out = Path(tempfile.mkdtemp()) / "o"
+        train([str(PRIMER)], out_dir=out, preset="gpt2", vocab_size=600)
         _CACHE["t"] = Tokenizer.from_dir(out)
     return _CACHE["t"]
 
 
 def _hf_made_tokenizers(path: Path):
     """Tokenizers trained and configured by HF itself (not by us)."""
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
-
     bl = HFTokenizer(models.BPE())
     bl.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     bl.decoder = decoders.ByteLevel()
@@ -146,6 +143,7 @@ def _hf_made_tokenizers(path: Path):
     return {"byte-level": bl, "wordpiece": wp, "suffix": sfx}
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("which", ["byte-level", "wordpiece", "suffix"])
 def test_reads_hf_tokenizer_json(which, tmp_path):
     path = corpus("small/en_botchan.txt")

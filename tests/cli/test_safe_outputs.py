@@ -1,0 +1,362 @@
+"""Safe outputs (README "Safety"): an output replaces only what tokcolumnar wrote there before,
+is refused before any work starts otherwise, is written atomically with the umask's
+permissions, and survives SIGINT / SIGTERM / SIGKILL with the previous result intact and no
+temporary files left behind."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.support.cli import assert_clean_error, cli_env, command, no_temporaries, run_cli, tree
+from tests.support.markers import tiered
+from tokcolumnar import outputs, train
+from tokcolumnar.errors import TokcolumnarError
+
+SLOW = pytest.mark.slow
+CORPUS = "low lower newest widest\nthe cat sat on the mat\n" * 20
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A folder like a user's: a corpus, an unrelated sub-folder with a file."""
+    (tmp_path / "c.txt").write_text(CORPUS, encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    return tmp_path
+
+
+@pytest.fixture
+def previous(workdir: Path) -> Path:
+    out = workdir / "out"
+    proc = run_cli("train", "c.txt", "--out", "out", "--vocab-size", "60", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+# -- 1. what an output may replace -------------------------------------------------------------
+@pytest.mark.parametrize("args, needle", [
+    (["train", "c.txt", "--out", "."], "is the current directory"),
+    pytest.param(["train", "c.txt", "--out", "./"], "is the current directory", marks=SLOW),
+    pytest.param(["train", "c.txt", "--out", ".."], "is the current directory or contains it",
+                 marks=SLOW),
+    (["train", "c.txt", "--out", "/"], "is the root directory"),
+    (["train", "c.txt", "--out", "sub"], "is not empty and not a tokcolumnar output"),
+    (["train", "c.txt", "--out", "c.txt"], "is an input"),
+    pytest.param(["train", "sub", "--out", "sub"], "is an input", marks=SLOW),
+    pytest.param(["train", "sub/notes.txt", "--out", "sub"], "contains the input", marks=SLOW),
+    pytest.param(["train", "sub", "--out", "sub/out"], "is inside the input directory", marks=SLOW),
+    pytest.param(["train", "c.txt", "--out", "sub/notes.txt"], "exists and is not a directory",
+                 marks=SLOW),
+    pytest.param(["count", "c.txt", "--out", "."], "is the current directory", marks=SLOW),
+    pytest.param(["count", "c.txt", "--out", "c.txt"], "is an input", marks=SLOW),
+    (["count", "c.txt", "--out", "sub/notes.txt"], "was not written by tokcolumnar"),
+    pytest.param(["count", "c.txt", "--out", "sub"], "is a directory", marks=SLOW),
+    pytest.param(["count", "sub", "--out", "sub/w.parquet"], "is inside the input directory",
+                 marks=SLOW),
+])
+def test_refused_before_any_work(workdir, args, needle):
+    before = tree(workdir)
+    proc = run_cli(*args, cwd=workdir)
+    assert_clean_error(proc, needle)
+    assert tree(workdir) == before
+
+
+def test_force_never_overrides_an_input(workdir):
+    before = tree(workdir)
+    for args in (["train", "sub", "--out", "sub"], ["train", "sub/notes.txt", "--out", "sub"],
+                 ["train", "c.txt", "--out", "."], ["count", "c.txt", "--out", "c.txt"]):
+        assert run_cli(*args, "--force", cwd=workdir).returncode == 2
+    assert tree(workdir) == before
+
+
+def test_force_replaces_a_foreign_directory_and_file(workdir):
+    other = workdir / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("x", encoding="utf-8")
+    assert run_cli("train", "c.txt", "--out", "other", "--force", cwd=workdir).returncode == 0
+    assert (other / "run.json").exists() and not (other / "x.txt").exists()
+    assert run_cli("count", "c.txt", "--out", "sub/notes.txt", "--force",
+                   cwd=workdir).returncode == 0
+    assert pl.read_parquet(workdir / "sub" / "notes.txt").height > 0
+
+
+def test_previous_output_and_empty_directory_are_replaced(previous, workdir):
+    (workdir / "empty").mkdir()
+    assert run_cli("train", "c.txt", "--out", "empty", cwd=workdir).returncode == 0
+    assert (workdir / "empty" / "tokenizer.json").exists()
+    first = (previous / "merges.txt").read_text(encoding="utf-8")
+    proc = run_cli("train", "c.txt", "--out", "out", "--vocab-size", "25", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert (previous / "merges.txt").read_text(encoding="utf-8") != first
+    assert no_temporaries(workdir)
+
+
+def test_previous_output_with_a_foreign_file_is_refused(previous, workdir):
+    (previous / "my-notes.md").write_text("mine", encoding="utf-8")
+    before = tree(workdir)
+    proc = run_cli("train", "c.txt", "--out", "out", cwd=workdir)
+    assert_clean_error(proc, "also holds other files (my-notes.md)")
+    assert tree(workdir) == before
+
+
+def test_a_foreign_run_json_is_not_a_marker(workdir):
+    d = workdir / "model"
+    d.mkdir()
+    (d / "run.json").write_text('{"tool": "something-else"}', encoding="utf-8")
+    assert_clean_error(run_cli("train", "c.txt", "--out", "model", cwd=workdir),
+                       "not a tokcolumnar output")
+
+
+def test_symlink_output_is_refused(previous, workdir):
+    (workdir / "link").symlink_to(previous)
+    before = tree(previous)
+    assert_clean_error(run_cli("train", "c.txt", "--out", "link", cwd=workdir), "symbolic link")
+    assert tree(previous) == before
+
+
+def test_file_outputs_replace_only_their_own(workdir, previous):
+    assert run_cli("count", "c.txt", "--out", "w.parquet", cwd=workdir).returncode == 0
+    assert run_cli("count", "c.txt", "--out", "w.parquet", cwd=workdir).returncode == 0
+    (workdir / "e.txt").write_text("low lower\n", encoding="utf-8")
+    for _ in range(2):
+        proc = run_cli("encode", "--tokenizer", "out", "e.txt", "--out", "e.parquet", cwd=workdir)
+        assert proc.returncode == 0, proc.stderr
+    assert_clean_error(run_cli("encode", "--tokenizer", "out", "e.txt", "--out", "out",
+                               cwd=workdir), "is an input")
+    assert_clean_error(run_cli("encode", "--tokenizer", "out", "e.txt", "--out", "c.txt",
+                               cwd=workdir), "was not written by tokcolumnar")
+    pl.DataFrame({"a": [1]}).write_parquet(workdir / "theirs.parquet")
+    assert_clean_error(run_cli("count", "c.txt", "--out", "theirs.parquet", cwd=workdir),
+                       "was not written by tokcolumnar")
+    assert no_temporaries(workdir)
+
+
+@pytest.mark.duckdb
+def test_sql_output_rules(previous, workdir):
+    q = "SELECT rank, \"left\", \"right\" FROM merges ORDER BY rank LIMIT 3"
+    for fmt, name in (("csv", "m.csv"), ("json", "m.json"), ("parquet", "m.parquet")):
+        for _ in range(2):  # the second run replaces its own earlier output
+            proc = run_cli("sql", "out", q, "--format", fmt, "--output", name, cwd=workdir)
+            assert proc.returncode == 0, proc.stderr
+    assert (workdir / "m.csv").read_text(encoding="utf-8").startswith("rank,left,right\n")
+    assert_clean_error(run_cli("sql", "out", q, "--format", "csv", "--output", "c.txt",
+                               cwd=workdir), "was not written by tokcolumnar")
+    assert_clean_error(run_cli("sql", "out", q, "--format", "csv", "--output",
+                               "out/merges.parquet", cwd=workdir), "is inside the input directory")
+    assert (workdir / "c.txt").read_text(encoding="utf-8") == CORPUS
+
+
+# -- 2. writes are checked early and fail clearly ----------------------------------------------
+def _consumed_iterator(flag: list[bool]):
+    flag.append(True)
+    yield from CORPUS.splitlines()
+
+
+def test_unwritable_parent_fails_before_reading(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if os.geteuid() == 0:
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(ro)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a read-only file system here")
+    else:
+        ro.chmod(0o555)
+    try:
+        started: list[bool] = []
+        with pytest.raises(TokcolumnarError, match="cannot write"):
+            train(_consumed_iterator(started), out_dir=ro / "out", vocab_size=60)
+        assert started == []  # refused before the corpus was read
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(ro)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another user")
+def test_permission_denied_is_one_line(workdir):
+    locked = workdir / "locked"
+    locked.mkdir(mode=0o755)
+    workdir.chmod(0o755)
+    (workdir / "c.txt").chmod(0o644)
+    proc = run_cli("train", str(workdir / "c.txt"), "--out", str(locked / "out"),
+                   cwd=Path("/"), user="65534")
+    assert_clean_error(proc, "Permission denied")
+    assert not any(locked.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small file system")
+def test_no_space_left_keeps_the_previous_result(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(disk)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        (tmp_path / "c.txt").write_text(CORPUS, encoding="utf-8")
+        assert run_cli("train", "c.txt", "--out", str(disk / "out"), "--vocab-size", "60",
+                       cwd=tmp_path).returncode == 0
+        before = tree(disk / "out")
+        rng = random.Random(1)
+        words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(
+            3, 12))) for _ in range(40_000)]
+        (tmp_path / "big.txt").write_text(" ".join(words) + "\n", encoding="utf-8")
+        proc = run_cli("train", "big.txt", "--out", str(disk / "out"), "--vocab-size", "2000",
+                       cwd=tmp_path)
+        assert_clean_error(proc, "No space left on device")
+        assert tree(disk / "out") == before
+        assert no_temporaries(disk)
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+# -- 3. permissions follow the umask -----------------------------------------------------------
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755),
+                                                        (0o077, 0o600, 0o700)])
+def test_permissions_follow_the_umask(workdir, umask, file_mode, dir_mode):
+    for _ in range(2):  # a new output, then one replacing it
+        assert run_cli("train", "c.txt", "--out", "out", cwd=workdir, umask=umask).returncode == 0
+        assert stat.S_IMODE((workdir / "out").stat().st_mode) == dir_mode
+        modes = {stat.S_IMODE(p.stat().st_mode) for p in (workdir / "out").iterdir()}
+        assert modes == {file_mode}
+        assert run_cli("count", "c.txt", "--out", "w.parquet", cwd=workdir,
+                       umask=umask).returncode == 0
+        assert stat.S_IMODE((workdir / "w.parquet").stat().st_mode) == file_mode
+
+
+# -- 4. interruption leaves nothing behind -----------------------------------------------------
+def _big_corpus(path: Path) -> Path:
+    """About 12 MB of text with a large vocabulary: several seconds of training."""
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyzéö"
+    vocab = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 14)))
+             for _ in range(60_000)]
+    lines = [" ".join(rng.choices(vocab, k=12)) for _ in range(150_000)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _start_and_signal(args: list[str], cwd: Path, sig: int, out_name: str) -> tuple[int, str]:
+    """Start the CLI, wait until it has created its temporary output, then send `sig`."""
+    proc = subprocess.Popen(command(*args), cwd=cwd, stderr=subprocess.PIPE, text=True,
+                            env=cli_env())
+    deadline = time.monotonic() + 120
+    while not list(cwd.glob(f".{out_name}.tc-*.tmp")):
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.3)  # well inside the work
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("command", ["train", "encode"])
+def test_signals_leave_the_previous_result(previous, workdir, sig, code, command):
+    big = _big_corpus(workdir / "big.txt")
+    if command == "train":
+        args, out = ["train", big.name, "--out", "out", "--vocab-size", "20000"], previous
+    else:
+        assert run_cli("encode", "--tokenizer", "out", "c.txt", "--out", "enc.parquet",
+                       cwd=workdir).returncode == 0
+        args, out = ["encode", "--tokenizer", "out", big.name, "--out", "enc.parquet"], (
+            workdir / "enc.parquet")
+    before = out.read_bytes() if out.is_file() else tree(out)
+    rc, err = _start_and_signal(args, workdir, sig, out.name)
+    assert rc == code, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert (out.read_bytes() if out.is_file() else tree(out)) == before
+    assert no_temporaries(workdir)
+
+
+@pytest.mark.slow
+def test_sigkill_leftovers_are_removed_by_the_next_run(previous, workdir):
+    big = _big_corpus(workdir / "big.txt")
+    before = tree(previous)
+    rc, _ = _start_and_signal(["train", big.name, "--out", "out", "--vocab-size", "20000"],
+                              workdir, signal.SIGKILL, "out")
+    assert rc == -signal.SIGKILL
+    assert tree(previous) == before
+    assert not no_temporaries(workdir)  # a SIGKILL cannot clean up...
+    assert run_cli("train", "c.txt", "--out", "out", cwd=workdir).returncode == 0
+    assert no_temporaries(workdir)  # ...the next run writing there does
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.2, 0.4])
+def test_interrupt_during_startup_is_clean(workdir, delay):
+    proc = subprocess.Popen(command("train", "c.txt", "--out", "out"), cwd=workdir,
+                            stderr=subprocess.PIPE, text=True, env=cli_env())
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    # 130 when interrupted; 0 (or death by the signal, as a shell shows 130) when the run had
+    # already finished
+    assert proc.returncode in (0, 130, -signal.SIGINT), err
+    assert no_temporaries(workdir)
+
+
+def test_recovery_when_killed_between_the_two_renames(previous, workdir, monkeypatch):
+    """Where the OS cannot exchange two directories, the old result is moved aside first; a
+    run killed then leaves it under a temporary name, and the next run puts it back."""
+    before = tree(previous)
+    dead = _dead_pid()
+    aside = workdir / f".out.tc-{dead}-0123abcd.old"
+    os.rename(previous, aside)
+    (workdir / f".out.tc-{dead}-89abcdef.tmp").mkdir()  # the new result, half moved
+    outputs.recover(previous)
+    assert tree(previous) == before
+    assert no_temporaries(workdir)
+    monkeypatch.setattr(outputs, "_exchange", lambda a, b: False)
+    train([str(workdir / "c.txt")], out_dir=previous, vocab_size=70)
+    assert tree(previous) != before and no_temporaries(workdir)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+# -- 9. `tokcolumnar sql` is read-only by default ----------------------------------------------
+SANDBOX_ESCAPES = [
+    "SELECT * FROM read_csv('{secret}')",
+    "SELECT * FROM read_text('{secret}')",
+    "COPY (SELECT 1) TO '{dir}/leak.csv'",
+    "ATTACH '{dir}/x.duckdb'",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET enable_external_access = true",
+    "SELECT * FROM glob('{dir}/*')",
+]
+
+
+# the fast tier tries a read, a write and an extension; the full run every escape
+@pytest.mark.parametrize("query", tiered(SANDBOX_ESCAPES, lambda q: q.startswith(
+    ("SELECT * FROM read_text", "COPY", "INSTALL"))))
+@pytest.mark.duckdb
+def test_sql_is_sandboxed(previous, workdir, query):
+    secret = workdir / "sub" / "notes.txt"
+    before = tree(workdir)
+    proc = run_cli("sql", "out", query.format(secret=secret, dir=workdir), cwd=workdir)
+    assert_clean_error(proc, "SQL error")
+    assert tree(workdir) == before
+
+
+@pytest.mark.duckdb
+def test_sql_allow_external(previous, workdir):
+    secret = workdir / "sub" / "notes.txt"
+    proc = run_cli("sql", "out", f"SELECT * FROM read_text('{secret}')", "--format", "csv",
+                   "--allow-external", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "keep me" in proc.stdout

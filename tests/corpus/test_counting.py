@@ -1,0 +1,152 @@
+"""Corpus reading and counting: formats, compression, globs, Python objects, determinism."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from tests.support.cli import cli_env, command
+from tests.support.corpora import corpus
+from tokcolumnar import count_words, train
+from tokcolumnar.cli import main
+from tokcolumnar.corpus import readers
+
+TEXT = "The cat sat.\nThe dog, the cat!\r\n\nnaïve café 東京\n"
+LINES = TEXT.splitlines(keepends=True)
+
+
+def words_dict(df: pl.DataFrame) -> dict[str, int]:
+    return dict(zip(df["word"].to_list(), df["count"].to_list()))
+
+
+WHITESPACE_WORDS = Counter(["The", "cat", "sat", ".", "The", "dog", ",", "the", "cat", "!",
+                            "naïve", "café", "東京"])
+
+
+def test_text_file_whitespace_counts(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text(TEXT, encoding="utf-8")
+    w = count_words([str(f)])
+    assert words_dict(w) == dict(WHITESPACE_WORDS)
+    assert w["first_seen"].to_list() == sorted(w["first_seen"].to_list())
+    assert w["word"].to_list()[:3] == ["The", "cat", "sat"]
+
+
+def test_line_endings_are_kept(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text(TEXT, encoding="utf-8")
+    w = count_words([str(f)], pre_tokenizer="none")
+    assert words_dict(w) == dict(Counter(LINES))
+
+
+def test_line_without_final_newline(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text("one two\nthree", encoding="utf-8")
+    assert words_dict(count_words([str(f)], pre_tokenizer="none")) == {"one two\n": 1,
+                                                                       "three": 1}
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst"])
+def test_compressed_text(tmp_path, suffix):
+    f = tmp_path / f"a.txt{suffix}"
+    codec = "gzip" if suffix == ".gz" else "zstd"
+    with pa.CompressedOutputStream(str(f), codec) as out:
+        out.write(TEXT.encode())
+    assert words_dict(count_words([str(f)])) == dict(WHITESPACE_WORDS)
+
+
+def test_chunk_boundaries_do_not_split_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 7)
+    f = tmp_path / "a.txt"
+    f.write_text(TEXT * 5, encoding="utf-8")
+    assert words_dict(count_words([str(f)], pre_tokenizer="none")) == {
+        k: 5 * v for k, v in Counter(LINES).items()}
+
+
+def test_directory_and_glob(tmp_path):
+    d = tmp_path / "docs"
+    (d / "sub").mkdir(parents=True)
+    (d / "a.txt").write_text("alpha beta\n", encoding="utf-8")
+    (d / "sub" / "b.txt").write_text("beta gamma\n", encoding="utf-8")
+    with gzip.open(d / "c.txt.gz", "wt", encoding="utf-8") as g:
+        g.write("gamma delta\n")
+    want = {"alpha": 1, "beta": 2, "gamma": 2, "delta": 1}
+    assert words_dict(count_words([str(d)])) == want
+    assert words_dict(count_words([str(d / "**" / "*.txt*")])) == want
+    assert words_dict(count_words([str(d / "*.txt")])) == {"alpha": 1, "beta": 1}
+
+
+def test_parquet_jsonl_csv_columns(tmp_path):
+    df = pl.DataFrame({"id": [1, 2, 3], "body": LINES[:3]})
+    df.write_parquet(tmp_path / "t.parquet")
+    df.write_ndjson(tmp_path / "t.jsonl")
+    df.write_csv(tmp_path / "t.csv")
+    want = words_dict(count_words(iter(LINES[:3])))
+    for name in ("t.parquet", "t.jsonl", "t.csv"):
+        assert words_dict(count_words([str(tmp_path / name)], column="body")) == want, name
+    with gzip.open(tmp_path / "t.jsonl.gz", "wb") as g:
+        g.write((tmp_path / "t.jsonl").read_bytes())
+    assert words_dict(count_words([str(tmp_path / "t.jsonl.gz")], column="body")) == want
+    assert words_dict(count_words([str(tmp_path / "t.csv")], column="body",
+                                  format="csv")) == want
+
+
+def test_python_objects():
+    want = dict(WHITESPACE_WORDS)
+    assert words_dict(count_words(pl.DataFrame({"text": LINES}))) == want
+    assert words_dict(count_words(pl.DataFrame({"text": LINES}).lazy())) == want
+    assert words_dict(count_words(pa.table({"text": LINES}))) == want
+    assert words_dict(count_words(x for x in LINES)) == want
+
+
+@pytest.mark.corpus
+def test_count_then_train_from_counts_is_identical(tmp_path):
+    f = corpus("small/en_botchan.txt")
+    words = tmp_path / "words.parquet"
+    assert main(["count", str(f), "--out", str(words), "--quiet"]) == 0
+    assert main(["train", "--from-counts", str(words), "--out", str(tmp_path / "a"),
+                 "--vocab-size", "3000", "--quiet"]) == 0
+    assert main(["train", str(f), "--out", str(tmp_path / "b"), "--vocab-size", "3000",
+                 "--quiet"]) == 0
+    for name in ("merges.txt", "vocab.json", "tokenizer.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    w = pl.read_parquet(tmp_path / "b" / "words.parquet")
+    assert w.columns == ["word", "count", "first_seen", "tokens", "ids"]
+    assert (w["tokens"].list.join("") == w["word"]).all()
+
+
+def digest(d: Path) -> dict[str, str]:
+    return {n: hashlib.sha256((d / n).read_bytes()).hexdigest()
+            for n in ("merges.txt", "vocab.json", "tokenizer.json", "merges.parquet",
+                      "vocab.parquet", "words.parquet")}
+
+
+@pytest.mark.corpus
+def test_deterministic_across_runs_and_thread_counts(tmp_path):
+    f = corpus("small/en_shakespeare_500k.txt")
+    outs = []
+    for i, threads in enumerate(["1", "2", "2"]):
+        out = tmp_path / f"o{i}"
+        subprocess.run(command("train", str(f), "--out", str(out), "--vocab-size", "4000",
+                               "--quiet"), check=True, timeout=300,
+                       env=cli_env({"POLARS_MAX_THREADS": threads}))
+        outs.append(digest(out))
+    assert outs[0] == outs[1] == outs[2]
+
+
+@pytest.mark.corpus
+def test_train_from_python_matches_cli(tmp_path):
+    f = corpus("small/en_taylorswift_wiki.txt")
+    r = train([str(f)], vocab_size=2000)
+    assert main(["train", str(f), "--out", str(tmp_path / "o"), "--vocab-size", "2000",
+                 "--quiet"]) == 0
+    m = pl.read_parquet(tmp_path / "o" / "merges.parquet")
+    assert m.equals(r.merges)
+    assert r.vocab.height == 2000
