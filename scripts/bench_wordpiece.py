@@ -84,7 +84,7 @@ def quality(paths: list[Path], vocab_size: int, out_json: str | None, split: str
     import polars as pl
 
     import tokcolumnar as tc
-    from tokcolumnar.wordpiece_model import WordPieceModel
+    from tokcolumnar.models.wordpiece import WordPieceModel
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="wp_quality_") as tmp:

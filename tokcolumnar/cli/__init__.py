@@ -50,9 +50,27 @@ def notes_to_stderr(quiet: bool) -> Iterator[None]:
         yield
 
 
+def _on_unraisable(hook: Any) -> None:
+    """An interrupt raised where Python cannot propagate it — inside a finalizer, e.g. while a
+    generator is being closed — would be printed as "Exception ignored" and lost. Raise it again
+    a moment later instead, from a SIGALRM, once the finalizer has returned (if that lands in a
+    finalizer too, this runs again)."""
+    if isinstance(hook.exc_value, (KeyboardInterrupt, Terminated)):
+        pending = type(hook.exc_value)
+
+        def redeliver(signum: int, frame: Any) -> None:
+            raise pending()
+
+        signal.signal(signal.SIGALRM, redeliver)
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+        return
+    sys.__unraisablehook__(hook)
+
+
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
+    sys.unraisablehook = _on_unraisable
     try:
         return _run(argv)
     except KeyboardInterrupt:
