@@ -1,0 +1,311 @@
+"""The metrics people publish about a tokenizer on held-out text, columnar.
+
+Every token count depends only on the pre-token it comes from, so a text file is read once
+(streamed), reduced to its distinct pre-tokens with their counts, and those are encoded once;
+every metric is then a Polars expression over (pre-token, count, ids). No Python loop runs over
+tokens or lines.
+
+Definitions (all ratios of totals over the file, as nanochat and tokka-bench compute them):
+tokens are those the model produces for the text, without the post-processor's template tokens
+(`[CLS]`/`[SEP]`, which depend on how a file is cut into rows); an added token written in the
+text counts as one token; the text is read as training reads it (each line one sequence, its
+line ending kept), and bytes/characters are those of exactly that text. Words
+(`WORD_RE`) do not depend on the tokenizer, so fertility compares across tokenizers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ..corpus.readers import iter_sequences
+from ..models.base import lists_from_flat
+from ..models.bpe import BPEModel
+from ..models.wordpiece import WordPieceModel
+from ..tokenizer import Tokenizer
+from ..training.symbols import Layout
+
+# Scripts written without spaces: each of their characters (with its combining marks) is a word;
+# every other maximal run of non-space characters is a word (tokka-bench's rule, without having
+# to know the language; Hangul is written with spaces).
+NO_SPACE = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
+WORD_RE = rf"[{NO_SPACE}]\p{{M}}*|[^\s{NO_SPACE}]+"
+RENYI_ALPHA = 2.5  # Zouhar et al. 2023 recommend 2.5 (best correlation with BLEU)
+
+# the metrics table's columns, in order (snake_case: the names of `compare --format json|csv`)
+METRIC_COLUMNS = ["bytes", "chars", "words", "tokens", "bytes_per_token", "chars_per_token",
+                  "fertility", "split_word_share", "pretoken_fertility", "unknown_rate",
+                  "unknown_char_share", "vocab_utilization", "renyi_efficiency"]
+
+
+@dataclass
+class TextCounts:
+    """One text file reduced to counts: totals, `WORD_RE` words (word, n), the tokenizer's
+    pre-tokens (word, n) and the added tokens written in the text (id, n)."""
+
+    name: str
+    bytes: int
+    chars: int
+    words: pl.DataFrame
+    pretokens: pl.DataFrame
+    added: pl.DataFrame
+
+
+def count_text(tok: Tokenizer, path: str | Path, fmt: str | None = None,
+               column: str = "text") -> TextCounts:
+    """One streamed pass over `path` (any input `encode` reads)."""
+    n_bytes = n_chars = 0
+    words: list[pl.DataFrame] = []
+    pre: list[pl.DataFrame] = []
+    added: list[pl.DataFrame] = []
+    text = pl.col("text")
+    if tok.normalizer is not None:
+        text = tok.normalizer.expr(text)
+    for chunk in iter_sequences([str(path)], fmt=fmt, column=column,
+                                pretokenizer=tok.pre_tokenizer):
+        chunk = chunk.drop_nulls()
+        n_bytes += int(chunk.str.len_bytes().sum())
+        n_chars += int(chunk.str.len_chars().sum())
+        words.append(chunk.str.extract_all(WORD_RE).explode().drop_nulls()
+                     .value_counts(name="n").rename({chunk.name: "word"}))
+        # the text between added tokens is normalised and pre-tokenised; each added token
+        # written in the text is one token of its own (as in Tokenizer.encode_ids)
+        seg = tok._segments(chunk)
+        added.append(seg.filter(pl.col("sid").is_not_null()).group_by("sid")
+                     .agg(pl.len().alias("n")))
+        pre.append(seg.lazy().filter(pl.col("sid").is_null())
+                   .select(tok.pre_tokenizer.expr(text).alias("word"))
+                   .explode("word").drop_nulls("word")
+                   .filter(pl.col("word").str.len_bytes() > 0)
+                   .group_by("word").agg(pl.len().alias("n")).collect())
+    # one aggregation at the end: folding chunk by chunk would re-aggregate the growing table
+    schema_w = {"word": pl.String, "n": pl.UInt64}
+
+    def total(parts: list[pl.DataFrame], key: str, schema: dict) -> pl.DataFrame:
+        parts = [p.cast(schema) for p in parts if p.height]
+        if not parts:
+            return pl.DataFrame(schema=schema)
+        return pl.concat(parts).group_by(key).agg(pl.col("n").sum()).sort(key)
+
+    return TextCounts(Path(str(path)).name, n_bytes, n_chars, total(words, "word", schema_w),
+                      total(pre, "word", schema_w),
+                      total(added, "sid", {"sid": pl.Int64, "n": pl.UInt64}))
+
+
+def template_tokens(tok: Tokenizer) -> int:
+    """How many tokens the post-processor adds to a single sequence (`[CLS]`, `[SEP]`)."""
+    return int(tok.encode_ids([""]).get_column("ids").list.len().item())
+
+
+def token_lengths(tok: Tokenizer, texts: pl.Series) -> pl.Series:
+    """Tokens per text, each text encoded on its own, without the template tokens."""
+    lengths = tok.encode_ids(texts).get_column("ids").list.len()
+    return (lengths - template_tokens(tok)).alias("tokens")
+
+
+def encode_bpe_traced(model: BPEModel, words: pl.Series) -> tuple[pl.Series, np.ndarray,
+                                                                   pl.DataFrame]:
+    """BPE encoding of `words` (the same rounds as `BPEModel.apply_merges`: in every word the
+    lowest-rank pair, leftmost on ties) that also records, per round, which word merged with
+    which rank. Returns (ids per word, initial symbol count per word, trace (w, step, rank))."""
+    lengths, ids = model.initial_symbols(words)
+    layout = Layout.from_symbols(lengths, ids, np.ones(len(words), dtype=np.int64))
+    keys, ranks, new = model.merge_table()
+    trace_words: list[np.ndarray] = []
+    trace_ranks: list[np.ndarray] = []
+    if keys.size:
+        sym, nxt = layout.sym, layout.nxt
+        active = np.flatnonzero(sym >= 0)
+        rank_scale = np.int64(1) << 40
+        while active.size:
+            # the pairs starting at live positions of the active words
+            active = active[sym[active] >= 0]
+            right = sym[nxt[active]]
+            has_right = right >= 0
+            candidates = active[has_right]
+            pair = (sym[candidates] << 32) | right[has_right]
+            # look each pair up in the sorted merge table
+            slot = np.searchsorted(keys, pair)
+            slot[slot == keys.size] = 0
+            found = keys[slot] == pair
+            if not found.any():
+                break
+            candidates, slot = candidates[found], slot[found]
+            # per word, the best pair: one merge per word per round
+            order_key = ranks[slot] * rank_scale + candidates
+            word = layout.word_of[candidates]
+            starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
+            best = np.minimum.reduceat(order_key, starts)
+            # the trace: the words that merged this round and the rank each applied
+            trace_words.append(word[starts].astype(np.int64))
+            trace_ranks.append(best // rank_scale)
+            pos = best % rank_scale
+            layout.merge_at(pos, new[slot[np.searchsorted(candidates, pos)]])
+            # only the words that merged this round can merge again
+            active = active[np.isin(layout.word_of[active], word[starts])]
+    live = np.flatnonzero(layout.sym >= 0)
+    out = lists_from_flat(len(words), layout.word_of[live],
+                          pl.Series("ids", layout.sym[live].astype(np.uint32)))
+    w = np.concatenate(trace_words) if trace_words else np.zeros(0, np.int64)
+    r = np.concatenate(trace_ranks) if trace_ranks else np.zeros(0, np.int64)
+    trace = pl.DataFrame({"w": w, "step": np.arange(w.size, dtype=np.int64), "rank": r})
+    return out, lengths, trace
+
+
+def prefix_token_counts(lengths: np.ndarray, counts: np.ndarray, trace: pl.DataFrame,
+                        n_merges: int) -> np.ndarray:
+    """Tokens of the text under the first k merges, for every k = 0..n_merges, from one traced
+    encoding. Encoding with merges[:k] is the full encoding stopped before its first step of
+    rank >= k (both merge the lowest-ranked pair present; when that is >= k the restricted one
+    has nothing left) -- exact when no pair is listed twice. Ranks applied to a word need not
+    increase (a merged string that exists keeps its id), so a step counts under k merges when
+    the running maximum of its word's ranks so far is < k."""
+    n_init = int((lengths * counts).sum())
+    saved = (trace.sort("step")  # rounds in order: the running max follows each word's steps
+             .with_columns(pl.col("rank").cum_max().over("w").alias("pmax"))
+             .with_columns(pl.lit(pl.Series(counts)).gather(pl.col("w")).alias("c"))
+             .group_by("pmax").agg(pl.col("c").sum()))
+    gain = np.zeros(n_merges + 1, dtype=np.int64)
+    # a step whose running max is p is applied for every k > p
+    np.add.at(gain, saved.get_column("pmax").to_numpy() + 1, saved.get_column("c").to_numpy())
+    return n_init - np.cumsum(gain)
+
+
+def duplicated_merges(model: BPEModel) -> int:
+    """Pairs listed more than once in the merge list (the prefix curve is then defined as "the
+    merges the full model uses with rank < k")."""
+    return len(model.merges) - len(set(model.merges))
+
+
+def unknown_chars(tok: Tokenizer, words: pl.Series, ids: pl.Series) -> np.ndarray:
+    """Characters of each pre-token the model could not represent: BPE maps them to the unknown
+    token or, without one, drops them silently (HF does the same); WordPiece turns the whole
+    word into the unknown token."""
+    model = tok.model
+    chars = words.str.len_chars().to_numpy().astype(np.int64)
+    if isinstance(model, WordPieceModel):
+        unk = model.vocab.get(model.unk_token)
+        whole = ids.list.len().to_numpy() == 1
+        if unk is None:
+            return np.zeros(len(words), dtype=np.int64)
+        is_unk = whole & (ids.list.first().fill_null(-1).to_numpy() == unk)
+        return np.where(is_unk, chars, 0)
+    if isinstance(model, BPEModel):
+        lengths, flat = model.initial_symbols(words)
+        word_of = np.repeat(np.arange(len(words)), lengths)
+        known = np.ones(flat.size, dtype=bool)
+        if model.unk_token is not None and model.unk_token in model.vocab:
+            known &= flat != model.vocab[model.unk_token]
+        if model.end_of_word_token is not None and model.end_of_word_token in model.vocab:
+            known &= flat != model.vocab[model.end_of_word_token]
+        return chars - np.bincount(word_of[known], minlength=len(words))
+    return np.zeros(len(words), dtype=np.int64)
+
+
+def renyi_efficiency(counts: np.ndarray, vocab_size: int, alpha: float = RENYI_ALPHA) -> float:
+    """Zouhar et al. 2023: H_alpha(p) / log|V| with H_alpha = log(sum p_i^alpha) / (1 - alpha);
+    p over the token ids used, |V| the full vocabulary (the base of the log cancels)."""
+    if counts.size == 0 or vocab_size < 2:
+        return float("nan")
+    p = counts / counts.sum()
+    return float(np.log(np.sum(p ** alpha)) / (1.0 - alpha) / math.log(vocab_size))
+
+
+def unknown_id(tok: Tokenizer) -> int | None:
+    name = getattr(tok.model, "unk_token", None)
+    return tok.token_to_id(name) if name else None
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True
+                 ) -> tuple[dict[str, object], pl.DataFrame | None]:
+    """The metrics row of one text, and (BPE) bytes per token for every prefix of the merge
+    list: (k, vocab_size, tokens, bytes_per_token)."""
+    pre = tc.pretokens
+    words = pre.get_column("word")
+    counts = pre.get_column("n").to_numpy().astype(np.int64)
+    model = tok.model
+    prefix = None
+    if curve and isinstance(model, BPEModel):
+        ids, lengths, trace = encode_bpe_traced(model, words)
+        prefix = prefix_token_counts(lengths, counts, trace, len(model.merges))
+    else:
+        ids = model.encode_words(words)
+    n_added = int(tc.added.get_column("n").sum())
+    enc = pl.DataFrame({"ids": ids, "n": pre.get_column("n")})
+    tokens = int((enc.get_column("ids").list.len().cast(pl.Int64) * enc.get_column("n")).sum())
+    tokens += n_added
+    # how often each id is used, weighted by the pre-token counts; added tokens included
+    id_counts = (enc.explode("ids").drop_nulls().group_by("ids").agg(pl.col("n").sum())
+                 .rename({"ids": "id"}).cast({"id": pl.Int64, "n": pl.UInt64}))
+    id_counts = pl.concat([id_counts, tc.added.rename({"sid": "id"})]).group_by("id").agg(
+        pl.col("n").sum())
+    vocab_size = tok.get_vocab_size()
+    unk = unknown_id(tok)
+    n_unk = int(id_counts.filter(pl.col("id") == unk).get_column("n").sum()) if unk is not None \
+        else 0
+    unk_chars = int((unknown_chars(tok, words, ids) * counts).sum())
+    pre_chars = int((words.str.len_chars().to_numpy().astype(np.int64) * counts).sum())
+    # split share: each distinct word encoded as a text by itself (tokka-bench's
+    # continued_word_rate), over every word rather than a sample
+    wd = tc.words
+    n_words = int(wd.get_column("n").sum())
+    split = int(wd.get_column("n").filter(token_lengths(tok, wd.get_column("word")) > 1).sum()) \
+        if wd.height else 0
+    row: dict[str, object] = {
+        "file": tc.name, "bytes": tc.bytes, "chars": tc.chars, "words": n_words,
+        "tokens": tokens,
+        "bytes_per_token": _ratio(tc.bytes, tokens), "chars_per_token": _ratio(tc.chars, tokens),
+        "fertility": _ratio(tokens, n_words), "split_word_share": _ratio(split, n_words),
+        "pretoken_fertility": _ratio(tokens, int(counts.sum()) + n_added),
+        "unknown_rate": _ratio(n_unk, tokens), "unknown_char_share": _ratio(unk_chars, pre_chars),
+        "vocab_utilization": id_counts.height / vocab_size,
+        "renyi_efficiency": renyi_efficiency(
+            id_counts.get_column("n").to_numpy().astype(np.float64), vocab_size),
+    }
+    table = None
+    if prefix is not None:
+        assert isinstance(model, BPEModel)
+        # vocabulary size under the first k merges: the base tokens plus the distinct new ids
+        # among merges[:k] (a merged string that already exists keeps its id)
+        new_ids = _merge_new_ids(model)
+        first = np.zeros(len(new_ids), dtype=np.int64)
+        if len(new_ids):
+            _, idx = np.unique(new_ids, return_index=True)
+            first[idx] = 1
+        base = vocab_size - int(first.sum())
+        sizes = base + np.concatenate([[0], np.cumsum(first)])
+        all_tokens = prefix + n_added
+        table = pl.DataFrame({"k": np.arange(len(prefix)), "vocab_size": sizes,
+                              "tokens": all_tokens}).with_columns(
+            (pl.lit(float(tc.bytes)) / pl.col("tokens")).alias("bytes_per_token"),
+            pl.lit(tc.name).alias("file"))
+    return row, table
+
+
+def _merge_new_ids(model: BPEModel) -> np.ndarray:
+    """The id each merge produces, in rank order."""
+    v, p = model.vocab, model.continuing_subword_prefix
+    return np.array([v[a + (b[len(p):] if p else b)] for a, b in model.merges], dtype=np.int64)
+
+
+def metrics_table(tok: Tokenizer, paths: list[str], fmt: str | None = None,
+                  column: str = "text", curve: bool = True
+                  ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """One metrics row per text file, and the prefix curves of all files (BPE)."""
+    rows, curves = [], []
+    for path in paths:
+        row, table = text_metrics(tok, count_text(tok, path, fmt, column), curve=curve)
+        rows.append(row)
+        if table is not None:
+            curves.append(table)
+    schema = {"file": pl.String, **{c: (pl.Int64 if c in ("bytes", "chars", "words", "tokens")
+                                        else pl.Float64) for c in METRIC_COLUMNS}}
+    return (pl.DataFrame(rows, schema=schema, orient="row"),
+            pl.concat(curves) if curves else None)
