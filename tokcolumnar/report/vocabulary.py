@@ -29,9 +29,9 @@ def is_byte_level(tok: Tokenizer) -> bool:
 
 
 def vocab_frame(tok: Tokenizer) -> pl.DataFrame:
-    """(id, token, text, script, chars, bytes): `text` is what the token stands for (byte-level
-    tokens mapped back to their bytes, null when they are not whole UTF-8 characters; `##` and
-    the end-of-word suffix stripped)."""
+    """(id, token, hex, text, script, chars, bytes): `text` is what the token stands for
+    (byte-level tokens mapped back to their bytes, `hex`; null when they are not whole UTF-8
+    characters; `##` and the end-of-word suffix stripped)."""
     vocab = pl.DataFrame({"token": list(tok.model.vocab), "id": list(tok.model.vocab.values())},
                          schema={"token": pl.String, "id": pl.Int64})
     added = pl.DataFrame({"token": [t.content for t in tok.added_tokens],
@@ -49,9 +49,10 @@ def vocab_frame(tok: Tokenizer) -> pl.DataFrame:
         other = vocab.filter(~pl.col("ok")).with_columns(
             pl.when(pl.col("id").is_in(list(added_ids))).then(pl.col("token"))
             .otherwise(pl.lit(None, dtype=pl.String)).alias("text"))
-        vocab = pl.concat([good, other]).drop("hex", "ok").sort("id")
+        vocab = pl.concat([good, other]).drop("ok").sort("id")
     else:
-        vocab = vocab.with_columns(pl.col("token").alias("text"))
+        vocab = vocab.with_columns(pl.col("token").alias("text"),
+                                   pl.lit(None, dtype=pl.String).alias("hex"))
     t = pl.col("text")
     prefix = getattr(tok.model, "continuing_subword_prefix", None)
     suffix = getattr(tok.model, "end_of_word_suffix", None)
@@ -75,10 +76,18 @@ def script_expr(text: pl.Expr) -> pl.Expr:
         pl.lit("digits/punct/space"))
 
 
+def surface_expr() -> pl.Expr:
+    """What a token of `vocab_frame` stands for, comparable across vocabularies: its text, or
+    for a byte-level token that is not whole characters `<bytes HEX>` (its raw form could
+    collide with another token's text)."""
+    return pl.coalesce("text", pl.concat_str(pl.lit("<bytes "), pl.col("hex"), pl.lit(">")),
+                       "token")
+
+
 def surfaces(tok: Tokenizer) -> pl.Series:
-    """The distinct surface strings of a vocabulary (a partial UTF-8 token keeps its raw form)."""
-    v = vocab_frame(tok)
-    return v.select(pl.coalesce("text", "token").alias("surface")).get_column("surface").unique()
+    """The distinct surface strings of a vocabulary."""
+    return vocab_frame(tok).select(surface_expr().alias("surface")).get_column(
+        "surface").unique()
 
 
 def jaccard(a: pl.Series, b: pl.Series) -> float:
@@ -92,7 +101,7 @@ def merge_pairs(tok: Tokenizer) -> pl.DataFrame | None:
     """(rank, left, right) as surface strings, for BPE models; None otherwise."""
     if not isinstance(tok.model, BPEModel):
         return None
-    v = vocab_frame(tok).select("token", pl.coalesce("text", "token").alias("surface"))
+    v = vocab_frame(tok).select("token", surface_expr().alias("surface"))
     m = pl.DataFrame({"left": [a for a, _ in tok.model.merges],
                       "right": [b for _, b in tok.model.merges]},
                      schema={"left": pl.String, "right": pl.String}).with_row_index("rank")
