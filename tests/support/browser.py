@@ -63,10 +63,10 @@ class Cdp:
                  "--disable-dev-shm-usage", f"--user-data-dir={profile}",
                  # nothing may leave the machine: every host name fails to resolve
                  "--host-resolver-rules=MAP * ~NOTFOUND", "about:blank"]
-        # the child must see our pipe ends as its fds 3 and 4: /bin/sh moves them there
-        # (dash accepts multi-digit fds in n<&m; no preexec_fn, which is unsafe with threads)
+        # the child must see our pipe ends as its fds 3 and 4: bash moves them there (dash
+        # refuses fds above 9 in n<&m; Popen closes fds 3 and 4 after a preexec_fn's dup2)
         self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', "sh",
+            ["bash", "-c", f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', "bash",
              binary, *flags],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             pass_fds=(to_chrome_r, from_chrome_w))
