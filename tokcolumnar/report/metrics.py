@@ -54,33 +54,40 @@ class TextCounts:
     added: pl.DataFrame
 
 
+def pretokenize(tok: Tokenizer, texts: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The tokenizer's view of each text: (row, word) for the pre-tokens of the text between
+    added tokens (normalised, then pre-tokenised), and (row, sid) for the added tokens written
+    in the text, each one token of its own (as in Tokenizer.encode_ids)."""
+    seg = tok._segments(texts)
+    text = pl.col("text")
+    if tok.normalizer is not None:
+        text = tok.normalizer.expr(text)
+    words = (seg.lazy().filter(pl.col("sid").is_null())
+             .select("row", tok.pre_tokenizer.expr(text).alias("word"))
+             .explode("word").drop_nulls("word")
+             .filter(pl.col("word").str.len_bytes() > 0).collect())
+    return words, seg.filter(pl.col("sid").is_not_null()).select("row", "sid")
+
+
 def count_text(tok: Tokenizer, path: str | Path, fmt: str | None = None,
                column: str = "text") -> TextCounts:
     """One streamed pass over `path` (any input `encode` reads)."""
     n_bytes = n_chars = 0
-    words: list[pl.DataFrame] = []
+    runs: list[pl.DataFrame] = []
     pre: list[pl.DataFrame] = []
     added: list[pl.DataFrame] = []
-    text = pl.col("text")
-    if tok.normalizer is not None:
-        text = tok.normalizer.expr(text)
     for chunk in iter_sequences([str(path)], fmt=fmt, column=column,
                                 pretokenizer=tok.pre_tokenizer):
         chunk = chunk.drop_nulls()
         n_bytes += int(chunk.str.len_bytes().sum())
         n_chars += int(chunk.str.len_chars().sum())
-        words.append(chunk.str.extract_all(WORD_RE).explode().drop_nulls()
-                     .value_counts(name="n").rename({chunk.name: "word"}))
-        # the text between added tokens is normalised and pre-tokenised; each added token
-        # written in the text is one token of its own (as in Tokenizer.encode_ids)
-        seg = tok._segments(chunk)
-        added.append(seg.filter(pl.col("sid").is_not_null()).group_by("sid")
-                     .agg(pl.len().alias("n")))
-        pre.append(seg.lazy().filter(pl.col("sid").is_null())
-                   .select(tok.pre_tokenizer.expr(text).alias("word"))
-                   .explode("word").drop_nulls("word")
-                   .filter(pl.col("word").str.len_bytes() > 0)
-                   .group_by("word").agg(pl.len().alias("n")).collect())
+        # every WORD_RE word lies inside a run of non-space characters: count the runs here
+        # and split only the distinct runs into words at the end
+        runs.append(chunk.str.extract_all(r"\S+").explode().drop_nulls()
+                    .value_counts(name="n").rename({chunk.name: "word"}))
+        words, specials = pretokenize(tok, chunk)
+        pre.append(words.group_by("word").agg(pl.len().alias("n")))
+        added.append(specials.group_by("sid").agg(pl.len().alias("n")))
     # one aggregation at the end: folding chunk by chunk would re-aggregate the growing table
     schema_w = {"word": pl.String, "n": pl.UInt64}
 
@@ -90,28 +97,41 @@ def count_text(tok: Tokenizer, path: str | Path, fmt: str | None = None,
             return pl.DataFrame(schema=schema)
         return pl.concat(parts).group_by(key).agg(pl.col("n").sum()).sort(key)
 
-    return TextCounts(Path(str(path)).name, n_bytes, n_chars, total(words, "word", schema_w),
+    run_counts = total(runs, "word", schema_w)
+    words = total([run_counts.with_columns(pl.col("word").str.extract_all(WORD_RE))
+                   .explode("word").drop_nulls("word")], "word", schema_w)
+    return TextCounts(Path(str(path)).name, n_bytes, n_chars, words,
                       total(pre, "word", schema_w),
                       total(added, "sid", {"sid": pl.Int64, "n": pl.UInt64}))
 
 
-def template_tokens(tok: Tokenizer) -> int:
-    """How many tokens the post-processor adds to a single sequence (`[CLS]`, `[SEP]`)."""
-    return int(tok.encode_ids([""]).get_column("ids").list.len().item())
+def word_token_counts(tok: Tokenizer, words: pl.Series, known: pl.DataFrame) -> pl.Series:
+    """Tokens of each text of `words` encoded on its own (without template tokens), reusing
+    `known` (word, len): the token counts of pre-tokens already encoded; only the others are
+    encoded here."""
+    pieces, specials = pretokenize(tok, words)
+    distinct = pieces.select(pl.col("word").unique()).join(known, on="word", how="anti")
+    fresh = pl.DataFrame({"word": distinct.get_column("word"),
+                          "len": tok.model.encode_words(distinct.get_column("word"))
+                          .list.len().cast(pl.Int64)})
+    table = pl.concat([known.select("word", pl.col("len").cast(pl.Int64)), fresh])
+    per_row = pl.concat([
+        pieces.join(table, on="word", how="left").select("row", "len"),
+        specials.select("row", pl.lit(1, dtype=pl.Int64).alias("len"))]).group_by("row").agg(
+        pl.col("len").sum())
+    out = pl.DataFrame({"row": np.arange(len(words), dtype=np.uint32)}).join(
+        per_row.cast({"row": pl.UInt32}), on="row", how="left")
+    return out.get_column("len").fill_null(0).alias("tokens")
 
 
-def token_lengths(tok: Tokenizer, texts: pl.Series) -> pl.Series:
-    """Tokens per text, each text encoded on its own, without the template tokens."""
-    lengths = tok.encode_ids(texts).get_column("ids").list.len()
-    return (lengths - template_tokens(tok)).alias("tokens")
-
-
-def encode_bpe_traced(model: BPEModel, words: pl.Series) -> tuple[pl.Series, np.ndarray,
-                                                                   pl.DataFrame]:
+def encode_bpe_traced(model: BPEModel, words: pl.Series,
+                      initial: tuple[np.ndarray, np.ndarray] | None = None
+                      ) -> tuple[pl.Series, np.ndarray, pl.DataFrame]:
     """BPE encoding of `words` (the same rounds as `BPEModel.apply_merges`: in every word the
     lowest-rank pair, leftmost on ties) that also records, per round, which word merged with
-    which rank. Returns (ids per word, initial symbol count per word, trace (w, step, rank))."""
-    lengths, ids = model.initial_symbols(words)
+    which rank. `initial`: `model.initial_symbols(words)` when the caller has it. Returns (ids
+    per word, initial symbol count per word, trace (w, step, rank))."""
+    lengths, ids = initial if initial is not None else model.initial_symbols(words)
     layout = Layout.from_symbols(lengths, ids, np.ones(len(words), dtype=np.int64))
     keys, ranks, new = model.merge_table()
     trace_words: list[np.ndarray] = []
@@ -180,7 +200,8 @@ def duplicated_merges(model: BPEModel) -> int:
     return len(model.merges) - len(set(model.merges))
 
 
-def unknown_chars(tok: Tokenizer, words: pl.Series, ids: pl.Series) -> np.ndarray:
+def unknown_chars(tok: Tokenizer, words: pl.Series, ids: pl.Series,
+                  initial: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Characters of each pre-token the model could not represent: BPE maps them to the unknown
     token or, without one, drops them silently (HF does the same); WordPiece turns the whole
     word into the unknown token."""
@@ -194,7 +215,7 @@ def unknown_chars(tok: Tokenizer, words: pl.Series, ids: pl.Series) -> np.ndarra
         is_unk = whole & (ids.list.first().fill_null(-1).to_numpy() == unk)
         return np.where(is_unk, chars, 0)
     if isinstance(model, BPEModel):
-        lengths, flat = model.initial_symbols(words)
+        lengths, flat = initial if initial is not None else model.initial_symbols(words)
         word_of = np.repeat(np.arange(len(words)), lengths)
         known = np.ones(flat.size, dtype=bool)
         if model.unk_token is not None and model.unk_token in model.vocab:
@@ -232,9 +253,14 @@ def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True
     counts = pre.get_column("n").to_numpy().astype(np.int64)
     model = tok.model
     prefix = None
-    if curve and isinstance(model, BPEModel):
-        ids, lengths, trace = encode_bpe_traced(model, words)
-        prefix = prefix_token_counts(lengths, counts, trace, len(model.merges))
+    initial = None
+    if isinstance(model, BPEModel):
+        # the traced encoding costs what the plain one does; its initial symbols also give
+        # the characters the model cannot represent
+        initial = model.initial_symbols(words)
+        ids, lengths, trace = encode_bpe_traced(model, words, initial)
+        if curve:
+            prefix = prefix_token_counts(lengths, counts, trace, len(model.merges))
     else:
         ids = model.encode_words(words)
     n_added = int(tc.added.get_column("n").sum())
@@ -250,14 +276,15 @@ def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True
     unk = unknown_id(tok)
     n_unk = int(id_counts.filter(pl.col("id") == unk).get_column("n").sum()) if unk is not None \
         else 0
-    unk_chars = int((unknown_chars(tok, words, ids) * counts).sum())
+    unk_chars = int((unknown_chars(tok, words, ids, initial) * counts).sum())
     pre_chars = int((words.str.len_chars().to_numpy().astype(np.int64) * counts).sum())
     # split share: each distinct word encoded as a text by itself (tokka-bench's
     # continued_word_rate), over every word rather than a sample
     wd = tc.words
     n_words = int(wd.get_column("n").sum())
-    split = int(wd.get_column("n").filter(token_lengths(tok, wd.get_column("word")) > 1).sum()) \
-        if wd.height else 0
+    known = pl.DataFrame({"word": words, "len": ids.list.len()})
+    split = int(wd.get_column("n").filter(
+        word_token_counts(tok, wd.get_column("word"), known) > 1).sum()) if wd.height else 0
     row: dict[str, object] = {
         "file": tc.name, "bytes": tc.bytes, "chars": tc.chars, "words": n_words,
         "tokens": tokens,
