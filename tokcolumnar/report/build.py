@@ -30,6 +30,16 @@ def unknown_warnings(metrics: pl.DataFrame, who: str = "") -> list[str]:
     return out
 
 
+def setting_text(value: object, limit: int = 120) -> str:
+    """A run.json setting as JSON, a long one (the 256 byte characters of `--preset gpt2`'s
+    alphabet) cut to `limit` characters with its length said."""
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} values)" if isinstance(value, (list, dict)) else ""
+    return text[:limit] + "…" + size
+
+
 def run_tables(directory: Path) -> list[tuple[str, str]]:
     """The run's settings and stage timings from `run.json`, as HTML tables."""
     path = directory / "run.json"
@@ -40,7 +50,7 @@ def run_tables(directory: Path) -> list[tuple[str, str]]:
     settings = run.get("settings") if isinstance(run, dict) else None
     if isinstance(settings, dict):
         out.append(("Settings (run.json)", table_html(pl.DataFrame(
-            {"setting": list(settings), "value": [json.dumps(v) for v in settings.values()]}))))
+            {"setting": list(settings), "value": [setting_text(v) for v in settings.values()]}))))
     timings = run.get("timings_s") if isinstance(run, dict) else None
     if isinstance(timings, dict):
         out.append(("Training timings (run.json)", table_html(pl.DataFrame(
