@@ -170,3 +170,26 @@ def test_compare_parity_and_overlap(tokdir, tmp_path: Path) -> None:
     hf_b = set(tokenizers.Tokenizer.from_file(str(b / "tokenizer.json")).get_vocab())
     # both byte-level: the same byte strings are the same surfaces
     assert ab["jaccard"] == len(hf_a & hf_b) / len(hf_a | hf_b)
+
+
+def test_wordpiece_curve_equals_hf_with_the_first_k_merge_tokens(tokdir) -> None:
+    """WordPiece: at each grid point, HF's WordPiece over the base vocabulary plus the tokens
+    of the first k merges gives the same token count."""
+    d, path = tokdir("bert"), corpus("small/en_taylorswift_wiki.txt")
+    tok = Tokenizer.from_dir(d)
+    ranks = pl.read_parquet(d / "vocab.parquet", columns=["token", "id", "rank"])
+    _, curve = metrics_table(tok, [str(path)], ranks=ranks)
+    n_merges = int(ranks.get_column("rank").max()) + 1
+    ks = curve.get_column("k").to_list()
+    assert ks[0] == 0 and ks[-1] == n_merges and len(ks) > 8
+    lines = lines_of(path)
+    full = json.loads((d / "tokenizer.json").read_text())
+    for k in ks[::3] + [ks[-1]]:
+        keep = ranks.filter(pl.col("rank").is_null() | (pl.col("rank") < k))
+        full["model"]["vocab"] = dict(zip(keep.get_column("token").to_list(),
+                                          keep.get_column("id").cast(pl.Int64).to_list()))
+        hf = tokenizers.Tokenizer.from_str(json.dumps(full))
+        want = sum(len(e.ids) for e in hf.encode_batch(lines, add_special_tokens=False))
+        row = curve.filter(pl.col("k") == k).row(0, named=True)
+        assert row["tokens"] == want, k
+        assert row["vocab_size"] == keep.height

@@ -93,7 +93,7 @@ def test_report_page_renders_in_chromium_and_pngs_are_written(tokdir, tmp_path: 
 
 
 def test_report_without_text_and_wordpiece(tokdir, tmp_path: Path) -> None:
-    """No --text: the vocabulary charts only. WordPiece: no prefix curve."""
+    """No --text: the vocabulary charts only. WordPiece: the curve at grid points."""
     needs_page_tools()
     out = tmp_path / "r.html"
     proc = run_cli("report", str(tokdir("gpt2")), "--out", str(out), "--quiet")
@@ -102,7 +102,7 @@ def test_report_without_text_and_wordpiece(tokdir, tmp_path: Path) -> None:
     proc = run_cli("report", str(tokdir("bert")), "--text",
                    str(corpus("small/en_taylorswift_wiki.txt")), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert_rendered(check_page(out), 5)
+    assert_rendered(check_page(out), 6)
 
 
 def test_compare_page_on_parallel_text(tokdir, tmp_path: Path) -> None:

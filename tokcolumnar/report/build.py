@@ -87,7 +87,10 @@ def write_report(directory: str, texts: list[str], out: str, png: str | None = N
                                "directory written by `tokcolumnar train`)")
     tok = Tokenizer.from_dir(d)
     inputs = [*texts, directory]
-    metrics, curve = metrics_table(tok, texts, fmt, column)
+    vocab_path = d / "vocab.parquet"
+    ranks = pl.read_parquet(vocab_path, columns=["token", "id", "rank"]) \
+        if vocab_path.is_file() else None
+    metrics, curve = metrics_table(tok, texts, fmt, column, ranks=ranks)
     specs = report_specs(d, tok, metrics, curve)
     notes = ["Metrics: totals over each file, read as training reads it (each line one "
              "sequence, its line ending kept); tokens exclude the post-processor's template "
@@ -100,9 +103,14 @@ def write_report(directory: str, texts: list[str], out: str, png: str | None = N
                      "merge list, from one traced encoding."
                      + (f" The merge list names {dup} pair(s) twice: there the curve counts "
                         "the merges the full model uses with rank < k." if dup else ""))
+    elif curve is not None:
+        notes.append("WordPiece has no prefix property (a missing piece changes the whole "
+                     "greedy walk): bytes per token by vocabulary size is exact at "
+                     "the points drawn, each a re-encoding with the base vocabulary and the "
+                     "tokens of the first k merges.")
     elif texts:
-        notes.append("The bytes-per-token curve by vocabulary size is drawn for BPE models "
-                     "only.")
+        notes.append("No bytes-per-token curve: it needs a BPE model or the vocab.parquet of "
+                     "a WordPiece training directory.")
     tables = [("Metrics", table_html(metrics.select("file", *METRIC_COLUMNS)))] \
         if metrics.height else []
     tables += run_tables(d)

@@ -76,14 +76,17 @@ def scripts(vocab: pl.DataFrame) -> Spec:
 
 
 def prefix_curve(curve: pl.DataFrame) -> Spec:
-    """Bytes per token against vocabulary size (the first k merges), one line per file."""
-    n = int(curve.get_column("k").max()) + 1
-    step = max(1, n // CURVE_POINTS)
-    cv = curve.filter((pl.col("k") % step == 0) | (pl.col("k") == n - 1))
-    return alt.Chart(cv).mark_line().encode(
+    """Bytes per token against vocabulary size (the first k merges), one line per file, thinned
+    to about CURVE_POINTS points per file (the last one always kept); a short curve (WordPiece's
+    grid) shows its points."""
+    row = pl.int_range(pl.len()).over("file")
+    step = max(1, -(-int(curve.group_by("file").len().get_column("len").max()) // CURVE_POINTS))
+    cv = curve.filter((row % step == 0) | (row == pl.len().over("file") - 1))
+    few = cv.group_by("file").len().get_column("len").max() <= 40
+    return alt.Chart(cv).mark_line(point=bool(few)).encode(
         x=alt.X("vocab_size:Q", title="vocabulary size (the first k merges)"),
         y=alt.Y("bytes_per_token:Q", title="bytes per token"), color=alt.Color("file:N"),
-        tooltip=["file", "vocab_size", alt.Tooltip("bytes_per_token:Q", format=".3f")]
+        tooltip=["file", "k", "vocab_size", alt.Tooltip("bytes_per_token:Q", format=".3f")]
     ).properties(title="Bytes per token by vocabulary size", width=520, height=260).to_dict()
 
 

@@ -235,6 +235,34 @@ def renyi_efficiency(counts: np.ndarray, vocab_size: int, alpha: float = RENYI_A
     return float(np.log(np.sum(p ** alpha)) / (1.0 - alpha) / math.log(vocab_size))
 
 
+WORDPIECE_GRID = 16  # points of the WordPiece curve (each one a re-encoding)
+
+
+def wordpiece_prefix_tokens(model: WordPieceModel, words: pl.Series, counts: np.ndarray,
+                            ranks: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """WordPiece has no prefix property (a missing piece changes the whole greedy walk), so the
+    curve is exact at grid points only: the distinct pre-tokens re-encoded with the base
+    vocabulary (specials, alphabet, variants: null rank) plus the tokens of the first k merges.
+    `ranks`: the training directory's vocab table (token, id, rank). Returns (k, vocabulary
+    size, tokens)."""
+    rank = ranks.get_column("rank")
+    n_merges = int(rank.max()) + 1 if rank.null_count() < len(rank) else 0
+    grid = np.unique(np.r_[0, np.geomspace(1, max(n_merges, 1), WORDPIECE_GRID - 1).round(),
+                           n_merges].astype(np.int64))
+    sizes, tokens = [], []
+    for k in grid:
+        keep = ranks.filter(pl.col("rank").is_null() | (pl.col("rank") < k))
+        sub = WordPieceModel(vocab=dict(zip(keep.get_column("token").to_list(),
+                                            keep.get_column("id").cast(pl.Int64).to_list())),
+                             unk_token=model.unk_token,
+                             continuing_subword_prefix=model.continuing_subword_prefix,
+                             max_input_chars_per_word=model.max_input_chars_per_word)
+        lengths = sub.encode_words(words).list.len().to_numpy().astype(np.int64)
+        sizes.append(keep.height)
+        tokens.append(int((lengths * counts).sum()))
+    return grid, np.array(sizes, dtype=np.int64), np.array(tokens, dtype=np.int64)
+
+
 def unknown_id(tok: Tokenizer) -> int | None:
     name = getattr(tok.model, "unk_token", None)
     return tok.token_to_id(name) if name else None
@@ -244,10 +272,12 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
-def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True
+def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True,
+                 ranks: pl.DataFrame | None = None
                  ) -> tuple[dict[str, object], pl.DataFrame | None]:
-    """The metrics row of one text, and (BPE) bytes per token for every prefix of the merge
-    list: (k, vocab_size, tokens, bytes_per_token)."""
+    """The metrics row of one text, and bytes per token by vocabulary size: (k, vocab_size,
+    tokens, bytes_per_token, file) for every prefix of the merge list (BPE), or at grid points
+    (WordPiece, given the training directory's vocab table `ranks`)."""
     pre = tc.pretokens
     words = pre.get_column("word")
     counts = pre.get_column("n").to_numpy().astype(np.int64)
@@ -297,6 +327,12 @@ def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True
             id_counts.get_column("n").to_numpy().astype(np.float64), vocab_size),
     }
     table = None
+    if curve and isinstance(model, WordPieceModel) and ranks is not None:
+        ks, sizes, wp_tokens = wordpiece_prefix_tokens(model, words, counts, ranks)
+        # added tokens outside the model's vocabulary count in every prefix
+        extra = tok.get_vocab_size() - ranks.height
+        table = pl.DataFrame({"k": ks, "vocab_size": sizes + extra,
+                              "tokens": wp_tokens + n_added})
     if prefix is not None:
         assert isinstance(model, BPEModel)
         # vocabulary size under the first k merges: the base tokens plus the distinct new ids
@@ -310,7 +346,9 @@ def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True
         sizes = base + np.concatenate([[0], np.cumsum(first)])
         all_tokens = prefix + n_added
         table = pl.DataFrame({"k": np.arange(len(prefix)), "vocab_size": sizes,
-                              "tokens": all_tokens}).with_columns(
+                              "tokens": all_tokens})
+    if table is not None:
+        table = table.with_columns(
             (pl.lit(float(tc.bytes)) / pl.col("tokens")).alias("bytes_per_token"),
             pl.lit(tc.name).alias("file"))
     return row, table
@@ -323,12 +361,14 @@ def _merge_new_ids(model: BPEModel) -> np.ndarray:
 
 
 def metrics_table(tok: Tokenizer, paths: list[str], fmt: str | None = None,
-                  column: str = "text", curve: bool = True
+                  column: str = "text", curve: bool = True, ranks: pl.DataFrame | None = None
                   ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """One metrics row per text file, and the prefix curves of all files (BPE)."""
+    """One metrics row per text file, and the prefix curves of all files (BPE; WordPiece when
+    `ranks` is given)."""
     rows, curves = [], []
     for path in paths:
-        row, table = text_metrics(tok, count_text(tok, path, fmt, column), curve=curve)
+        row, table = text_metrics(tok, count_text(tok, path, fmt, column), curve=curve,
+                                  ranks=ranks)
         rows.append(row)
         if table is not None:
             curves.append(table)
