@@ -15,6 +15,7 @@ line ending kept), and bytes/characters are those of exactly that text. Words
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from ..corpus.readers import iter_sequences
 from ..models.base import lists_from_flat
 from ..models.bpe import BPEModel
 from ..models.wordpiece import WordPieceModel
+from ..text.pretokenizers import Whitespace, WhitespaceSplit
 from ..tokenizer import Tokenizer
 from ..training.symbols import Layout
 
@@ -69,6 +71,15 @@ def pretokenize(tok: Tokenizer, texts: pl.Series) -> tuple[pl.DataFrame, pl.Data
     return words, seg.filter(pl.col("sid").is_not_null()).select("row", "sid")
 
 
+def pretokens_within_runs(tok: Tokenizer) -> bool:
+    """Whether pre-tokenizing a text is pre-tokenizing each of its runs of non-space
+    characters on its own: no normaliser (it could change the spaces), a pre-tokenizer that
+    splits at every space and whose pieces do not depend on what is around the run, and added
+    tokens without spaces (a match cannot span two runs)."""
+    return (tok.normalizer is None and isinstance(tok.pre_tokenizer, (Whitespace, WhitespaceSplit))
+            and not any(re.search(r"\s", t.content) for t in tok.added_tokens))
+
+
 def count_text(tok: Tokenizer, path: str | Path, fmt: str | None = None,
                column: str = "text") -> TextCounts:
     """One streamed pass over `path` (any input `encode` reads)."""
@@ -76,6 +87,7 @@ def count_text(tok: Tokenizer, path: str | Path, fmt: str | None = None,
     runs: list[pl.DataFrame] = []
     pre: list[pl.DataFrame] = []
     added: list[pl.DataFrame] = []
+    by_runs = pretokens_within_runs(tok)
     for chunk in iter_sequences([str(path)], fmt=fmt, column=column,
                                 pretokenizer=tok.pre_tokenizer):
         chunk = chunk.drop_nulls()
@@ -85,6 +97,8 @@ def count_text(tok: Tokenizer, path: str | Path, fmt: str | None = None,
         # and split only the distinct runs into words at the end
         runs.append(chunk.str.extract_all(r"\S+").explode().drop_nulls()
                     .value_counts(name="n").rename({chunk.name: "word"}))
+        if by_runs:  # the pre-tokens come from the distinct runs, at the end
+            continue
         words, specials = pretokenize(tok, chunk)
         pre.append(words.group_by("word").agg(pl.len().alias("n")))
         added.append(specials.group_by("sid").agg(pl.len().alias("n")))
@@ -98,6 +112,12 @@ def count_text(tok: Tokenizer, path: str | Path, fmt: str | None = None,
         return pl.concat(parts).group_by(key).agg(pl.col("n").sum()).sort(key)
 
     run_counts = total(runs, "word", schema_w)
+    if by_runs:
+        # each distinct run pre-tokenised once, its pieces weighted by the run's count
+        n = run_counts.get_column("n")
+        words, specials = pretokenize(tok, run_counts.get_column("word"))
+        pre = [words.select("word", pl.lit(n).gather(pl.col("row")).alias("n"))]
+        added = [specials.select("sid", pl.lit(n).gather(pl.col("row")).alias("n"))]
     words = total([run_counts.with_columns(pl.col("word").str.extract_all(WORD_RE))
                    .explode("word").drop_nulls("word")], "word", schema_w)
     return TextCounts(Path(str(path)).name, n_bytes, n_chars, words,
@@ -231,6 +251,8 @@ def renyi_efficiency(counts: np.ndarray, vocab_size: int, alpha: float = RENYI_A
     p over the token ids used, |V| the full vocabulary (the base of the log cancels)."""
     if counts.size == 0 or vocab_size < 2:
         return float("nan")
+    # sorted, so that the floating-point sums do not depend on the order a group-by gave
+    counts = np.sort(counts)
     p = counts / counts.sum()
     return float(np.log(np.sum(p ** alpha)) / (1.0 - alpha) / math.log(vocab_size))
 
