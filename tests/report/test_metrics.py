@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -17,11 +18,12 @@ import pytest
 import tokenizers
 
 from tests.support.corpora import corpus
-from tokcolumnar import Tokenizer
+from tokcolumnar import TokcolumnarWarning, Tokenizer
 from tokcolumnar.report.compare import compare_tables
 from tokcolumnar.report.metrics import count_text, metrics_table, renyi_efficiency
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus,
+              pytest.mark.filterwarnings("ignore::tokcolumnar.errors.TokcolumnarWarning")]
 
 
 def lines_of(path: Path) -> list[str]:
@@ -83,8 +85,13 @@ CASES = [("bpe", "small/en_taylorswift_wiki.txt"), ("gpt2", "small/en_taylorswif
 @pytest.mark.parametrize(("name", "text"), CASES)
 def test_metrics_equal_a_plain_python_computation(tokdir, name: str, text: str) -> None:
     d, path = tokdir(name), corpus(text)
-    got, _ = metrics_table(Tokenizer.from_dir(d), [str(path)], curve=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got, _ = metrics_table(Tokenizer.from_dir(d), [str(path)], curve=False)
     row = got.row(0, named=True)
+    # a file with characters the model cannot represent is warned about, the others are not
+    notes = [w for w in caught if issubclass(w.category, TokcolumnarWarning)]
+    assert len(notes) == (row["unknown_char_share"] > 0)
     want = plain_metrics(d, path)
     for key, value in want.items():
         if key == "renyi_efficiency":

@@ -160,6 +160,10 @@ def test_compare_prints_the_metrics_table(tokdir, tmp_path: Path, fmt: str) -> N
     assert float(rows[3]["parity"]) > 3
     # the English whitespace BPE drops the Cyrillic characters: said, not hidden
     assert float(rows[1]["unknown_char_share"]) > 0.9
+    # and said on stderr, naming the tokenizer and the file (byte-level represents everything)
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("tokcolumnar: note:")]
+    assert any(f"bpe, {ru.name}: 9" in line for line in notes), proc.stderr
+    assert not any("tokenizer.json" in line for line in notes), proc.stderr
     assert float(rows[3]["unknown_char_share"]) == 0
     assert int(rows[0]["bytes"]) == len(en.read_bytes())
 

@@ -14,20 +14,16 @@ from ..models.bpe import BPEModel
 from ..tokenizer import Tokenizer, read_json
 from . import charts
 from .compare import compare_tables
-from .metrics import METRIC_COLUMNS, duplicated_merges, metrics_table
+from .metrics import METRIC_COLUMNS, duplicated_merges, metrics_table, unknown_message
 from .page import page, table_html, write_pngs, write_text_output
 from .vocabulary import vocab_frame
 
 
-def unknown_warnings(metrics: pl.DataFrame, who: str = "") -> list[str]:
+def unknown_warnings(metrics: pl.DataFrame, label: str = "") -> list[str]:
     """A warning per file where characters could not be represented: BPE without an unknown
     token drops them silently, which inflates bytes per token and deflates parity."""
-    out = []
-    for row in metrics.filter(pl.col("unknown_char_share") > 0).iter_rows(named=True):
-        out.append(f"{who}{row['file']}: {row['unknown_char_share']:.2%} of the characters "
-                   "could not be represented (dropped or mapped to the unknown token); "
-                   "bytes_per_token, chars_per_token and parity count them as covered.")
-    return out
+    return [unknown_message(row["file"], row["unknown_char_share"], label) + "."
+            for row in metrics.filter(pl.col("unknown_char_share") > 0).iter_rows(named=True)]
 
 
 def setting_text(value: object, limit: int = 120) -> str:

@@ -38,7 +38,7 @@ def compare_tables(tokenizers: list[str], texts: list[str], fmt: str | None = No
     toks = [Tokenizer.load(p) for p in tokenizers]
     parts = []
     for name, tok in zip(names, toks):
-        m, _ = metrics_table(tok, texts, fmt, column, curve=False)
+        m, _ = metrics_table(tok, texts, fmt, column, curve=False, label=f"{name}, ")
         parts.append(m.with_columns(pl.lit(name).alias("tokenizer")))
     met = pl.concat(parts).with_columns(
         (pl.col("tokens") / pl.col("tokens").first().over("tokenizer")).alias("parity"))

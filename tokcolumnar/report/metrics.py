@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from ..corpus.readers import iter_sequences
+from ..errors import warn
 from ..models.base import lists_from_flat
 from ..models.bpe import BPEModel
 from ..models.wordpiece import WordPieceModel
@@ -382,15 +383,26 @@ def _merge_new_ids(model: BPEModel) -> np.ndarray:
     return np.array([v[a + (b[len(p):] if p else b)] for a, b in model.merges], dtype=np.int64)
 
 
+def unknown_message(file: str, share: float, label: str = "") -> str:
+    """The warning for a file with characters the model could not represent."""
+    return (f"{label}{file}: {share:.2%} of the characters could not be represented (dropped "
+            "or mapped to the unknown token); bytes_per_token, chars_per_token and parity "
+            "count them as covered")
+
+
 def metrics_table(tok: Tokenizer, paths: list[str], fmt: str | None = None,
-                  column: str = "text", curve: bool = True, ranks: pl.DataFrame | None = None
-                  ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+                  column: str = "text", curve: bool = True, ranks: pl.DataFrame | None = None,
+                  label: str = "") -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """One metrics row per text file, and the prefix curves of all files (BPE; WordPiece when
-    `ranks` is given)."""
+    `ranks` is given). A file with characters the model cannot represent gets a
+    `TokcolumnarWarning` (`label` names the tokenizer in it)."""
     rows, curves = [], []
     for path in paths:
         row, table = text_metrics(tok, count_text(tok, path, fmt, column), curve=curve,
                                   ranks=ranks)
+        share = row["unknown_char_share"]
+        if isinstance(share, float) and share > 0:
+            warn(unknown_message(str(row["file"]), share, label))
         rows.append(row)
         if table is not None:
             curves.append(table)
