@@ -18,6 +18,7 @@ import pytest
 import tokenizers
 
 from tests.support.corpora import corpus
+from tests.support.markers import tiered
 from tokcolumnar import TokcolumnarWarning, Tokenizer
 from tokcolumnar.report.compare import compare_tables
 from tokcolumnar.report.metrics import count_text, metrics_table, renyi_efficiency
@@ -80,9 +81,11 @@ CASES = [("bpe", "small/en_taylorswift_wiki.txt"), ("gpt2", "small/en_taylorswif
          ("bert", "small/en_taylorswift_wiki.txt"), ("bpe", "small/ru_pushkin_300k.txt"),
          ("bpe_unk", "small/ru_pushkin_300k.txt"), ("bert", "small/ru_pushkin_300k.txt"),
          ("gpt2", "small/ru_pushkin_300k.txt")]
+# the fast tier: one case per model kind (and the unknown token); the full run has them all
+FAST = {CASES[0], CASES[2], CASES[4], CASES[1]}
 
 
-@pytest.mark.parametrize(("name", "text"), CASES)
+@pytest.mark.parametrize(("name", "text"), tiered(CASES, lambda c: c in FAST, multi=True))
 def test_metrics_equal_a_plain_python_computation(tokdir, name: str, text: str) -> None:
     d, path = tokdir(name), corpus(text)
     with warnings.catch_warnings(record=True) as caught:
@@ -133,7 +136,7 @@ def hf_tokens_with_merges(tokdir: Path, lines: list[str], k: int) -> int:
     return sum(len(e.ids) for e in hf.encode_batch(lines, add_special_tokens=False))
 
 
-@pytest.mark.parametrize("name", ["bpe", "gpt2"])
+@pytest.mark.parametrize("name", tiered(["bpe", "gpt2"], lambda n: n == "bpe"))
 def test_prefix_curve_equals_encoding_with_the_first_k_merges(tokdir, name: str) -> None:
     d, path = tokdir(name), corpus("small/en_taylorswift_wiki.txt")
     tok = Tokenizer.from_dir(d)
@@ -179,6 +182,7 @@ def test_compare_parity_and_overlap(tokdir, tmp_path: Path) -> None:
     assert ab["jaccard"] == len(hf_a & hf_b) / len(hf_a | hf_b)
 
 
+@pytest.mark.slow
 def test_wordpiece_curve_equals_hf_with_the_first_k_merge_tokens(tokdir) -> None:
     """WordPiece: at each grid point, HF's WordPiece over the base vocabulary plus the tokens
     of the first k merges gives the same token count."""

@@ -92,6 +92,7 @@ def test_report_page_renders_in_chromium_and_pngs_are_written(tokdir, tmp_path: 
         assert w > 300 and h > 200 and p.stat().st_size > 10_000, (p, w, h)
 
 
+@pytest.mark.slow
 def test_report_without_text_and_wordpiece(tokdir, tmp_path: Path) -> None:
     """No --text: the vocabulary charts only. WordPiece: the curve at grid points."""
     needs_page_tools()
