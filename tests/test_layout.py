@@ -30,6 +30,11 @@ FUNCTION_IMPORTS = {
         "DuckDB loads only for the commands that use it",
     ("tokcolumnar/cli/commands.py", "cmd_crosscheck"):
         "DuckDB loads only for the commands that use it",
+    ("tokcolumnar/cli/commands.py", "cmd_report"):
+        "the optional extra `report` (Altair, vl-convert) loads only for the commands that draw",
+    ("tokcolumnar/cli/commands.py", "cmd_compare"):
+        "the optional extra `report` loads only for the commands that draw (and not at all "
+        "for --format json|csv)",
     ("tokcolumnar/training/pipeline.py", "engine_for"):
         "an engine loads when a run asks for it (DuckDB is not loaded otherwise)",
 }

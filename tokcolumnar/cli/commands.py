@@ -89,5 +89,44 @@ def cmd_crosscheck(args: argparse.Namespace) -> int:
     return crosscheck(args.inputs, cfg, from_counts=args.from_counts)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..report.build import write_report  # the optional extra (Altair, vl-convert) loads
+    # only for the commands that draw
+
+    t0 = time.perf_counter()
+    done = write_report(args.dir, args.text, args.out, png=args.png, fmt=args.text_format,
+                        column=args.column or "text", force=args.force)
+    if not args.quiet:
+        print(f"report: {done['charts']} charts, {done['metrics'].height} text file(s)"
+              + (f", {done['pngs']} PNGs -> {args.png}" if args.png else "")
+              + f" in {time.perf_counter() - t0:.2f}s -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    if (args.out is None) == (args.format is None):
+        raise TokcolumnarError("give either --out compare.html or --format json|csv")
+    if args.png and args.out is None:
+        raise TokcolumnarError("--png goes with --out (the charts of the HTML page)")
+    if args.format is not None:
+        from ..report.compare import compare_tables, print_table  # report loads only here
+
+        met, _ = compare_tables(args.tokenizers, args.text, args.text_format,
+                                args.column or "text")
+        print_table(met, args.format)
+        return 0
+    from ..report.build import write_compare  # the optional extra loads only for the
+    # commands that draw
+
+    t0 = time.perf_counter()
+    write_compare(args.tokenizers, args.text, args.out, fmt=args.text_format,
+                  column=args.column or "text", force=args.force, png=args.png)
+    if not args.quiet:
+        print(f"compare: {len(args.tokenizers)} tokenizers x {len(args.text)} files in "
+              f"{time.perf_counter() - t0:.2f}s -> {args.out}", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "count": cmd_count, "encode": cmd_encode, "sql": cmd_sql,
-            "crosscheck": cmd_crosscheck}
+            "crosscheck": cmd_crosscheck, "report": cmd_report,
+            "compare": cmd_compare}

@@ -1,6 +1,6 @@
 """The command line's arguments: one parser with a sub-command per job (train, count, encode,
-sql, crosscheck); option names, choices and defaults come from the settings (`config`), so the
-CLI and the Python API accept the same values."""
+sql, crosscheck, report, compare); option names, choices and defaults come from the settings
+(`config`), so the CLI and the Python API accept the same values."""
 
 from __future__ import annotations
 
@@ -68,6 +68,15 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def add_text_options(p: argparse.ArgumentParser) -> None:
+    """The options of `report` and `compare` for reading --text files."""
+    p.add_argument("--text-format", choices=FORMATS, default=None,
+                   help="format of the --text files (default: from the file extension)")
+    p.add_argument("--column", default=None, help="text column of parquet/jsonl/csv (text)")
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+    p.add_argument("--quiet", action="store_true", help="no summary line")
+
+
 FORCE_HELP = ("replace an existing output even if tokcolumnar did not write it (never an input, "
               "the current directory or /)")
 
@@ -126,4 +135,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_options(x)
     add_input_options(x)
     x.set_defaults(command_name="crosscheck")
+
+    r = sub.add_parser("report", help="an HTML page of charts and metrics about a trained "
+                       "vocabulary (needs the 'report' extra)")
+    r.add_argument("dir", metavar="DIR", help="a training output directory")
+    r.add_argument("--text", nargs="+", default=[], metavar="FILE",
+                   help="held-out text to measure the tokenizer on (any input encode reads)")
+    r.add_argument("--out", required=True, metavar="report.html")
+    r.add_argument("--png", default=None, metavar="DIR", help="also write each chart as PNG")
+    add_text_options(r)
+    r.set_defaults(command_name="report")
+
+    m = sub.add_parser("compare", help="metrics of several tokenizers side by side on the same "
+                       "files, with parity and vocabulary overlap")
+    m.add_argument("tokenizers", nargs="+", metavar="DIR|tokenizer.json")
+    m.add_argument("--text", nargs="+", required=True, metavar="FILE")
+    m.add_argument("--out", default=None, metavar="compare.html",
+                   help="write the HTML page (needs the 'report' extra)")
+    m.add_argument("--format", choices=("json", "csv"), default=None,
+                   help="print the metrics table instead (one row per tokenizer x file)")
+    m.add_argument("--png", default=None, metavar="DIR", help="also write each chart as PNG")
+    add_text_options(m)
+    m.set_defaults(command_name="compare")
     return p
