@@ -50,21 +50,35 @@ def notes_to_stderr(quiet: bool) -> Iterator[None]:
         yield
 
 
+_interrupt_reported = False
+
+
 def _on_unraisable(hook: Any) -> None:
     """An interrupt raised where Python cannot propagate it — inside a finalizer, e.g. while a
     generator is being closed — would be printed as "Exception ignored" and lost. Raise it again
     a moment later instead, from a SIGALRM, once the finalizer has returned (if that lands in a
-    finalizer too, this runs again)."""
+    finalizer too, this runs again) — unless `main` is already reporting an interrupt."""
     if isinstance(hook.exc_value, (KeyboardInterrupt, Terminated)):
-        pending = type(hook.exc_value)
+        if not _interrupt_reported:
+            pending = type(hook.exc_value)
 
-        def redeliver(signum: int, frame: Any) -> None:
-            raise pending()
+            def redeliver(signum: int, frame: Any) -> None:
+                if not _interrupt_reported:
+                    raise pending()
 
-        signal.signal(signal.SIGALRM, redeliver)
-        signal.setitimer(signal.ITIMER_REAL, 0.001)
+            signal.signal(signal.SIGALRM, redeliver)
+            signal.setitimer(signal.ITIMER_REAL, 0.001)
         return
     sys.__unraisablehook__(hook)
+
+
+def _report_interrupt(message: str) -> None:
+    """Stop any pending re-delivery (a SIGALRM after exit would kill the process) and say it."""
+    global _interrupt_reported
+    _interrupt_reported = True
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    print(message, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(argv)
     except KeyboardInterrupt:
-        print("tokcolumnar: interrupted (outputs left as they were)", file=sys.stderr)
+        _report_interrupt("tokcolumnar: interrupted (outputs left as they were)")
         return 130
     except Terminated:
-        print("tokcolumnar: terminated (outputs left as they were)", file=sys.stderr)
+        _report_interrupt("tokcolumnar: terminated (outputs left as they were)")
         return 143
 
 
