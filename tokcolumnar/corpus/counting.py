@@ -13,6 +13,7 @@ from ..errors import TokcolumnarError, word_too_long
 from ..progress import Progress
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
+from ..text.segmenters import Segmenter
 
 
 def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
@@ -37,7 +38,10 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
 
 def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer) -> pl.DataFrame:
     """Apply the pre-tokenizer's per-word mapping to the distinct pieces, folding any pieces
-    that map to the same word."""
+    that map to the same word. A segmenter's pieces are chunks: each distinct chunk is
+    segmented once, over the whole corpus, and its words take its count."""
+    if isinstance(pretokenizer, Segmenter):
+        return pretokenizer.segment_table(words)
     mapped = words.with_columns(pretokenizer.word_expr(pl.col("word")).alias("word"))
     if mapped.get_column("word").n_unique() == mapped.height:
         return mapped

@@ -1,0 +1,209 @@
+"""The dictionary segmenters (`--pre-tokenizer jieba|mecab`) against their reference libraries
+and HF: on every line of the real corpora our words are the reference's segments split as HF
+`WhitespaceSplit` splits them, and training gives merges identical to HF `BpeTrainer` with
+`WhitespaceSplit` on the text pre-segmented by the reference and joined with spaces.
+
+The tests that run a segmenter skip, naming the extra, when it is not installed (CI installs
+both: .ci/run)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models, pre_tokenizers, trainers
+
+from tests.support.cli import ROOT, assert_clean_error, run_cli
+from tests.support.corpora import corpus
+from tests.support.markers import tiered
+from tokcolumnar import Tokenizer, TrainConfig, train
+from tokcolumnar.errors import TokcolumnarError, TokcolumnarValueError
+from tokcolumnar.text.segmenters import JIEBA_CHUNK, MECAB_MAX_LINE_BYTES, build_segmenter
+
+WHITESPACE_SPLIT = pre_tokenizers.WhitespaceSplit()
+
+
+def need(module: str, extra: str):
+    return pytest.importorskip(module, reason=f"needs the extra tokcolumnar[{extra}] "
+                               f"(pip install 'tokcolumnar[{extra}]')")
+
+
+def rjieba_cut(hmm: bool):
+    rjieba = need("rjieba", "zh")
+    return lambda line: rjieba.cut(line, hmm)
+
+
+def mecab_cut(split: str):
+    """MeCab (fugashi + unidic-lite) as its users call it: node surfaces; with `chars`, the
+    unknown kanji / kana nodes as characters."""
+    fugashi = need("fugashi", "ja")
+    unidic_lite = need("unidic_lite", "ja")
+    dic = unidic_lite.DICDIR
+    tagger = fugashi.GenericTagger(f'-r "{os.path.join(dic, "mecabrc")}" -d "{dic}"')
+
+    def cut(line: str) -> list[str]:
+        out = []
+        for n in tagger(line):
+            if split == "chars" and n.is_unk and n.char_type in (2, 6, 7, 8):
+                out.extend(n.surface)
+            else:
+                out.append(n.surface)
+        return out
+    return cut
+
+
+def reference(name: str, split: str):
+    if name == "jieba":
+        return rjieba_cut(split == "words")
+    return mecab_cut(split)
+
+
+def lines_of(path: Path) -> list[str]:
+    """The lines as our reader gives them (cut at "\\n", which stays on the line)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines
+
+
+def hf_words(segments: list[str]) -> list[str]:
+    """HF `WhitespaceSplit` on the segments joined with spaces."""
+    return [w for w, _ in WHITESPACE_SPLIT.pre_tokenize_str(" ".join(segments))]
+
+
+def presegment(path: Path, name: str, split: str, out: Path) -> Path:
+    """The corpus cut by the reference, one output line per input line (the line ending and a
+    "\\r" before it left out, as our segmenters do)."""
+    cut = reference(name, split)
+    with open(out, "w", encoding="utf-8") as f:
+        for line in lines_of(path):
+            f.write(" ".join(cut(line.removesuffix("\r"))) + "\n")
+    return out
+
+
+CASES = [("jieba", "small/zh_hongloumeng_300k.txt", "words"),
+         ("jieba", "small/zh_hongloumeng_300k.txt", "chars"),
+         ("jieba", "medium/zh.txt", "words"),
+         ("jieba", "medium/zh.txt", "chars"),
+         ("mecab", "small/ja_wagahai_300k.txt", "words"),
+         ("mecab", "small/ja_wagahai_300k.txt", "chars"),
+         ("mecab", "medium/ja.txt", "words")]
+TIERED = tiered(CASES, lambda c: c[1].startswith("small/"), multi=True)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(("name", "rel", "split"), TIERED)
+def test_every_line_segmented_as_the_reference(name, rel, split):
+    cut = reference(name, split)
+    lines = lines_of(corpus(rel))
+    ours = build_segmenter(name, split).apply([line + "\n" for line in lines])
+    bad = [i for i, (line, got) in enumerate(zip(lines, ours))
+           if got != hf_words(cut(line.removesuffix("\r")))]
+    assert len(ours) == len(lines) and not bad, \
+        f"{len(bad)} lines differ, e.g. line {bad[:1]}: {lines[bad[0]][:80]!r}" if bad else ""
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(("name", "rel", "split"), TIERED)
+def test_merges_identical_to_hf_on_presegmented_text(name, rel, split, tmp_path):
+    path = corpus(rel)
+    joined = presegment(path, name, split, tmp_path / "segmented.txt")
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    hf.train([str(joined)], trainers.BpeTrainer(vocab_size=30000, show_progress=False))
+    (tmp_path / "hf").mkdir()
+    hf.model.save(str(tmp_path / "hf"))
+    out = tmp_path / "ours"
+    train([str(path)], out_dir=out, vocab_size=30000, pre_tokenizer=name, cjk_split=split)
+    ours = (out / "merges.txt").read_text(encoding="utf-8")
+    assert ours.count("\n") > 1000
+    assert ours == (tmp_path / "hf" / "merges.txt").read_text(encoding="utf-8")
+    assert json.loads((out / "vocab.json").read_text(encoding="utf-8")) == hf.get_vocab()
+
+
+def test_jieba_chunks_are_cut_as_jieba_cuts():
+    """Every chunk is a run of jieba's block class or one other non-space character, and
+    cutting the text there changes nothing (dictionary words across scripts: T恤, AT&T, C++)."""
+    cut = rjieba_cut(True)
+    text = "用Python3.11写的T恤和AT&T、C++ 3.5%，１２０元 —— 使--平北将军\t好"
+    chunks = pl.Series([text]).str.extract_all(JIEBA_CHUNK).item().to_list()
+    assert "".join(chunks) == "".join(text.split())
+    assert [w for c in chunks for w in cut(c)] == [w for w in cut(text) if w.strip()]
+    assert build_segmenter("jieba").apply([text])[0] == hf_words(cut(text))
+
+
+def test_mecab_words_chars_and_line_endings():
+    need("fugashi", "ja")
+    seg = build_segmenter("mecab")
+    text = "吾輩は猫である。\r\n名前はまだ無い\n!\u2000?"
+    assert seg.apply([text]) == [["吾輩", "は", "猫", "で", "ある", "。", "名前", "は", "まだ",
+                                  "無い", "!", "?"]]
+    # unknown katakana / kanji become characters with `chars`; unknown ASCII and digits stay
+    chars = build_segmenter("mecab", "chars").apply(["トチメンボーは這入 cos 2024"])[0]
+    assert chars == ["ト", "チ", "メ", "ン", "ボ", "ー", "は", "這", "入", "cos", "2024"]
+
+
+def test_encoding_word_ids_and_from_dir(tmp_path):
+    """The trained directory restores the segmenter (tokenizer.json alone: WhitespaceSplit,
+    for pre-segmented text); our ids and word_ids on raw text equal HF's on the text the
+    reference pre-segmented."""
+    cut = rjieba_cut(True)
+    texts = ["我来到北京清华大学，用Python3.11写代码。", "他说：今天天气很好！", ""]
+    corpus_file = tmp_path / "c.txt"
+    corpus_file.write_text("\n".join(texts * 20) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    train([str(corpus_file)], out_dir=out, vocab_size=200, pre_tokenizer="jieba",
+          model="wordpiece", special_tokens=["[UNK]"], unk_token="[UNK]")
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert run["settings"]["pre_tokenizer"] == "jieba" and "rjieba" in run["versions"]
+    tok = Tokenizer.from_dir(out)
+    assert type(tok.pre_tokenizer).__name__ == "JiebaSplit"
+    got = tok.encode_batch(texts)
+    hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
+    want = hf.encode_batch([" ".join(cut(t)) for t in texts])
+    assert [e.ids for e in got] == [e.ids for e in want]
+    assert [e.word_ids for e in got] == [e.word_ids for e in want]
+    assert got[0].word_ids[:3] == [0, 1, 2] and len(set(got[0].word_ids)) == 10
+    assert Tokenizer.from_file(out / "tokenizer.json").pre_tokenizer.to_hf() == \
+        {"type": "WhitespaceSplit"}
+
+
+def test_settings_refused():
+    with pytest.raises(TokcolumnarValueError, match="--cjk-split applies to"):
+        TrainConfig(pre_tokenizer="whitespace", cjk_split="chars")
+    with pytest.raises(TokcolumnarValueError, match="DuckDB engine cannot"):
+        TrainConfig(pre_tokenizer="jieba", engine="duckdb")
+    with pytest.raises(TokcolumnarValueError, match="unknown cjk-split"):
+        TrainConfig(pre_tokenizer="mecab", cjk_split="runs")
+    assert TrainConfig(pre_tokenizer="JIEBA").cjk_split == "words"
+
+
+def test_bert_normalizer_does_not_space_out_ideographs():
+    need("rjieba", "zh")
+    normalizer, seg = TrainConfig(pre_tokenizer="jieba", normalizer="bert").text_components()
+    assert normalizer.to_hf()["handle_chinese_chars"] is False
+    assert seg.apply(["清华大学"]) == [["清华大学"]]
+
+
+def test_missing_extra_is_one_error_line(tmp_path):
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "rjieba.py").write_text("raise ImportError('simulated: not installed')\n")
+    (tmp_path / "c.txt").write_text("我来到北京\n", encoding="utf-8")
+    proc = run_cli("train", str(tmp_path / "c.txt"), "--out", str(tmp_path / "o"),
+                   "--pre-tokenizer", "jieba", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{fake}"})
+    assert_clean_error(proc, "--pre-tokenizer jieba needs rjieba: pip install "
+                       "'tokcolumnar[zh]'")
+
+
+def test_mecab_refuses_a_line_too_long(tmp_path):
+    need("fugashi", "ja")
+    with pytest.raises(TokcolumnarError, match="longer than MeCab can segment"):
+        build_segmenter("mecab").apply(["a" * (MECAB_MAX_LINE_BYTES + 1)])
+    (tmp_path / "c.txt").write_text("猫\n" + "a" * 200_000 + "\n", encoding="utf-8")
+    proc = run_cli("train", str(tmp_path / "c.txt"), "--out", str(tmp_path / "o"),
+                   "--pre-tokenizer", "mecab", "--quiet")
+    assert_clean_error(proc, "a line of 200,000 bytes is longer than MeCab can segment")
