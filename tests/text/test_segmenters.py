@@ -207,3 +207,24 @@ def test_mecab_refuses_a_line_too_long(tmp_path):
     proc = run_cli("train", str(tmp_path / "c.txt"), "--out", str(tmp_path / "o"),
                    "--pre-tokenizer", "mecab", "--quiet")
     assert_clean_error(proc, "a line of 200,000 bytes is longer than MeCab can segment")
+
+
+def test_cli_encode_word_ids_with_mecab(tmp_path):
+    """`tokcolumnar encode --word-ids` with a MeCab-trained directory: the ids and word ids of
+    HF loading our tokenizer.json on the text MeCab pre-segmented."""
+    cut = mecab_cut("words")
+    texts = ["吾輩は猫である。名前はまだ無い。", "どこで生れたかとんと見当がつかぬ。"]
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(texts * 10) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    train([str(src)], out_dir=out, vocab_size=120, pre_tokenizer="mecab", model="wordpiece",
+          special_tokens=["[UNK]"], unk_token="[UNK]")
+    enc = tmp_path / "enc.parquet"
+    proc = run_cli("encode", str(src), "--tokenizer", str(out), "--out", str(enc),
+                   "--word-ids", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    got = pl.read_parquet(enc)
+    hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
+    want = hf.encode_batch([" ".join(cut(t)) for t in texts * 10])
+    assert got.get_column("ids").to_list() == [e.ids for e in want]
+    assert got.get_column("word_ids").to_list() == [e.word_ids for e in want]

@@ -59,7 +59,8 @@ def cmd_count(args: argparse.Namespace) -> int:
 def cmd_encode(args: argparse.Namespace) -> int:
     rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
-                        force=args.force, progress=None if not args.quiet else False)
+                        force=args.force, progress=None if not args.quiet else False,
+                        word_ids=args.word_ids)
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0

@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
+    e.add_argument("--word-ids", action="store_true",
+                   help="add a word_ids column: each token's word index (null for special "
+                   "tokens), e.g. for whole-word masking")
     add_input_options(e)
     e.set_defaults(command_name="encode")
 
