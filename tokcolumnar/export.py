@@ -25,6 +25,7 @@ from .models.base import Model
 from .models.bpe import BPEModel
 from .models.wordpiece import WordPieceModel
 from .outputs import output_dir, write_parquet
+from .presets import BERT_PRESETS
 from .text.decoders import BPEDecoder, ByteLevelDecoder, Decoder, WordPieceDecoder
 from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
@@ -70,7 +71,7 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
         elif cfg.end_of_word_suffix:
             decoder = BPEDecoder(suffix=cfg.end_of_word_suffix)
     post = None
-    if cfg.model == "wordpiece" and cfg.preset == "bert":
+    if cfg.model == "wordpiece" and cfg.preset in BERT_PRESETS:
         post = bert_template(ids)
     specials = vocab.filter(pl.col("kind") == "special")
     added = [AddedToken(t, int(i)) for i, t in zip(specials.get_column("id").to_list(),

@@ -228,3 +228,29 @@ def test_cli_encode_word_ids_with_mecab(tmp_path):
     want = hf.encode_batch([" ".join(cut(t)) for t in texts * 10])
     assert got.get_column("ids").to_list() == [e.ids for e in want]
     assert got.get_column("word_ids").to_list() == [e.word_ids for e in want]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(("preset", "rel"), [("bert-zh-wwm", "small/zh_hongloumeng_300k.txt"),
+                                             ("bert-ja", "small/ja_wagahai_300k.txt")])
+def test_word_presets_encode_as_hf_on_presegmented_text(preset, rel, tmp_path):
+    """A word-preset directory: HF loading its tokenizer.json ([CLS] ... [SEP], the preset's
+    normalizer, WhitespaceSplit) encodes every line, normalized and pre-segmented by the
+    reference with the preset's --cjk-split, to our ids on the raw line."""
+    path = corpus(rel)
+    out = tmp_path / "out"
+    train([str(path)], out_dir=out, preset=preset, vocab_size=8000)
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))["settings"]
+    name, split = run["pre_tokenizer"], run["cjk_split"]
+    assert (name, split) == {"bert-zh-wwm": ("jieba", "chars"), "bert-ja": ("mecab", "words")}[
+        preset]
+    cut = reference(name, split)
+    hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
+    lines = [line.removesuffix("\r") for line in lines_of(path)]
+    want = hf.encode_batch([" ".join(cut(hf.normalizer.normalize_str(t))) for t in lines])
+    got = Tokenizer.from_dir(out).encode_batch(lines)
+    assert got[0].tokens[0] == "[CLS]"
+    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a.ids != b.ids]
+    assert len(got) == len(want) and not bad, f"line {bad[:1]} differs"
+    # words, not characters: some tokens hold two or more CJK characters
+    assert any(len(t) > 1 and "\u4e00" <= t[0] <= "\u9fff" for t in hf.get_vocab())
