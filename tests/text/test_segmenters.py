@@ -237,6 +237,7 @@ def test_word_presets_encode_as_hf_on_presegmented_text(preset, rel, tmp_path):
     """A word-preset directory: HF loading its tokenizer.json ([CLS] ... [SEP], the preset's
     normalizer, WhitespaceSplit) encodes every line, normalized and pre-segmented by the
     reference with the preset's --cjk-split, to our ids on the raw line."""
+    need(*{"bert-zh-wwm": ("rjieba", "zh"), "bert-ja": ("fugashi", "ja")}[preset])
     path = corpus(rel)
     out = tmp_path / "out"
     train([str(path)], out_dir=out, preset=preset, vocab_size=8000)
