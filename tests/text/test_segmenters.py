@@ -159,6 +159,7 @@ def test_encoding_word_ids_and_from_dir(tmp_path):
           model="wordpiece", special_tokens=["[UNK]"], unk_token="[UNK]")
     run = json.loads((out / "run.json").read_text(encoding="utf-8"))
     assert run["settings"]["pre_tokenizer"] == "jieba" and "rjieba" in run["versions"]
+    assert 0 < run["timings_s"]["count_segmenter"] <= run["timings_s"]["count"]
     tok = Tokenizer.from_dir(out)
     assert type(tok.pre_tokenizer).__name__ == "JiebaSplit"
     got = tok.encode_batch(texts)
