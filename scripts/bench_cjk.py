@@ -14,7 +14,9 @@ the last 10%, whose words are counted by the configuration's own normalizer and 
 * chars in [UNK]: share of the characters that end up inside an [UNK] (WordPiece makes a whole
   word [UNK] when one of its characters is unknown, so longer words lose more text);
 * one-token words: share of the pre-tokenizer's words that are one (known) token;
-* segment s: the time of counting the training part (normalize + pre-tokenize, jieba / MeCab
+* --scoring: WordPiece's `likelihood` (the seeds' score, default) and `frequency` (HF's
+  WordPieceTrainer is BPE by frequency);
+* count s: the time of counting the training part (normalize + pre-tokenize, jieba / MeCab
   included), and train s: the merges.
 
 Configurations: `bert` (--preset bert: BERT's normalizer spaces out every CJK ideograph, so
@@ -50,7 +52,8 @@ def corpora_dir() -> Path:
     return Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
 
 
-def measure(path: Path, label: str, options: dict, vocab_size: int, tmp: Path) -> dict:
+def measure(path: Path, label: str, options: dict, vocab_size: int, tmp: Path,
+            scoring: str) -> dict:
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     cut = len(lines) * 9 // 10  # the last 10% of the file: later chapters / other works
     train_f, test_f = tmp / f"{path.stem}.train", tmp / f"{path.stem}.test"
@@ -60,7 +63,8 @@ def measure(path: Path, label: str, options: dict, vocab_size: int, tmp: Path) -
     train_words = tc.count_words(str(train_f), show_progress=False, **options)
     count_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    r = tc.train(from_counts=train_words, vocab_size=vocab_size, show_progress=False, **options)
+    r = tc.train(from_counts=train_words, vocab_size=vocab_size, show_progress=False,
+                 wordpiece_scoring=scoring, **options)
     train_s = time.perf_counter() - t0
     test_words = tc.count_words(str(test_f), show_progress=False, **options)
     vocab = dict(zip(r.vocab["token"].to_list(), r.vocab["id"].to_list()))
@@ -72,14 +76,14 @@ def measure(path: Path, label: str, options: dict, vocab_size: int, tmp: Path) -
     unk_tokens = ids.list.eval((pl.element() == unk_id).cast(pl.Float64)).list.sum() * counts
     has_unk = ids.list.contains(unk_id)
     one = (ids.list.len() == 1) & ~has_unk
-    row = {"corpus": path.name, "config": label, "vocab": r.vocab.height,
+    row = {"corpus": path.name, "config": label, "scoring": scoring, "vocab": r.vocab.height,
            "train_words_distinct": train_words.height,
            "tokens_per_100_chars": 100 * float(n.sum()) / float(chars.sum()),
            "unk_token_rate": float(unk_tokens.sum()) / float(n.sum()),
            "unk_char_rate": float(chars.filter(has_unk).sum()) / float(chars.sum()),
            "one_token_words": float(counts.filter(one).sum()) / float(counts.sum()),
            "count_s": round(count_s, 2), "train_s": round(train_s, 2)}
-    print(f"{path.name:8s} {label:44s} tokens/100 chars {row['tokens_per_100_chars']:6.2f}  "
+    print(f"{path.name:8s} {label:44s} {scoring:10s} tokens/100 chars {row['tokens_per_100_chars']:6.2f}  "
           f"[UNK] tokens {100 * row['unk_token_rate']:.3f}%  chars in [UNK] "
           f"{100 * row['unk_char_rate']:.3f}%  one-token words "
           f"{100 * row['one_token_words']:.1f}%  distinct words {train_words.height:,}  "
@@ -92,6 +96,8 @@ def main() -> int:
     ap.add_argument("--corpus", default="medium/zh.txt,medium/ja.txt",
                     help="comma-separated paths under the corpora folder")
     ap.add_argument("--vocab-size", type=int, default=30000)
+    ap.add_argument("--scoring", default="likelihood,frequency",
+                    help="WordPiece scorings to train (comma-separated)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     rows = []
@@ -100,7 +106,9 @@ def main() -> int:
             path = corpora_dir() / rel
             lang = "ja" if "ja" in path.stem else "zh"
             for label, options in CONFIGS[lang]:
-                rows.append(measure(path, label, options, a.vocab_size, Path(tmp)))
+                for scoring in a.scoring.split(","):
+                    rows.append(measure(path, label, options, a.vocab_size, Path(tmp),
+                                        scoring))
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0
