@@ -83,7 +83,8 @@ def measure(path: Path, label: str, options: dict, vocab_size: int, tmp: Path,
            "unk_char_rate": float(chars.filter(has_unk).sum()) / float(chars.sum()),
            "one_token_words": float(counts.filter(one).sum()) / float(counts.sum()),
            "count_s": round(count_s, 2), "train_s": round(train_s, 2)}
-    print(f"{path.name:8s} {label:44s} {scoring:10s} tokens/100 chars {row['tokens_per_100_chars']:6.2f}  "
+    print(f"{path.name:8s} {label:44s} {scoring:10s} tokens/100 chars "
+          f"{row['tokens_per_100_chars']:6.2f}  "
           f"[UNK] tokens {100 * row['unk_token_rate']:.3f}%  chars in [UNK] "
           f"{100 * row['unk_char_rate']:.3f}%  one-token words "
           f"{100 * row['one_token_words']:.1f}%  distinct words {train_words.height:,}  "
