@@ -91,8 +91,8 @@ def corpora_dir() -> Path:
     return Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
 
 
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
+def run(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one child process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -100,7 +100,7 @@ def run(cmd: list[str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if status != 0:
         sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def hf_inputs(path: Path) -> list[str]:
@@ -116,14 +116,14 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
     ours = [sys.executable, "-m", "tokcolumnar", "train", str(path), "--out", str(ours_dir),
             "--vocab-size", str(vocab), "--quiet", "--force", *OUR_ARGS[mode]]
     hf_in = hf_inputs(path)
-    cut_s = None
+    cut_s = cut_cpu = None
     if mode in SEGMENTERS:  # HF trains on the text the reference segmenter cut
-        cuts = [run([sys.executable, "-c", SEGMENT_SCRIPT, mode, f, str(tmp / f"seg{i}.txt")])[0]
+        cuts = [run([sys.executable, "-c", SEGMENT_SCRIPT, mode, f, str(tmp / f"seg{i}.txt")])
                 for i, f in enumerate(hf_in)]
-        cut_s = sum(cuts)
+        cut_s, cut_cpu = sum(c[0] for c in cuts), sum(c[2] for c in cuts)
         hf_in = [str(tmp / f"seg{i}.txt") for i in range(len(hf_in))]
     hf = [sys.executable, "-c", HF_SCRIPT, json.dumps(hf_in), str(vocab), mode, str(hf_json)]
-    res: dict[str, list[tuple[float, float]]] = {"ours": [], "hf": []}
+    res: dict[str, list[tuple[float, float, float]]] = {"ours": [], "hf": []}
     stages: list[dict[str, float]] = []
     for r in range(rounds):
         for name in (("ours", "hf") if r % 2 == 0 else ("hf", "ours")):  # alternate the order
@@ -136,15 +136,20 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
     if mode != "bert":
         ours_merges = json.loads((ours_dir / "tokenizer.json").read_text())["model"]["merges"]
         same = ours_merges == json.loads(hf_json.read_text())["model"]["merges"]
-    split = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in STAGES}
+    split = {k: statistics.median(s.get(k, 0.0) for s in stages)
+             for k in (*STAGES, "count_segmenter")}
+    cpu = {n: statistics.median(x[2] for x in v) for n, v in res.items()}
     row = {"corpus": label, "mode": mode, "vocab": vocab, "hf_s": med["hf"][0],
            "hf_mib": med["hf"][1], "ours_s": med["ours"][0], "ours_mib": med["ours"][1],
            "wall": med["ours"][0] / med["hf"][0], "rss": med["ours"][1] / med["hf"][1],
-           "stages": split, "identical": same, "segmenter_alone_s": cut_s}
+           "stages": split, "identical": same, "segmenter_alone_s": cut_s,
+           "segmenter_alone_cpu_s": cut_cpu, "ours_cpu_s": cpu["ours"], "hf_cpu_s": cpu["hf"]}
     print(f"{label:<34} {mode:<10} hf {row['hf_s']:7.2f}s {row['hf_mib']:6.0f}M  ours "
           f"{row['ours_s']:7.2f}s {row['ours_mib']:6.0f}M  wall {row['wall']:5.2f}x  rss "
           f"{row['rss']:5.2f}x  merges identical: {same}"
-          + (f"  segmenter alone {cut_s:.2f}s" if cut_s is not None else ""), flush=True)
+          + (f"  segmenter alone {cut_s:.2f}s (cpu {cut_cpu:.2f}s); ours cpu "
+             f"{cpu['ours']:.2f}s, of which segmenter {split['count_segmenter']:.2f}s wall; "
+             f"hf cpu {cpu['hf']:.2f}s" if cut_s is not None else ""), flush=True)
     return row
 
 
@@ -159,7 +164,8 @@ def table(rows: list[dict], markdown: bool) -> str:
                       f"{r['ours_s']:.2f} s, {r['ours_mib']:.0f} MiB", f"{r['wall']:.2f}x",
                       f"{r['rss']:.2f}x", st, same,
                       "—" if r.get("segmenter_alone_s") is None
-                      else f"{r['segmenter_alone_s']:.2f} s"])
+                      else f"{r['segmenter_alone_s']:.2f} s (ours: "
+                      f"{r['stages']['count_segmenter']:.2f} s in count)"])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(x) + " |" for x in lines]
