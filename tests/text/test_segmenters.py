@@ -14,11 +14,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
 from tests.support.cli import ROOT, assert_clean_error, run_cli
 from tests.support.corpora import corpus
+from tests.support.examples import examples
 from tests.support.markers import tiered
 from tokcolumnar import Tokenizer, TrainConfig, train
 from tokcolumnar.errors import TokcolumnarError, TokcolumnarValueError
@@ -256,3 +259,42 @@ def test_word_presets_encode_as_hf_on_presegmented_text(preset, rel, tmp_path):
     assert len(got) == len(want) and not bad, f"line {bad[:1]} differs"
     # words, not characters: some tokens hold two or more CJK characters
     assert any(len(t) > 1 and "\u4e00" <= t[0] <= "\u9fff" for t in hf.get_vocab())
+
+
+# characters that exercise the chunk rules: ideographs (dictionary words and not), kana, ASCII
+# letters / digits and jieba's joiners, CJK and ASCII punctuation, full-width digits, spaces of
+# every kind (MeCab keeps some inside symbol tokens), characters outside U+4E00..U+9FFF, and
+# characters Python strips but Rust's \s does not (\x1c) or does (\x85)
+MIXED = st.text(st.sampled_from(list("我来到北京清华大学天气很好贾母凤姐T恤B超OKabcPython311"
+                                     "+#&._%-，。！？、《》“”…（）,!?()１２０"
+                                     "吾輩は猫であるトチメンボー這入")
+                                + [" ", "\t", "\u3000", "\u2000", "\u00a0", "\u2028", "䰒", "𠀀",
+                                   "\x1c", "\x85", "\u200b", "\ufeff"]),
+                max_size=40)
+
+
+@examples(1)
+@given(MIXED)
+def test_jieba_any_text_is_the_reference(text):
+    cut = rjieba_cut(True)
+    assert build_segmenter("jieba").apply([text])[0] == hf_words(cut(text))
+    cut_chars = rjieba_cut(False)
+    assert build_segmenter("jieba", "chars").apply([text])[0] == hf_words(cut_chars(text))
+
+
+@examples(1)
+@given(MIXED)
+def test_mecab_any_line_is_the_reference(text):
+    assert build_segmenter("mecab").apply([text + "\n"])[0] == hf_words(mecab_cut("words")(text))
+    assert build_segmenter("mecab", "chars").apply([text])[0] == \
+        hf_words(mecab_cut("chars")(text))
+
+
+def test_mecab_lines_and_nul_are_separate_pieces():
+    """A value holding several lines (Parquet, JSONL) is segmented line by line, and a NUL
+    (where MeCab would stop reading) ends a piece, instead of losing the rest of the line."""
+    cut = mecab_cut("words")
+    seg = build_segmenter("mecab")
+    assert seg.apply(["吾輩は猫である\r\n名前はまだ無い"])[0] == cut("吾輩は猫である") + cut(
+        "名前はまだ無い")
+    assert seg.apply(["猫である\x00名前"])[0] == cut("猫である") + cut("名前")

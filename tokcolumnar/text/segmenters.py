@@ -61,8 +61,9 @@ MECAB_MAX_LINE_BYTES = 64 * 1024
 MECAB_SPLIT_TYPES = ("2", "6", "7", "8")
 MECAB_UNKNOWN = "1"  # MeCab's node stat of an unknown word
 # one line per node: stat, char type, surface (tab and newline are MeCab spaces: never inside
-# a surface)
-_MECAB_NODES = r' -O "" -F "%s\t%t\t%m\n" -U "%s\t%t\t%m\n" -E ""'
+# a surface), between "[" and "]": fugashi's parse() strips Python whitespace from its output,
+# which would take a \x1c..\x1f or \x85 surface at either end with it
+_MECAB_NODES = r' -O "" -B "[" -F "%s\t%t\t%m\n" -U "%s\t%t\t%m\n" -E "]"'
 
 _EXTRAS = {"jieba": ("rjieba", "zh"), "mecab": ("fugashi and unidic-lite", "ja")}
 
@@ -217,10 +218,7 @@ class MecabSplit(Segmenter):
             raise _missing(self.name) from None
         dic = unidic_lite.DICDIR
         args = f'-r "{os.path.join(dic, "mecabrc")}" -d "{dic}"'
-        if self.cjk_split == "words":
-            self._parse = fugashi.GenericTagger(args + " -Owakati").parse
-        else:
-            self._parse = fugashi.GenericTagger(args + _MECAB_NODES).parse
+        self._parse = fugashi.GenericTagger(args + _MECAB_NODES).parse
 
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         # lines without their "\r\n" / "\n" (a NUL ends a piece too: MeCab stops reading there)
@@ -237,22 +235,21 @@ class MecabSplit(Segmenter):
                 "into lines or sentences")
         # MeCab segments one line per call (lines are independent, it cannot batch them)
         out = pl.Series("out", [self._parse(s) for s in chunks.to_list()], dtype=pl.String)
-        frame = out.to_frame().with_row_index("idx")
-        if self.cjk_split == "words":
-            # wakati output: the surfaces joined by " ", so \S+ gives every surface's pieces
-            words = frame.select("idx", _words(pl.col("out")).alias("word")).explode("word")
-        else:
-            nodes = (frame.select("idx", pl.col("out").str.split("\n").alias("node"))
-                     .explode("node").drop_nulls("node")
-                     .filter(pl.col("node").str.len_bytes() > 0)
-                     .select("idx", pl.col("node").str.splitn("\t", 3).alias("f")).unnest("f"))
-            stat, kind, surface = (pl.col(c) for c in nodes.columns[1:])
-            split = (stat == MECAB_UNKNOWN) & kind.is_in(MECAB_SPLIT_TYPES)
-            words = (nodes.select("idx", pl.when(split).then(surface.str.split(""))
-                                  .otherwise(_words(surface)).alias("word"))
-                     .explode("word"))
-            # a split unknown node holds no whitespace: its characters are words
-        words = words.drop_nulls("word").filter(pl.col("word").str.len_bytes() > 0)
+        # the nodes of each line: drop the "[" "]" sentinels, one row per node
+        nodes = (out.str.slice(1, out.str.len_chars() - 2).to_frame().with_row_index("idx")
+                 .select("idx", pl.col("out").str.split("\n").alias("node"))
+                 .explode("node").drop_nulls("node")
+                 .filter(pl.col("node").str.len_bytes() > 0)
+                 .select("idx", pl.col("node").str.splitn("\t", 3).alias("f")).unnest("f"))
+        stat, kind, surface = (pl.col(c) for c in nodes.columns[1:])
+        # each surface's \S+ pieces (HF WhitespaceSplit of the surfaces joined by spaces);
+        # with `chars`, an unknown kanji / kana node (never whitespace) as its characters
+        split = (pl.lit(self.cjk_split == "chars") & (stat == MECAB_UNKNOWN)
+                 & kind.is_in(MECAB_SPLIT_TYPES))
+        words = (nodes.select("idx", pl.when(split).then(surface.str.split(""))
+                              .otherwise(_words(surface)).alias("word"))
+                 .explode("word").drop_nulls("word")
+                 .filter(pl.col("word").str.len_bytes() > 0))
         return (words.with_columns(pl.col("idx").cast(pl.UInt32),
                                    pl.int_range(pl.len(), dtype=pl.UInt32).over("idx").alias("k"))
                 .select("idx", "k", "word"))
