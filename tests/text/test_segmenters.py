@@ -25,6 +25,7 @@ from tests.support.examples import examples
 from tests.support.markers import tiered
 from tokcolumnar import Tokenizer, TrainConfig, train
 from tokcolumnar.errors import TokcolumnarError, TokcolumnarValueError
+from tokcolumnar.text import segmenters
 from tokcolumnar.text.segmenters import JIEBA_CHUNK, MECAB_MAX_LINE_BYTES, build_segmenter
 
 WHITESPACE_SPLIT = pre_tokenizers.WhitespaceSplit()
@@ -298,3 +299,13 @@ def test_mecab_lines_and_nul_are_separate_pieces():
     assert seg.apply(["吾輩は猫である\r\n名前はまだ無い"])[0] == cut("吾輩は猫である") + cut(
         "名前はまだ無い")
     assert seg.apply(["猫である\x00名前"])[0] == cut("猫である") + cut("名前")
+
+
+def test_jieba_many_batches_give_the_same_words(monkeypatch):
+    """The distinct blocks go to rjieba in batches joined by "\\n": any batch size gives each
+    text the reference's words (here 7 characters: a batch per block or two)."""
+    cut = rjieba_cut(True)
+    texts = ["我来到北京清华大学，天气很好。", "T恤和B超 Python3.11写的", "清华大学", "",
+             "贾母凤姐说：今天天气很好！" * 3]
+    monkeypatch.setattr(segmenters, "JIEBA_BATCH_CHARS", 7)
+    assert build_segmenter("jieba").apply(texts) == [hf_words(cut(t)) for t in texts]

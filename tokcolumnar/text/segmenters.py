@@ -174,22 +174,22 @@ class JiebaSplit(Segmenter):
         is_block = chunks.str.contains(f"^{JIEBA_BLOCK}")
         idx = pl.int_range(len(chunks), dtype=pl.UInt32, eager=True)
         # a single character outside the block class is one word already
-        singles = pl.DataFrame({"idx": idx.filter(~is_block), "k": pl.Series([0] * int(
-            (~is_block).sum()), dtype=pl.UInt32), "word": chunks.filter(~is_block)})
-        blocks = chunks.filter(is_block).to_list()
+        n_singles = len(chunks) - int(is_block.sum())
+        singles = pl.DataFrame({"idx": idx.filter(~is_block),
+                                "k": pl.repeat(0, n_singles, dtype=pl.UInt32, eager=True),
+                                "word": chunks.filter(~is_block)})
+        blocks = chunks.filter(is_block)
         block_idx = idx.filter(is_block)
+        # one rjieba call per ~1 MiB of blocks joined by "\n" (a cut of its own): a call per
+        # block would cost more in Python <-> Rust round trips than the segmentation
+        batch = ((blocks.str.len_chars() + 1).cum_sum() - 1) // JIEBA_BATCH_CHARS
         hmm = self.cjk_split == "words"
         parts = [singles]
         start = 0
-        while start < len(blocks):
-            # one rjieba call per ~1 MiB: a call per block would cost more in Python <-> Rust
-            # round trips than the segmentation; "\n" between blocks is a cut of its own
-            end, size = start, 0
-            while end < len(blocks) and (size < JIEBA_BATCH_CHARS or end == start):
-                size += len(blocks[end]) + 1
-                end += 1
-            toks = pl.Series("word", self._cut("\n".join(blocks[start:end]), hmm),
-                             dtype=pl.String).to_frame()
+        for size in batch.unique_counts().to_list():
+            end = start + size
+            toks = pl.Series("word", self._cut("\n".join(blocks.slice(start, size).to_list()),
+                                               hmm), dtype=pl.String).to_frame()
             # b = which block of the batch a token belongs to (the number of "\n" before it)
             part = (toks.with_columns((pl.col("word") == "\n").cum_sum().cast(pl.UInt32)
                                       .alias("b"))
