@@ -256,7 +256,8 @@ def test_word_presets_encode_as_hf_on_presegmented_text(preset, rel, tmp_path):
     want = hf.encode_batch([" ".join(cut(hf.normalizer.normalize_str(t))) for t in lines])
     got = Tokenizer.from_dir(out).encode_batch(lines)
     assert got[0].tokens[0] == "[CLS]"
-    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a.ids != b.ids]
+    bad = [i for i, (a, b) in enumerate(zip(got, want))
+           if a.ids != b.ids or a.word_ids != b.word_ids]
     assert len(got) == len(want) and not bad, f"line {bad[:1]} differs"
     # words, not characters: some tokens hold two or more CJK characters
     assert any(len(t) > 1 and "\u4e00" <= t[0] <= "\u9fff" for t in hf.get_vocab())
