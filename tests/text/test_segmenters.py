@@ -94,7 +94,8 @@ CASES = [("jieba", "small/zh_hongloumeng_300k.txt", "words"),
          ("jieba", "medium/zh.txt", "chars"),
          ("mecab", "small/ja_wagahai_300k.txt", "words"),
          ("mecab", "small/ja_wagahai_300k.txt", "chars"),
-         ("mecab", "medium/ja.txt", "words")]
+         ("mecab", "medium/ja.txt", "words"),
+         ("mecab", "medium/ja.txt", "chars")]
 TIERED = tiered(CASES, lambda c: c[1].startswith("small/"), multi=True)
 
 
