@@ -39,9 +39,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
                    force=args.force, config=cfg)
     if not args.quiet:
+        segmenter = result.timings.get("count_segmenter")  # jieba / mecab's share
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "
               f"({result.merges.height:,} merges) from {result.words.height:,} distinct words "
-              f"in {time.perf_counter() - t0:.2f}s -> {args.out}", file=sys.stderr)
+              f"in {time.perf_counter() - t0:.2f}s"
+              + (f" ({cfg.pre_tokenizer} {segmenter:.2f}s)" if segmenter is not None else "")
+              + f" -> {args.out}", file=sys.stderr)
     return 0
 
 
