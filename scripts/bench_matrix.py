@@ -11,7 +11,10 @@ their ratios (ours / HF), our stage split and whether the merges are identical.
 Modes: `whitespace` (HF `Whitespace` + `BpeTrainer`), `gpt2` (our `--preset gpt2`; HF
 ByteLevel(add_prefix_space=False) + the 256-byte alphabet + `<|endoftext|>`), `bert` (our
 `--preset bert`, likelihood WordPiece, against HF `WordPieceTrainer` with BertNormalizer +
-BertPreTokenizer: the trainer BERT users run; merges are not comparable there). Files are
+BertPreTokenizer: the trainer BERT users run; merges are not comparable there), `jieba` /
+`mecab` (our `--pre-tokenizer jieba|mecab` on the raw file; HF `WhitespaceSplit` + `BpeTrainer`
+on the file pre-segmented by the reference segmenter, rjieba / MeCab, whose own time to cut
+every line once is the column "segmenter alone"; needs tokcolumnar[zh] / [ja]). Files are
 looked up under `$TOKCOLUMNAR_CORPORA` (default ../shared/corpora). `--markdown` prints the
 table as Markdown (for the README).
 """
@@ -47,6 +50,10 @@ elif mode == "bert":
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tr = trainers.WordPieceTrainer(vocab_size=vocab_size, show_progress=False,
                                    special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+elif mode in ("jieba", "mecab"):  # the inputs are pre-segmented: words joined by spaces
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False)
 else:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -55,8 +62,28 @@ tok.train(inputs, tr)
 tok.save(out)
 """
 
+# the reference segmenter cutting every line once (line ending and a "\r" before it left out,
+# as our segmenters do), words joined by spaces: one output line per input line
+SEGMENT_SCRIPT = r"""
+import os, sys
+mode, src, dst = sys.argv[1:4]
+if mode == "jieba":
+    import rjieba
+    cut = lambda s: " ".join(rjieba.cut(s))
+else:
+    import fugashi, unidic_lite
+    d = unidic_lite.DICDIR
+    rc = os.path.join(d, "mecabrc")
+    cut = fugashi.GenericTagger(f'-r "{rc}" -d "{d}" -Owakati').parse
+with open(src, "rb") as f, open(dst, "w", encoding="utf-8") as g:
+    for raw in f:
+        g.write(cut(raw.decode("utf-8").rstrip("\n").removesuffix("\r")) + "\n")
+"""
+
 OUR_ARGS = {"whitespace": ["--pre-tokenizer", "whitespace"], "gpt2": ["--preset", "gpt2"],
-            "bert": ["--preset", "bert"]}
+            "bert": ["--preset", "bert"], "jieba": ["--pre-tokenizer", "jieba"],
+            "mecab": ["--pre-tokenizer", "mecab"]}
+SEGMENTERS = ("jieba", "mecab")
 STAGES = ("count", "initial", "merge", "tables", "export")
 
 
@@ -64,8 +91,8 @@ def corpora_dir() -> Path:
     return Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
 
 
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
+def run(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one child process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -73,7 +100,7 @@ def run(cmd: list[str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if status != 0:
         sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def hf_inputs(path: Path) -> list[str]:
@@ -88,9 +115,15 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
     ours_dir, hf_json = tmp / "ours", tmp / "hf.json"
     ours = [sys.executable, "-m", "tokcolumnar", "train", str(path), "--out", str(ours_dir),
             "--vocab-size", str(vocab), "--quiet", "--force", *OUR_ARGS[mode]]
-    hf = [sys.executable, "-c", HF_SCRIPT, json.dumps(hf_inputs(path)), str(vocab), mode,
-          str(hf_json)]
-    res: dict[str, list[tuple[float, float]]] = {"ours": [], "hf": []}
+    hf_in = hf_inputs(path)
+    cut_s = cut_cpu = None
+    if mode in SEGMENTERS:  # HF trains on the text the reference segmenter cut
+        cuts = [run([sys.executable, "-c", SEGMENT_SCRIPT, mode, f, str(tmp / f"seg{i}.txt")])
+                for i, f in enumerate(hf_in)]
+        cut_s, cut_cpu = sum(c[0] for c in cuts), sum(c[2] for c in cuts)
+        hf_in = [str(tmp / f"seg{i}.txt") for i in range(len(hf_in))]
+    hf = [sys.executable, "-c", HF_SCRIPT, json.dumps(hf_in), str(vocab), mode, str(hf_json)]
+    res: dict[str, list[tuple[float, float, float]]] = {"ours": [], "hf": []}
     stages: list[dict[str, float]] = []
     for r in range(rounds):
         for name in (("ours", "hf") if r % 2 == 0 else ("hf", "ours")):  # alternate the order
@@ -103,27 +136,36 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
     if mode != "bert":
         ours_merges = json.loads((ours_dir / "tokenizer.json").read_text())["model"]["merges"]
         same = ours_merges == json.loads(hf_json.read_text())["model"]["merges"]
-    split = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in STAGES}
+    split = {k: statistics.median(s.get(k, 0.0) for s in stages)
+             for k in (*STAGES, "count_segmenter")}
+    cpu = {n: statistics.median(x[2] for x in v) for n, v in res.items()}
     row = {"corpus": label, "mode": mode, "vocab": vocab, "hf_s": med["hf"][0],
            "hf_mib": med["hf"][1], "ours_s": med["ours"][0], "ours_mib": med["ours"][1],
            "wall": med["ours"][0] / med["hf"][0], "rss": med["ours"][1] / med["hf"][1],
-           "stages": split, "identical": same}
+           "stages": split, "identical": same, "segmenter_alone_s": cut_s,
+           "segmenter_alone_cpu_s": cut_cpu, "ours_cpu_s": cpu["ours"], "hf_cpu_s": cpu["hf"]}
     print(f"{label:<34} {mode:<10} hf {row['hf_s']:7.2f}s {row['hf_mib']:6.0f}M  ours "
           f"{row['ours_s']:7.2f}s {row['ours_mib']:6.0f}M  wall {row['wall']:5.2f}x  rss "
-          f"{row['rss']:5.2f}x  merges identical: {same}", flush=True)
+          f"{row['rss']:5.2f}x  merges identical: {same}"
+          + (f"  segmenter alone {cut_s:.2f}s (cpu {cut_cpu:.2f}s); ours cpu "
+             f"{cpu['ours']:.2f}s, of which segmenter {split['count_segmenter']:.2f}s wall; "
+             f"hf cpu {cpu['hf']:.2f}s" if cut_s is not None else ""), flush=True)
     return row
 
 
 def table(rows: list[dict], markdown: bool) -> str:
     head = ["corpus", "mode", "HF", "tokcolumnar", "wall", "peak RSS",
-            "count / initial / merge / tables / export (s)", "merges = HF"]
+            "count / initial / merge / tables / export (s)", "merges = HF", "segmenter alone"]
     lines = []
     for r in rows:
         st = " / ".join(f"{r['stages'][k]:.2f}" for k in STAGES)
         same = "—" if r["identical"] is None else ("yes" if r["identical"] else "**NO**")
         lines.append([r["corpus"], r["mode"], f"{r['hf_s']:.2f} s, {r['hf_mib']:.0f} MiB",
                       f"{r['ours_s']:.2f} s, {r['ours_mib']:.0f} MiB", f"{r['wall']:.2f}x",
-                      f"{r['rss']:.2f}x", st, same])
+                      f"{r['rss']:.2f}x", st, same,
+                      "—" if r.get("segmenter_alone_s") is None
+                      else f"{r['segmenter_alone_s']:.2f} s (ours: "
+                      f"{r['stages']['count_segmenter']:.2f} s in count)"])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(x) + " |" for x in lines]

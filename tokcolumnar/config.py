@@ -20,8 +20,9 @@ from typing import Any
 from .corpus.sources import FORMATS
 from .errors import TokcolumnarTypeError, TokcolumnarValueError
 from .presets import PRESETS, apply_preset, flag
-from .text.normalizers import NORMALIZER_NAMES, Normalizer, build_normalizer
+from .text.normalizers import NORMALIZER_NAMES, BertNormalizer, Normalizer, build_normalizer
 from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretokenizer
+from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
 MODELS = ("bpe", "wordpiece")
@@ -40,7 +41,8 @@ DEFAULTS: dict[str, Any] = {
 INT_MINIMUM = {"vocab_size": 1, "min_frequency": 0, "limit_alphabet": 1, "max_token_length": 1,
                "max_merges": 0, "max_word_chars": 1}
 CHOICES: dict[str, tuple[str, ...]] = {
-    "model": MODELS, "pre_tokenizer": PRETOKENIZER_NAMES, "normalizer": NORMALIZER_NAMES,
+    "model": MODELS, "pre_tokenizer": PRETOKENIZER_NAMES + SEGMENTER_NAMES,
+    "normalizer": NORMALIZER_NAMES, "cjk_split": CJK_SPLITS,
     "tie_break": TIE_BREAKS, "preset": PRESETS, "engine": ENGINES, "format": FORMATS,
     "wordpiece_scoring": WORDPIECE_SCORINGS,
 }
@@ -82,6 +84,8 @@ class TrainConfig:
     min_score: float | None = None
     wordpiece_scoring: str | None = None
     show_progress: bool | None = None
+    # jieba / mecab: what becomes of text the dictionary does not know
+    cjk_split: str | None = None
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -90,15 +94,22 @@ class TrainConfig:
             if getattr(self, name) is None:
                 setattr(self, name, list(value) if isinstance(value, list) else value)
         apply_model_rules(self)
+        apply_segmenter_rules(self)
         check_values(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def text_components(self) -> tuple[Normalizer | None, PreTokenizer]:
-        """The normalizer (None for `none`) and the pre-tokenizer these settings name."""
-        return (build_normalizer(self.normalizer, self.lowercase),
-                build_pretokenizer(self.pre_tokenizer))
+        """The normalizer (None for `none`) and the pre-tokenizer these settings name. Before
+        a segmenter, `bert` is BERT's normalizer without the spaces around CJK ideographs (which
+        would cut the text into characters before the segmenter sees it)."""
+        normalizer = build_normalizer(self.normalizer, self.lowercase)
+        if self.pre_tokenizer not in SEGMENTER_NAMES:
+            return normalizer, build_pretokenizer(self.pre_tokenizer)
+        if isinstance(normalizer, BertNormalizer):
+            normalizer = dataclasses.replace(normalizer, handle_chinese_chars=False)
+        return normalizer, build_segmenter(self.pre_tokenizer, self.cjk_split)
 
 
 def _is_int(value: Any) -> bool:
@@ -180,6 +191,23 @@ def apply_model_rules(cfg: TrainConfig) -> None:
         for name in WORDPIECE_ONLY:
             if getattr(cfg, name) is not None:
                 raise TokcolumnarValueError(f"{flag(name)} applies to --model wordpiece only")
+
+
+def apply_segmenter_rules(cfg: TrainConfig) -> None:
+    """--cjk-split belongs to the segmenters (default words); the DuckDB engine cannot run
+    them (they are Python libraries, and segmenting between SQL stages would be the Polars
+    engine's count under another name)."""
+    if cfg.pre_tokenizer not in SEGMENTER_NAMES:
+        if cfg.cjk_split is not None:
+            raise TokcolumnarValueError(f"--cjk-split applies to --pre-tokenizer "
+                                        f"{'|'.join(SEGMENTER_NAMES)} only")
+        return
+    if cfg.cjk_split is None:
+        cfg.cjk_split = "words"
+    if cfg.engine == "duckdb":
+        raise TokcolumnarValueError(f"--pre-tokenizer {cfg.pre_tokenizer} runs a Python "
+                                    "segmenter, which the DuckDB engine cannot: use --engine "
+                                    "polars")
 
 
 def check_values(cfg: TrainConfig) -> None:

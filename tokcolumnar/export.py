@@ -25,8 +25,11 @@ from .models.base import Model
 from .models.bpe import BPEModel
 from .models.wordpiece import WordPieceModel
 from .outputs import output_dir, write_parquet
+from .presets import BERT_PRESETS
 from .text.decoders import BPEDecoder, ByteLevelDecoder, Decoder, WordPieceDecoder
 from .text.postprocessors import bert_template
+from .text.pretokenizers import PreTokenizer
+from .text.segmenters import Segmenter
 from .tokenizer import AddedToken, Tokenizer
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
@@ -68,7 +71,7 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
         elif cfg.end_of_word_suffix:
             decoder = BPEDecoder(suffix=cfg.end_of_word_suffix)
     post = None
-    if cfg.model == "wordpiece" and cfg.preset == "bert":
+    if cfg.model == "wordpiece" and cfg.preset in BERT_PRESETS:
         post = bert_template(ids)
     specials = vocab.filter(pl.col("kind") == "special")
     added = [AddedToken(t, int(i)) for i, t in zip(specials.get_column("id").to_list(),
@@ -132,13 +135,16 @@ def fingerprint(path: str) -> dict[str, Any]:
             "head_tail_blake2b": h.hexdigest()}
 
 
-def versions() -> dict[str, str]:
+def versions(pretokenizer: PreTokenizer | None = None) -> dict[str, str]:
+    """The versions of the packages a run used (a segmenter's libraries too)."""
     out = {}
     for pkg in ("tokcolumnar", "polars", "pyarrow", "numpy", "duckdb"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
+    if isinstance(pretokenizer, Segmenter):
+        out.update(pretokenizer.versions())
     return out
 
 
@@ -178,7 +184,7 @@ def write_outputs(result: TrainResult, directory: Path) -> None:
         _write_text(directory / "vocab.txt", "".join(t + "\n" for t, _ in tokens))
     run = {
         "tool": "tokcolumnar", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "settings": cfg.to_dict(), "versions": versions(),
+        "settings": cfg.to_dict(), "versions": versions(tokenizer.pre_tokenizer),
         "timings_s": {k: round(v, 4) for k, v in result.timings.items()},
         "inputs": input_fingerprints(result.inputs, cfg.format),
         "stats": {"words": result.words.height,

@@ -1,4 +1,5 @@
-"""The presets: the reference configurations `--preset gpt2|bert|subword-nmt` stand for
+"""The presets: the reference configurations `--preset gpt2|bert|subword-nmt` (and the word
+segmenting BERTs `bert-zh-wwm`, `bert-ja`) stand for
 (docs/architecture.md, "Presets"). A preset *fixes* some options — a different value given by
 the user is refused, naming both — and gives *defaults* to others, which the user may
 replace."""
@@ -45,7 +46,23 @@ PRESET_RULES: dict[str, Preset] = {
                "lowercase": False, "end_of_word_suffix": "</w>", "end_of_word_token": None,
                "continuing_subword_prefix": None, "tie_break": "lexical-max"},
         defaults={"min_frequency": 2}),
+    # a Chinese word vocabulary (WoBERT / RoFormer style): jieba words with the HMM off, BERT's
+    # normalizer without the spaces around ideographs (config.text_components), WordPiece
+    "bert-zh-wwm": Preset(
+        fixed={"model": "wordpiece", "pre_tokenizer": "jieba", "normalizer": "bert"},
+        defaults={"cjk_split": "chars", "lowercase": True, "continuing_subword_prefix": "##",
+                  "special_tokens": BERT_SPECIAL_TOKENS, "unk_token": "[UNK]"}),
+    # cl-tohoku / tohoku-nlp bert-base-japanese-v3: MeCab + unidic-lite, NFKC, cased, WordPiece
+    # 32,768 with at most 7,012 characters
+    "bert-ja": Preset(
+        fixed={"model": "wordpiece", "pre_tokenizer": "mecab", "normalizer": "nfkc",
+               "lowercase": False},
+        defaults={"cjk_split": "words", "vocab_size": 32768, "limit_alphabet": 7012,
+                  "continuing_subword_prefix": "##", "special_tokens": BERT_SPECIAL_TOKENS,
+                  "unk_token": "[UNK]"}),
 }
+# the presets with BERT's [CLS] ... [SEP] template
+BERT_PRESETS = ("bert", "bert-zh-wwm", "bert-ja")
 PRESETS = tuple(PRESET_RULES)
 
 def flag(name: str) -> str:
@@ -94,9 +111,9 @@ def apply_preset(cfg: TrainConfig, default_vocab_size: int) -> None:
     if cfg.preset == "subword-nmt" and cfg.max_merges is None:
         cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else default_vocab_size
         cfg.vocab_size = 1 << 40
-    if cfg.preset == "bert":
+    if cfg.preset in BERT_PRESETS:
         missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
         if missing:
             raise TokcolumnarValueError(
-                f"--preset bert needs {', '.join(missing)} among --special-tokens (the "
+                f"--preset {cfg.preset} needs {', '.join(missing)} among --special-tokens (the "
                 "[CLS] ... [SEP] template and the unknown token)")

@@ -32,6 +32,7 @@ from .text.pretokenizers import (
     WholeSequence,
     pretokenizer_from_hf,
 )
+from .text.segmenters import SEGMENTER_NAMES, build_segmenter
 
 
 @dataclass
@@ -141,7 +142,8 @@ class Tokenizer:
         """Build from a parsed `tokenizer.json`. Each component checks its own fields
         (`from_hf`); here, what involves several: the added tokens' ids against the vocabulary,
         and a BPE model with no merges although its vocabulary has tokens only merges make.
-        `extras`: a training run's settings (end-of-word token, subword-nmt splitting)."""
+        `extras`: a training run's settings (end-of-word token, subword-nmt splitting, the
+        jieba / MeCab segmenter)."""
         root = HFObject(d, "top level")
         model = model_from_hf(root.obj("model"))
         extras = extras or {}
@@ -153,6 +155,8 @@ class Tokenizer:
         pre = pretokenizer_from_hf(root.obj("pre_tokenizer", None, nullable=True))
         if extras.get("pre_tokenizer") == "subword-nmt":  # no exact HF equivalent
             pre = SubwordNmtSplit()
+        elif extras.get("pre_tokenizer") in SEGMENTER_NAMES:  # tokenizer.json: WhitespaceSplit
+            pre = build_segmenter(extras["pre_tokenizer"], extras.get("cjk_split"))
         normalizer = normalizer_from_hf(root.obj("normalizer", None, nullable=True))
         if isinstance(model, BPEModel) and not model.merges:
             made_otherwise = {t.content for t in added} | {model.unk_token,
@@ -379,6 +383,6 @@ def run_settings(path: Path) -> dict[str, Any]:
         return {}
     run = HFObject(read_json(path, "run.json"), f"{path}")
     settings = HFObject(run.obj("settings"), f"{path}: settings")
-    for name in ("end_of_word_token", "pre_tokenizer"):
+    for name in ("end_of_word_token", "pre_tokenizer", "cjk_split"):
         settings.str(name, None, nullable=True)
     return settings.d

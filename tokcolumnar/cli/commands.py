@@ -17,7 +17,7 @@ OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_t
                 "normalizer", "lowercase", "end_of_word_suffix", "end_of_word_token",
                 "continuing_subword_prefix", "limit_alphabet", "max_token_length", "tie_break",
                 "preset", "engine", "max_merges", "min_score", "wordpiece_scoring",
-                "unk_token", "max_word_chars", "format", "column"]
+                "unk_token", "max_word_chars", "format", "column", "cjk_split"]
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -39,9 +39,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
                    force=args.force, config=cfg)
     if not args.quiet:
+        segmenter = result.timings.get("count_segmenter")  # jieba / mecab's share
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "
               f"({result.merges.height:,} merges) from {result.words.height:,} distinct words "
-              f"in {time.perf_counter() - t0:.2f}s -> {args.out}", file=sys.stderr)
+              f"in {time.perf_counter() - t0:.2f}s"
+              + (f" ({cfg.pre_tokenizer} {segmenter:.2f}s)" if segmenter is not None else "")
+              + f" -> {args.out}", file=sys.stderr)
     return 0
 
 
@@ -59,7 +62,8 @@ def cmd_count(args: argparse.Namespace) -> int:
 def cmd_encode(args: argparse.Namespace) -> int:
     rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
-                        force=args.force, progress=None if not args.quiet else False)
+                        force=args.force, progress=None if not args.quiet else False,
+                        word_ids=args.word_ids)
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0

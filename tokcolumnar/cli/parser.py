@@ -13,6 +13,7 @@ from ..duckdb import QUERY_FORMATS, ready_queries
 from ..presets import PRESETS
 from ..text.normalizers import NORMALIZER_NAMES
 from ..text.pretokenizers import PRETOKENIZER_NAMES
+from ..text.segmenters import CJK_SPLITS, SEGMENTER_NAMES
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -36,7 +37,8 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-frequency", type=int, default=None)
     g.add_argument("--special-tokens", type=_csv_list, default=None, metavar="A,B,...")
     g.add_argument("--pre-tokenizer", default=None,
-                   help=f"{', '.join(PRETOKENIZER_NAMES)} (default whitespace)")
+                   help=f"{', '.join(PRETOKENIZER_NAMES + SEGMENTER_NAMES)} (default "
+                   "whitespace; jieba needs tokcolumnar[zh], mecab tokcolumnar[ja])")
     g.add_argument("--normalizer", default=None,
                    help=f"{', '.join(NORMALIZER_NAMES)} (default none)")
     g.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
@@ -57,6 +59,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-score", type=float, default=None)
     g.add_argument("--wordpiece-scoring", choices=WORDPIECE_SCORINGS, default=None)
     g.add_argument("--unk-token", default=None)
+    g.add_argument("--cjk-split", choices=CJK_SPLITS, default=None,
+                   help="jieba/mecab: text the dictionary does not know stays in the words the "
+                   "segmenter guesses (words, default) or becomes characters (chars)")
     g.add_argument("--max-word-chars", type=int, default=None,
                    help="refuse pre-tokens longer than this (default 1,000,000)")
 
@@ -110,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
+    e.add_argument("--word-ids", action="store_true",
+                   help="add a word_ids column: each token's word index (null for special "
+                   "tokens), e.g. for whole-word masking")
     add_input_options(e)
     e.set_defaults(command_name="encode")
 

@@ -5,14 +5,16 @@ counts are folded into a running table, so memory holds one chunk plus the disti
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
 import polars as pl
 
 from ..errors import TokcolumnarError, word_too_long
-from ..progress import Progress
+from ..progress import Progress, StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
+from ..text.segmenters import Segmenter
 
 
 def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
@@ -37,7 +39,10 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
 
 def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer) -> pl.DataFrame:
     """Apply the pre-tokenizer's per-word mapping to the distinct pieces, folding any pieces
-    that map to the same word."""
+    that map to the same word. A segmenter's pieces are chunks: each distinct chunk is
+    segmented once, over the whole corpus, and its words take its count."""
+    if isinstance(pretokenizer, Segmenter):
+        return pretokenizer.segment_table(words)
     mapped = words.with_columns(pretokenizer.word_expr(pl.col("word")).alias("word"))
     if mapped.get_column("word").n_unique() == mapped.height:
         return mapped
@@ -60,9 +65,10 @@ def merge_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
 
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                  pretokenizer: PreTokenizer, first_seen: bool = False,
-                 max_word_chars: int | None = None, progress: bool | None = None
-                 ) -> pl.DataFrame:
-    """Build the `words` table, sorted by first appearance when tracked, else by word."""
+                 max_word_chars: int | None = None, progress: bool | None = None,
+                 timer: StageTimer | None = None) -> pl.DataFrame:
+    """Build the `words` table, sorted by first appearance when tracked, else by word. A
+    segmenter's time goes to `timer`'s stage `count_segmenter` (a part of `count`)."""
     parts: list[pl.DataFrame] = []
     total = 0
     rows = 0
@@ -79,7 +85,10 @@ def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     bar.close(total)
     if not parts:
         raise TokcolumnarError(NO_WORDS)
-    words = map_words(merge_counts(parts), pretokenizer)
+    merged = merge_counts(parts)
+    segmenting = timer is not None and isinstance(pretokenizer, Segmenter)
+    with timer.stage("count_segmenter") if segmenting else contextlib.nullcontext():
+        words = map_words(merged, pretokenizer)
     words = words.filter(pl.col("word").str.len_bytes() > 0)
     check_words(words.height, words.select(pl.col("word").str.len_chars().max()).item(),
                 max_word_chars)

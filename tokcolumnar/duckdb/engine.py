@@ -35,9 +35,10 @@ def scripts() -> Iterator[Scripts]:
 class DuckDBEngine:
     name = "duckdb"
 
-    def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
+    def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
+              ) -> pl.DataFrame:
         """Stages 2-3: the `words` table (word, count, first_seen), identical to the Polars
-        engine's."""
+        engine's (no sub-stage is timed: `timer` is unused)."""
         with scripts() as sql:
             count_into(sql, inputs, cfg)
             return counted_words(sql)

@@ -20,10 +20,12 @@ from ..tokenizer import Tokenizer
 
 def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,
                  fmt: str | None = None, column: str = "text", keep_newlines: bool = False,
-                 force: bool = False, progress: bool | None = None) -> int:
+                 force: bool = False, progress: bool | None = None,
+                 word_ids: bool = False) -> int:
     """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
     rows written. `tokenizer` is a Tokenizer or the path of a training directory or
-    tokenizer.json (loaded after the output is checked)."""
+    tokenizer.json (loaded after the output is checked). `word_ids` adds the column of each
+    token's word index (null for special tokens), e.g. for whole-word masking."""
     guarded: list[Any] = list(inputs)
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
@@ -38,7 +40,10 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
                 texts = texts.fill_null("")
                 enc = tok.encode_ids(texts)
-                table = pl.DataFrame({column: texts, "ids": enc.get_column("ids")}).with_columns(
+                cols = {column: texts, "ids": enc.get_column("ids")}
+                if word_ids:
+                    cols["word_ids"] = enc.get_column("word_ids")
+                table = pl.DataFrame(cols).with_columns(
                     pl.col("ids").list.len().cast(pl.UInt32).alias("n_tokens")).to_arrow()
                 if writer is None:
                     schema = table.schema.with_metadata(

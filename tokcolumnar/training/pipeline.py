@@ -36,7 +36,8 @@ class Engine(Protocol):
 
     name: str
 
-    def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame: ...
+    def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
+              ) -> pl.DataFrame: ...
 
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer
               ) -> TrainTables: ...
@@ -142,7 +143,7 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig) -> TrainResult:
         elif from_counts is not None:
             words = load_counts(str(from_counts))
         else:
-            words = engine.count(inputs, cfg)
+            words = engine.count(inputs, cfg, timer)
     tables = engine.train(words, cfg, timer)
     normalizer, pretokenizer = cfg.text_components()
     return TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer, pretokenizer,

@@ -21,13 +21,16 @@ from .wordpiece import LikelihoodTrainer, WordPieceSettings
 class PolarsEngine:
     name = "polars"
 
-    def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
-        """The `words` table (word, count, first_seen) of the inputs."""
+    def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
+              ) -> pl.DataFrame:
+        """The `words` table (word, count, first_seen) of the inputs (`timer`: the segmenter's
+        share of the count, for `--pre-tokenizer jieba|mecab`)."""
         normalizer, pretokenizer = cfg.text_components()
         chunks = iter_sequences(inputs, fmt=cfg.format, column=cfg.column,
                                 pretokenizer=pretokenizer, max_word_chars=cfg.max_word_chars)
         return count_chunks(chunks, normalizer, pretokenizer, first_seen=True,
-                            max_word_chars=cfg.max_word_chars, progress=cfg.show_progress)
+                            max_word_chars=cfg.max_word_chars, progress=cfg.show_progress,
+                            timer=timer)
 
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
         """Initial symbols, the merge loop of the model, and the result tables."""
