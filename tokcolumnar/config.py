@@ -25,7 +25,7 @@ from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretoken
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
 MODELS = ("bpe", "wordpiece")
-ENGINES = ("polars", "duckdb")
+ENGINES = ("polars", "duckdb", "ray")
 WORDPIECE_SCORINGS = ("likelihood", "frequency")
 
 

@@ -123,13 +123,21 @@ def _row_group_parts(src: Source, unit_bytes: int) -> list[Source]:
 
 
 def count_unit(unit: Unit, cfg: TrainConfig) -> pl.DataFrame:
-    """The unit's partial table: (word, count, key = unit << 40 | local first position) per
-    word, and the sentinel (null, number of pre-tokens, unit << 40). The chunks are counted
-    and folded as the single-machine count does (`corpus.counting`), positions from 0."""
+    """The unit's partial table (`partial_table`), read as the single-machine count reads."""
+    _, pretokenizer = cfg.text_components()
+    chunks = iter_source(unit.source, cfg.column, pretokenizer, cfg.max_word_chars)
+    return partial_table(chunks, cfg, unit.index)
+
+
+def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int) -> pl.DataFrame:
+    """The partial table of the sequences of unit number `unit`: (word, count, key = unit << 40
+    | local first position) per word, and the sentinel (null, number of pre-tokens,
+    unit << 40). The chunks are counted and folded as the single-machine count does
+    (`corpus.counting`), positions from 0."""
     normalizer, pretokenizer = cfg.text_components()
     parts: list[pl.DataFrame] = []
     total = 0
-    for texts in iter_source(unit.source, cfg.column, pretokenizer, cfg.max_word_chars):
+    for texts in chunks:
         # local positions: `total` pre-tokens of the unit come before this chunk
         part, n = count_chunk(texts, normalizer, pretokenizer, total)
         total += n
@@ -138,7 +146,7 @@ def count_unit(unit: Unit, cfg: TrainConfig) -> pl.DataFrame:
         # fold every 8 chunks: memory holds a few chunks' tables plus the unit's words
         if len(parts) >= 8:
             parts = [merge_counts(parts)]
-    base = unit.index << UNIT_SHIFT
+    base = unit << UNIT_SHIFT
     sentinel = pl.DataFrame({"word": [None], "count": [total], "key": [base]},
                             schema=PARTIAL_SCHEMA)
     if not parts:
