@@ -25,7 +25,7 @@ from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretoken
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
 MODELS = ("bpe", "wordpiece")
-ENGINES = ("polars", "duckdb", "ray")
+ENGINES = ("polars", "duckdb", "ray", "spark")
 WORDPIECE_SCORINGS = ("likelihood", "frequency")
 
 

@@ -39,8 +39,8 @@ from .units import (
     count_unit,
     finish_count,
     partial_table,
-    plan_units,
     sum_partials,
+    worker_units,
 )
 
 RAY_MISSING = "needs Ray: pip install 'tokcolumnar[ray]'"
@@ -147,23 +147,6 @@ def cluster_cpus(ray: Any) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-def file_units(inputs: Any, fmt: str | None, unit_bytes: int) -> list[Unit]:
-    """The units of file inputs; pipes and standard input cannot be read by workers."""
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    if not isinstance(inputs, (list, tuple)) or not all(
-            isinstance(x, (str, os.PathLike)) for x in inputs):
-        raise TokcolumnarError(f"--engine ray reads files (paths, directories, globs) or a "
-                               f"ray.data.Dataset, not {type(inputs).__name__}")
-    units = plan_units(inputs, fmt, unit_bytes)
-    for unit in units:
-        if unit.source.kind != "file":
-            raise TokcolumnarError(f"--engine ray reads files: {unit.source.label} is "
-                                   f"{'a pipe' if unit.source.kind == 'pipe' else 'a stream'} "
-                                   "its workers cannot read")
-    return units
-
-
 # -- counting ------------------------------------------------------------------------------------
 
 def _with_partition(partial: pl.DataFrame, parts: int) -> pa.Table:
@@ -224,7 +207,7 @@ def count_words_ray(inputs: Any, cfg: TrainConfig, unit_bytes: int = UNIT_BYTES
     import_ray()  # before any work: a missing Ray is the first thing to say
     if is_ray_dataset(inputs):
         return _count_dataset(inputs, cfg)
-    units = file_units(inputs, cfg.format, unit_bytes)
+    units = worker_units(inputs, cfg.format, unit_bytes, "ray")
     with ray_session(progress=cfg.show_progress) as ray:
         parts = 2 * cluster_cpus(ray)
         ds = ray.data.from_items([{"unit": u.index} for u in units],

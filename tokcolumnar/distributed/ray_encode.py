@@ -17,8 +17,8 @@ from ..encode.dataset import encode_table
 from ..errors import TokcolumnarError
 from ..outputs import PARQUET_MARKER, output_dir
 from ..tokenizer import Tokenizer
-from .ray import WORKER_ENV, cluster_cpus, file_units, import_ray, ray_session, share, shared
-from .units import UNIT_BYTES, Unit
+from .ray import WORKER_ENV, cluster_cpus, import_ray, ray_session, share, shared
+from .units import UNIT_BYTES, Unit, worker_units
 
 
 class _EncodeUnits:
@@ -69,7 +69,7 @@ def encode_files_ray(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str]
         guarded.append(tokenizer)
     with output_dir(out, inputs=guarded, force=force) as tmp:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
-        units = file_units(inputs, fmt, unit_bytes)
+        units = worker_units(inputs, fmt, unit_bytes, "ray")
         with ray_session(progress=progress) as ray:
             ds = ray.data.from_items([{"unit": u.index} for u in units],
                                      override_num_blocks=len(units))

@@ -69,6 +69,24 @@ def plan_units(inputs: Iterable[str | os.PathLike], fmt: str | None = None,
     return [Unit(i, src) for i, src in enumerate(parts)]
 
 
+def worker_units(inputs: Any, fmt: str | None, unit_bytes: int, engine: str) -> list[Unit]:
+    """The units of file inputs for `--engine ENGINE`'s workers, which read the files
+    themselves: data frames, iterators, pipes and standard input are refused."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if not isinstance(inputs, (list, tuple)) or not all(
+            isinstance(x, (str, os.PathLike)) for x in inputs):
+        raise TokcolumnarError(f"--engine {engine} reads files (paths, directories, globs) or "
+                               f"a {engine} dataset, not {type(inputs).__name__}")
+    units = plan_units(inputs, fmt, unit_bytes)
+    for unit in units:
+        if unit.source.kind != "file":
+            what = "a named pipe" if unit.source.kind == "pipe" else "a stream"
+            raise TokcolumnarError(f"--engine {engine} reads files: {unit.source.label} is "
+                                   f"{what} its workers cannot read")
+    return units
+
+
 def _byte_range_parts(src: Source, unit_bytes: int) -> list[Source]:
     """Line-aligned byte ranges of about `unit_bytes` of a text / JSONL file: each cut moves
     forward to the next line start (one seek and a short read per cut)."""

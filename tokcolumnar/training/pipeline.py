@@ -45,8 +45,10 @@ class Engine(Protocol):
 #: The module of each engine, imported when a run asks for it (DuckDB is not loaded otherwise).
 ENGINE_MODULES = {"polars": "tokcolumnar.training.polars_engine",
                   "duckdb": "tokcolumnar.duckdb.engine",
-                  "ray": "tokcolumnar.distributed.ray"}
-ENGINE_CLASSES = {"polars": "PolarsEngine", "duckdb": "DuckDBEngine", "ray": "RayEngine"}
+                  "ray": "tokcolumnar.distributed.ray",
+                  "spark": "tokcolumnar.distributed.spark"}
+ENGINE_CLASSES = {"polars": "PolarsEngine", "duckdb": "DuckDBEngine", "ray": "RayEngine",
+                  "spark": "SparkEngine"}
 
 
 def engine_for(name: str) -> Engine:
