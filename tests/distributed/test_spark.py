@@ -65,3 +65,23 @@ def test_count_and_train_on_spark_match_the_single_machine(spark_local, tmp_path
     with pytest.raises(TokcolumnarError) as spark:
         count_words([str(bad)], engine="spark")
     assert str(spark.value) == str(one.value)
+
+
+def test_encode_on_spark_writes_the_single_machine_rows(spark_local, tmp_path):
+    import polars as pl
+
+    from tokcolumnar.distributed.spark import encode_files_spark
+    from tokcolumnar.encode.dataset import encode_files
+
+    en = corpus("small/en_botchan.txt")
+    parquet = tmp_path / "en.parquet"
+    pq.write_table(pa.table({"text": en.read_text().splitlines()}), parquet,
+                   row_group_size=1000)
+    inputs = [str(en), str(parquet)]
+    tok = train([str(en)], vocab_size=500, pre_tokenizer="byte-level").tokenizer()
+    n = encode_files(tok, inputs, str(tmp_path / "one.parquet"), progress=False)
+    assert encode_files_spark(tok, inputs, str(tmp_path / "parts"), unit_bytes=50_000) == n
+    parts = sorted((tmp_path / "parts").glob("part-*.parquet"))
+    assert len(parts) > len(inputs)
+    assert pl.concat([pl.read_parquet(p) for p in parts]).equals(
+        pl.read_parquet(tmp_path / "one.parquet"))

@@ -10,6 +10,7 @@ import time
 
 from ..config import TrainConfig
 from ..distributed.ray_encode import encode_files_ray
+from ..distributed.spark import encode_files_spark
 from ..encode.dataset import encode_files
 from ..errors import TokcolumnarError
 from ..outputs import output_file, write_parquet
@@ -70,7 +71,8 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 def cmd_encode(args: argparse.Namespace) -> int:
     use_ray_address(args)
-    encode = encode_files_ray if args.engine == "ray" else encode_files
+    encode = {"ray": encode_files_ray, "spark": encode_files_spark}.get(args.engine,
+                                                                       encode_files)
     rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
                         force=args.force, progress=None if not args.quiet else False)

@@ -110,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
     add_input_options(e)
-    e.add_argument("--engine", choices=("polars", "ray"), default="polars",
-                   help="ray: encode on Ray; --out is then a directory of part files")
+    e.add_argument("--engine", choices=("polars", "ray", "spark"), default="polars",
+                   help="ray, spark: encode on Ray or Spark; --out is then a directory of "
+                        "part files")
     add_ray_options(e)
     e.set_defaults(command_name="encode")
 

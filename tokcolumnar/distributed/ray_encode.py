@@ -6,24 +6,18 @@ from __future__ import annotations
 
 import os
 import pickle
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..corpus.readers import iter_source
-from ..encode.dataset import encode_table
-from ..errors import TokcolumnarError
-from ..outputs import PARQUET_MARKER, output_dir
 from ..tokenizer import Tokenizer
+from .encode_units import encode_files_with, encode_unit
 from .ray import WORKER_ENV, cluster_cpus, import_ray, ray_session, share, shared
-from .units import UNIT_BYTES, Unit, worker_units
+from .units import UNIT_BYTES, Unit
 
 
 class _EncodeUnits:
-    """Ray actor: the tokenizer unpickled once; each call encodes units into
-    `part-<unit>.parquet` files of the output directory, as `encode_files` encodes."""
+    """Ray actor: the tokenizer unpickled once; each call encodes units (`encode_unit`)."""
 
     def __init__(self, tokenizer: list[Any], units: list[Any], out: str, column: str,
                  keep_newlines: bool) -> None:
@@ -32,44 +26,20 @@ class _EncodeUnits:
         self.out, self.column, self.keep_newlines = out, column, keep_newlines
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = []
-        for i in batch.column("unit").to_pylist():
-            rows.append(self._encode(self.units[i]))
+        rows = [encode_unit(self.tok, self.units[i], self.out, self.column, self.keep_newlines)
+                for i in batch.column("unit").to_pylist()]
         return pa.table({"unit": batch.column("unit"), "rows": pa.array(rows, pa.uint64())})
-
-    def _encode(self, unit: Unit) -> int:
-        writer, rows = None, 0
-        path = Path(self.out) / f"part-{unit.index:06d}.parquet"
-        try:
-            for texts in iter_source(unit.source, self.column):
-                table = encode_table(self.tok, texts, self.column, self.keep_newlines)
-                if writer is None:
-                    schema = table.schema.with_metadata(
-                        {PARQUET_MARKER: '{"kind": "encoded"}'})
-                    writer = pq.ParquetWriter(str(path), schema, compression="zstd")
-                writer.write_table(table)
-                rows += table.num_rows
-        finally:
-            if writer is not None:
-                writer.close()
-        return rows
 
 
 def encode_files_ray(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,
                      fmt: str | None = None, column: str = "text", keep_newlines: bool = False,
                      force: bool = False, progress: bool | None = None,
                      unit_bytes: int = UNIT_BYTES) -> int:
-    """`encode_files` on Ray: the output `out` is a directory of `part-NNNNNN.parquet` files,
-    one per unit with rows, which in name order hold `encode_files`' rows; returns the number of
-    rows. Workers write into the output directory, so on a cluster it must be on storage they
-    all see."""
+    """`encode_files` on Ray (`encode_files_with`): `out` is a directory of part files."""
     import_ray()  # before any work: a missing Ray is the first thing to say
-    guarded: list[Any] = list(inputs)
-    if not isinstance(tokenizer, Tokenizer):
-        guarded.append(tokenizer)
-    with output_dir(out, inputs=guarded, force=force) as tmp:
-        tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
-        units = worker_units(inputs, fmt, unit_bytes, "ray")
+
+    def run(tok: Tokenizer, units: list[Unit], tmp: str, column: str,
+            keep_newlines: bool) -> int:
         with ray_session(progress=progress) as ray:
             ds = ray.data.from_items([{"unit": u.index} for u in units],
                                      override_num_blocks=len(units))
@@ -79,12 +49,11 @@ def encode_files_ray(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str]
             done = ds.map_batches(
                 _EncodeUnits, batch_size=1, batch_format="pyarrow", compute=pool,
                 fn_constructor_kwargs={"tokenizer": share(ray, pickle.dumps(tok)),
-                                       "units": share(ray, units),
-                                       "out": str(tmp), "column": column,
-                                       "keep_newlines": keep_newlines},
+                                       "units": share(ray, units), "out": tmp,
+                                       "column": column, "keep_newlines": keep_newlines},
                 runtime_env={"env_vars": WORKER_ENV})
-            rows = sum(int(t.column("rows").to_numpy().sum())
+            return sum(int(t.column("rows").to_numpy().sum())
                        for t in ray.get(done.to_arrow_refs()))
-        if rows == 0:
-            raise TokcolumnarError("the input contains no rows to encode")
-    return rows
+
+    return encode_files_with(run, "ray", tokenizer, inputs, out, fmt, column, keep_newlines,
+                             force, unit_bytes)

@@ -1,5 +1,5 @@
-"""Counting on Spark (`--engine spark`, extra `tokcolumnar[spark]`); the only module that
-imports PySpark, when a run uses it.
+"""Counting and encoding on Spark (`--engine spark`, extra `tokcolumnar[spark]`); the only
+module that imports PySpark, when a run uses it.
 
 As on Ray (`distributed.ray`): the driver cuts the inputs into ordered units
 (`units.worker_units`); a Spark partition per unit reads and counts it with tokcolumnar's own
@@ -8,21 +8,29 @@ reader (`mapInArrow`, `units.count_unit`); Spark's JVM sums the partial tables
 (`units.finish_count`). The words table is the single-machine one, `first_seen` included. The
 merge loop runs on the driver (`PolarsEngine.train`).
 
+Encoding: a Spark partition per unit encodes it and writes `part-<unit>.parquet` itself
+(`encode_units`), so the output is the Ray engine's: the single-machine rows in name order, ids
+as list<uint32>.
+
 Spark has no unsigned types: counts and keys travel as `long` (int64: below 2**63)."""
 
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from ..config import TrainConfig
 from ..errors import TokcolumnarError
+from ..tokenizer import Tokenizer
 from ..training.polars_engine import PolarsEngine
+from .encode_units import encode_files_with, encode_unit
 from .units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count, worker_units
 
 SPARK_MISSING = "needs Spark: pip install 'tokcolumnar[spark]' (and Java 17 or later)"
@@ -129,3 +137,37 @@ class SparkEngine(PolarsEngine):
 
     def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
         return count_words_spark(inputs, cfg)
+
+
+def _encode_partitions(tokenizer: bytes, units: list[Unit], out: str, column: str,
+                       keep_newlines: bool) -> Callable[[Any], Iterator[Any]]:
+    """The `mapInArrow` function: each input row is a unit number, encoded into its file; one
+    row (unit, rows) out per unit."""
+    def encode(batches: Iterator[Any]) -> Iterator[Any]:
+        tok = pickle.loads(tokenizer)  # once per partition
+        for batch in batches:
+            index = batch.column(0).to_pylist()
+            rows = [encode_unit(tok, units[i], out, column, keep_newlines) for i in index]
+            yield pa.RecordBatch.from_pydict({"unit": pa.array(index, pa.int64()),
+                                              "rows": pa.array(rows, pa.int64())})
+    return encode
+
+
+def encode_files_spark(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,
+                       fmt: str | None = None, column: str = "text",
+                       keep_newlines: bool = False, force: bool = False,
+                       progress: bool | None = None, unit_bytes: int = UNIT_BYTES) -> int:
+    """`encode_files` on Spark (`encode_files_with`): `out` is a directory of part files."""
+    import_spark()  # before any work: a missing Spark is the first thing to say
+
+    def run(tok: Tokenizer, units: list[Unit], tmp: str, column: str,
+            keep_newlines: bool) -> int:
+        with spark_session(progress) as spark:
+            done = (spark.range(0, len(units), 1, len(units))
+                    .mapInArrow(_encode_partitions(pickle.dumps(tok), units, tmp, column,
+                                                   keep_newlines), "unit long, rows long")
+                    .toArrow())
+        return int(pl.from_arrow(done).get_column("rows").sum() or 0)
+
+    return encode_files_with(run, "spark", tokenizer, inputs, out, fmt, column, keep_newlines,
+                             force, unit_bytes)
