@@ -1,5 +1,6 @@
-"""`--engine ray` on the command line: the same outputs as the single-machine commands, and
-one-line errors when Ray is missing or the options do not fit."""
+"""`--engine ray` (and `--engine spark`) on the command line: the same outputs as the
+single-machine commands, and one-line errors when Ray or Spark is missing or the options do not
+fit."""
 
 from __future__ import annotations
 
@@ -34,6 +35,23 @@ def test_missing_ray_is_one_line_saying_how_to_install(tmp_path):
         assert error_line(proc.stderr) == ("tokcolumnar: error: --engine ray needs Ray: "
                                            "pip install 'tokcolumnar[ray]'")
     assert not (tmp_path / "w.parquet").exists() and not (tmp_path / "t").exists()
+
+
+def test_missing_spark_is_one_line_saying_how_to_install(tmp_path):
+    fake = tmp_path / "site" / "pyspark"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named pyspark')\n")
+    src = tmp_path / "a.txt"
+    src.write_text("a b c\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+    for args in (["count", str(src), "--out", str(tmp_path / "w.parquet"), "--engine", "spark"],
+                 ["encode", str(src), "--tokenizer", str(src), "--out",
+                  str(tmp_path / "e"), "--engine", "spark"]):
+        proc = run_cli(*args, env=env)
+        assert proc.returncode == 2
+        assert error_line(proc.stderr) == (
+            "tokcolumnar: error: --engine spark needs Spark: pip install 'tokcolumnar[spark]' "
+            "(and Java 17 or later)")
 
 
 def test_ray_address_needs_the_ray_engine(tmp_path):

@@ -50,18 +50,20 @@ def import_spark() -> Any:
 
 @contextmanager
 def spark_session(progress: bool | None = None) -> Iterator[Any]:
-    """The active Spark session (a caller's, left running), else a local one started here
-    (`$SPARK_MASTER`, default `local[*]`) and stopped at the end. `spark-submit` makes the
-    session of its master and configuration before tokcolumnar runs."""
+    """The active Spark session (a caller's, left running), else one started here and stopped
+    at the end: on `$SPARK_MASTER`; under `spark-submit`, on its `--master`; else `local[*]`."""
     sql = import_spark()
     spark = sql.SparkSession.getActiveSession()
     started = spark is None
     if started:
         # the workers run this Python (and its packages), not `python3` from PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = sql.SparkSession.builder
+        if "SPARK_MASTER" in os.environ or "PYSPARK_GATEWAY_PORT" not in os.environ:
+            # (spark-submit starts the JVM first and tells Python its port: its master stays)
+            builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
         try:
-            spark = (sql.SparkSession.builder
-                     .master(os.environ.get("SPARK_MASTER", "local[*]"))
+            spark = (builder
                      .appName("tokcolumnar")
                      .config("spark.ui.enabled", "false")
                      .config("spark.ui.showConsoleProgress", str(progress is not False).lower())
