@@ -74,8 +74,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     encode = {"ray": encode_files_ray, "spark": encode_files_spark}.get(args.engine,
                                                                        encode_files)
     rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
-                        column=args.column or "text", keep_newlines=args.keep_newlines,
-                        force=args.force, progress=None if not args.quiet else False)
+                  column=args.column or "text", keep_newlines=args.keep_newlines,
+                  force=args.force, progress=None if not args.quiet else False)
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0
