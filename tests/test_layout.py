@@ -37,6 +37,8 @@ FUNCTION_IMPORTS = {
         "for --format json|csv)",
     ("tokcolumnar/training/pipeline.py", "engine_for"):
         "an engine loads when a run asks for it (DuckDB is not loaded otherwise)",
+    ("tokcolumnar/tokenizer.py", "encode_ray"):
+        "Ray (an optional extra, tokcolumnar[ray]) and its module load only when used",
 }
 # Dynamic imports whose module name is computed: the module-level dict (in the same file)
 # whose values name the modules, and the prefix that makes them absolute.

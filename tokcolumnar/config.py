@@ -26,7 +26,7 @@ from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
 MODELS = ("bpe", "wordpiece")
-ENGINES = ("polars", "duckdb")
+ENGINES = ("polars", "duckdb", "ray", "spark")
 WORDPIECE_SCORINGS = ("likelihood", "frequency")
 
 

@@ -285,6 +285,14 @@ class Tokenizer:
     def encode_batch(self, texts: Iterable[str]) -> list[Encoding]:
         return self._encodings(self.encode_ids(texts))
 
+    def encode_ray(self, ds: Any, column: str = "text") -> Any:
+        """A `ray.data.Dataset` with an `ids` column (list<uint32>) appended: the ids of its
+        `column`, as `encode_ids` gives them, computed on Ray by actors each holding this
+        tokenizer (lazy, as Ray Datasets are). Needs `pip install 'tokcolumnar[ray]'`."""
+        from .distributed.ray import encode_dataset  # Ray loads only when used
+
+        return encode_dataset(self, ds, column)
+
     def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
         """Pairs of sequences (ids, word_ids, type_ids): each side is encoded without
         post-processing, then the processor's pair template joins them. Without a

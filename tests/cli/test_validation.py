@@ -191,7 +191,8 @@ def test_argparse_errors_one_line_help_unchanged():
     ({"model": "wordpiece", "min_score": float("inf")}, ValueError,
      "--min-score must be a finite number >= 0, got inf"),
     ({"initial_alphabet": ["ab"]}, ValueError, "single characters, got 'ab'"),
-    ({"engine": "spark"}, ValueError, "unknown engine 'spark' (choose from polars, duckdb)"),
+    ({"engine": "dask"}, ValueError,
+     "unknown engine 'dask' (choose from polars, duckdb, ray, spark)"),
     ({"column": ""}, ValueError, "--column must not be empty"),
 ])
 def test_python_api_raises_value_and_type_errors(options, kind, message):

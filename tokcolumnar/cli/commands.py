@@ -4,10 +4,13 @@ returning the exit code (errors are raised and reported by `cli.main`)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from ..config import TrainConfig
+from ..distributed.ray_encode import encode_files_ray
+from ..distributed.spark import encode_files_spark
 from ..encode.dataset import encode_files
 from ..errors import TokcolumnarError
 from ..outputs import output_file, write_parquet
@@ -29,12 +32,21 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**kw)
 
 
+def use_ray_address(args: argparse.Namespace) -> None:
+    """--ray-address: the cluster `--engine ray` connects to (through Ray's RAY_ADDRESS)."""
+    if args.ray_address is not None:
+        if args.engine != "ray":
+            raise TokcolumnarError("--ray-address needs --engine ray")
+        os.environ["RAY_ADDRESS"] = args.ray_address
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     if not args.inputs and not args.from_counts:
         raise TokcolumnarError("give INPUT files or --from-counts words.parquet")
     if args.inputs and args.from_counts:
         raise TokcolumnarError("give either INPUT files or --from-counts, not both")
     cfg = config_from_args(args)
+    use_ray_address(args)
     t0 = time.perf_counter()
     result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
                    force=args.force, config=cfg)
@@ -50,6 +62,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_count(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    use_ray_address(args)
     with output_file(args.out, inputs=args.inputs, force=args.force) as tmp:
         words = count_words(args.inputs, config=cfg)
         write_parquet(words, tmp, "words")
@@ -60,10 +73,15 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
-                        column=args.column or "text", keep_newlines=args.keep_newlines,
-                        force=args.force, progress=None if not args.quiet else False,
-                        word_ids=args.word_ids)
+    use_ray_address(args)
+    if args.engine != "polars" and args.word_ids:
+        raise TokcolumnarError(f"--word-ids is not available with --engine {args.engine}")
+    encode = {"ray": encode_files_ray, "spark": encode_files_spark}.get(args.engine,
+                                                                       encode_files)
+    extra = {"word_ids": True} if args.word_ids else {}
+    rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
+                  column=args.column or "text", keep_newlines=args.keep_newlines,
+                  force=args.force, progress=None if not args.quiet else False, **extra)
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0

@@ -66,6 +66,12 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="refuse pre-tokens longer than this (default 1,000,000)")
 
 
+def add_ray_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                   help="with --engine ray: the Ray cluster to use (default: $RAY_ADDRESS, or a "
+                        "new local Ray)")
+
+
 def add_input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="input format (default: from the file extension)")
@@ -98,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(t)
     add_input_options(t)
+    add_ray_options(t)
     t.set_defaults(command_name="train")
 
     c = sub.add_parser("count", help="count words only (the first stage of train)")
@@ -106,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(c)
     add_input_options(c)
+    add_ray_options(c)
     c.set_defaults(command_name="count")
 
     e = sub.add_parser("encode", help="tokenize a dataset into a Parquet column of ids")
@@ -119,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add a word_ids column: each token's word index (null for special "
                    "tokens), e.g. for whole-word masking")
     add_input_options(e)
+    e.add_argument("--engine", choices=("polars", "ray", "spark"), default="polars",
+                   help="ray, spark: encode on Ray or Spark; --out is then a directory of "
+                        "part files")
+    add_ray_options(e)
     e.set_defaults(command_name="encode")
 
     q = sub.add_parser("sql", help="query a training directory's tables with DuckDB")

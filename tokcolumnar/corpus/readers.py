@@ -87,7 +87,7 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
     stream = open_binary(src)
     # Bytes after the last cut: no line end in them.
     pending = bytearray()
-    offset = 0  # input offset of pending[0]
+    offset = src.byte_range[0] if src.byte_range else 0  # input offset of pending[0]
     scanned = 0  # pending[:scanned] was searched for cut points and holds none
     try:
         while True:
@@ -157,7 +157,8 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
             stream = open_binary(src, arrow=True) if src.compression else None
             pf = pq.ParquetFile(stream if stream is not None else str(src.path))
             check(pf.schema_arrow.names)
-            for batch in pf.iter_batches(columns=[column], batch_size=65536):
+            for batch in pf.iter_batches(columns=[column], batch_size=65536,
+                                         row_groups=src.row_groups):
                 yield _validated(batch.column(0), src)
             pf.close()
         elif src.fmt == "csv":

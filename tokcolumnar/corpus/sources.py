@@ -6,6 +6,7 @@ binary streams for the readers."""
 from __future__ import annotations
 
 import glob
+import io
 import os
 import stat
 from collections.abc import Iterable
@@ -28,12 +29,16 @@ _FILE_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block dev
 @dataclass(frozen=True)
 class Source:
     """One input with its detected format and compression. `kind`: "file" (a regular file),
-    "pipe" (a named pipe: read once, front to back) or "stdin" (`-`)."""
+    "pipe" (a named pipe: read once, front to back) or "stdin" (`-`). A part of a regular
+    file (a unit of a distributed count, `distributed.units`): `byte_range` (start, end) of an
+    uncompressed text or JSONL file, cut at line starts; `row_groups` of a Parquet file."""
 
     path: Path
     fmt: str
     compression: str | None
     kind: str = "file"
+    byte_range: tuple[int, int] | None = None
+    row_groups: tuple[int, ...] | None = None
 
     @property
     def label(self) -> str:
@@ -120,6 +125,13 @@ def open_binary(src: Source, arrow: bool = False) -> Any:
     OS file for a regular file; a pipe or standard input through a Python file, which Arrow
     reads front to back without seeking)."""
     try:
+        if src.byte_range is not None:
+            part = io.BufferedReader(_ByteRange(src.path, *src.byte_range))
+            if not arrow:
+                return part
+            import pyarrow as pa
+
+            return pa.PythonFile(part, "r")
         if not arrow and src.compression in (None, "gzip"):
             if src.kind == "stdin":
                 return open(0, "rb", closefd=False)  # noqa: SIM115 - closed by the caller
@@ -139,3 +151,25 @@ def open_binary(src: Source, arrow: bool = False) -> Any:
         return pa.CompressedInputStream(raw, src.compression) if src.compression else raw
     except Exception as e:  # noqa: BLE001 - OSError or ArrowException
         raise TokcolumnarError(f"cannot open {src.label}: {e}") from None
+
+
+class _ByteRange(io.RawIOBase):
+    """Bytes [start, end) of a regular file, read front to back."""
+
+    def __init__(self, path: Path, start: int, end: int) -> None:
+        super().__init__()
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._file.seek(start)
+        self._left = end - start
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self._file.readinto(memoryview(b)[: min(len(b), self._left)])
+        self._left -= n
+        return n
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()

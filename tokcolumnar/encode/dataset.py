@@ -36,15 +36,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
         try:
             for texts in iter_sequences(inputs, fmt=fmt, column=column):
-                if not keep_newlines:
-                    texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
-                texts = texts.fill_null("")
-                enc = tok.encode_ids(texts)
-                cols = {column: texts, "ids": enc.get_column("ids")}
-                if word_ids:
-                    cols["word_ids"] = enc.get_column("word_ids")
-                table = pl.DataFrame(cols).with_columns(
-                    pl.col("ids").list.len().cast(pl.UInt32).alias("n_tokens")).to_arrow()
+                table = encode_table(tok, texts, column, keep_newlines, word_ids)
                 if writer is None:
                     schema = table.schema.with_metadata(
                         {PARQUET_MARKER: json.dumps({"kind": "encoded"})})
@@ -59,3 +51,18 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                 writer.close()
     bar.close(rows)
     return rows
+
+
+def encode_table(tok: Tokenizer, texts: pl.Series, column: str = "text",
+                 keep_newlines: bool = False, word_ids: bool = False) -> Any:
+    """One chunk of sequences encoded: the Arrow table (column, ids[, word_ids], n_tokens) the
+    output holds; a text line's ending is stripped unless `keep_newlines`, a null text is ""."""
+    if not keep_newlines:
+        texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
+    texts = texts.fill_null("")
+    enc = tok.encode_ids(texts)
+    cols = {column: texts, "ids": enc.get_column("ids")}
+    if word_ids:
+        cols["word_ids"] = enc.get_column("word_ids")
+    return pl.DataFrame(cols).with_columns(
+        pl.col("ids").list.len().cast(pl.UInt32).alias("n_tokens")).to_arrow()

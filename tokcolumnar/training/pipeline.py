@@ -45,12 +45,20 @@ class Engine(Protocol):
 
 #: The module of each engine, imported when a run asks for it (DuckDB is not loaded otherwise).
 ENGINE_MODULES = {"polars": "tokcolumnar.training.polars_engine",
-                  "duckdb": "tokcolumnar.duckdb.engine"}
-ENGINE_CLASSES = {"polars": "PolarsEngine", "duckdb": "DuckDBEngine"}
+                  "duckdb": "tokcolumnar.duckdb.engine",
+                  "ray": "tokcolumnar.distributed.ray",
+                  "spark": "tokcolumnar.distributed.spark"}
+ENGINE_CLASSES = {"polars": "PolarsEngine", "duckdb": "DuckDBEngine", "ray": "RayEngine",
+                  "spark": "SparkEngine"}
 
 
 def engine_for(name: str) -> Engine:
     return getattr(import_module(ENGINE_MODULES[name]), ENGINE_CLASSES[name])()
+
+
+def engine_of_run(inputs: Any, cfg: TrainConfig) -> Engine:
+    """The settings' engine; Ray's for a `ray.data.Dataset` (counted where it lives)."""
+    return engine_for("ray" if type(inputs).__module__.startswith("ray.data") else cfg.engine)
 
 
 @dataclass
@@ -88,9 +96,10 @@ def resolve_config(options: dict[str, Any]) -> TrainConfig:
 
 def count_words(inputs: Any, **options: Any) -> pl.DataFrame:
     """The counting stage alone: the `words` table (word, count, first_seen); `options` are
-    the training options (`engine="duckdb"` counts in DuckDB)."""
+    the training options (`engine="duckdb"` counts in DuckDB, `engine="ray"` — or a
+    `ray.data.Dataset` as `inputs` — on Ray)."""
     cfg = resolve_config(options)
-    return engine_for(cfg.engine).count(inputs, cfg)
+    return engine_of_run(inputs, cfg).count(inputs, cfg)
 
 
 def train(inputs: Any = None, *, out_dir: str | Path | None = None,
@@ -135,7 +144,7 @@ def input_list(inputs: Any) -> list[str]:
 
 def _train(inputs: Any, from_counts: Any, cfg: TrainConfig) -> TrainResult:
     """Stages 2-3 (see the module docstring)."""
-    engine = engine_for(cfg.engine)
+    engine = engine_of_run(inputs, cfg)
     timer = StageTimer()
     with timer.stage("count"):
         if isinstance(from_counts, pl.DataFrame):

@@ -1,0 +1,92 @@
+"""`--engine ray` (and `--engine spark`) on the command line: the same outputs as the
+single-machine commands, and one-line errors when Ray or Spark is missing or the options do not
+fit."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import polars as pl
+import pytest
+
+from tests.support.cli import ROOT, error_line, run_cli
+from tests.support.corpora import corpus
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="Ray is not installed (pip install 'tokcolumnar[ray]')")
+#: Each run starts its own local Ray: 2 CPUs, quiet.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DATA_LOG_LEVEL": "ERROR"}
+
+
+def test_missing_ray_is_one_line_saying_how_to_install(tmp_path):
+    fake = tmp_path / "site" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    src = tmp_path / "a.txt"
+    src.write_text("a b c\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+    for args in (["count", str(src), "--out", str(tmp_path / "w.parquet"), "--engine", "ray"],
+                 ["train", str(src), "--out", str(tmp_path / "t"), "--engine", "ray"],
+                 ["encode", str(src), "--tokenizer", str(src), "--out",
+                  str(tmp_path / "e"), "--engine", "ray"]):
+        proc = run_cli(*args, env=env)
+        assert proc.returncode == 2
+        assert error_line(proc.stderr) == ("tokcolumnar: error: --engine ray needs Ray: "
+                                           "pip install 'tokcolumnar[ray]'")
+    assert not (tmp_path / "w.parquet").exists() and not (tmp_path / "t").exists()
+
+
+def test_missing_spark_is_one_line_saying_how_to_install(tmp_path):
+    fake = tmp_path / "site" / "pyspark"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named pyspark')\n")
+    src = tmp_path / "a.txt"
+    src.write_text("a b c\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+    for args in (["count", str(src), "--out", str(tmp_path / "w.parquet"), "--engine", "spark"],
+                 ["encode", str(src), "--tokenizer", str(src), "--out",
+                  str(tmp_path / "e"), "--engine", "spark"]):
+        proc = run_cli(*args, env=env)
+        assert proc.returncode == 2
+        assert error_line(proc.stderr) == (
+            "tokcolumnar: error: --engine spark needs Spark: pip install 'tokcolumnar[spark]' "
+            "(and Java 17 or later)")
+
+
+def test_ray_address_needs_the_ray_engine(tmp_path):
+    src = tmp_path / "a.txt"
+    src.write_text("a b c\n")
+    proc = run_cli("count", str(src), "--out", str(tmp_path / "w.parquet"), "--ray-address",
+                   "auto")
+    assert proc.returncode == 2
+    assert error_line(proc.stderr) == "tokcolumnar: error: --ray-address needs --engine ray"
+
+
+@needs_ray
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_count_train_and_encode_on_ray_match_the_single_machine_commands(tmp_path):
+    src = str(corpus("small/en_botchan.txt"))
+    outs = {}
+    for engine in ("polars", "ray"):
+        count = run_cli("count", src, "--out", str(tmp_path / f"{engine}.parquet"),
+                        "--engine", engine, "--quiet", env=RAY_ENV)
+        assert count.returncode == 0 and count.stderr == "", count.stderr
+        tr = run_cli("train", src, "--out", str(tmp_path / engine), "--engine", engine,
+                     "--vocab-size", "600", "--quiet", env=RAY_ENV)
+        assert tr.returncode == 0 and tr.stderr == "", tr.stderr
+        outs[engine] = pl.read_parquet(tmp_path / f"{engine}.parquet")
+    assert outs["ray"].equals(outs["polars"])
+    assert (tmp_path / "ray" / "tokenizer.json").read_bytes() == (
+        tmp_path / "polars" / "tokenizer.json").read_bytes()
+    single = run_cli("encode", src, "--tokenizer", str(tmp_path / "polars"), "--out",
+                     str(tmp_path / "enc.parquet"), "--quiet")
+    assert single.returncode == 0, single.stderr
+    on_ray = run_cli("encode", src, "--tokenizer", str(tmp_path / "polars"), "--out",
+                     str(tmp_path / "enc"), "--engine", "ray", env=RAY_ENV)
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert on_ray.stderr.strip().endswith(f"-> {tmp_path / 'enc'}")
+    parts = sorted((tmp_path / "enc").glob("part-*.parquet"))
+    assert parts and pl.concat([pl.read_parquet(p) for p in parts]).equals(
+        pl.read_parquet(tmp_path / "enc.parquet"))

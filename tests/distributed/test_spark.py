@@ -1,0 +1,87 @@
+"""Counting and training on Spark (`local[2]`, one session for the module): the words table —
+first_seen included — is the single-machine one for text, gzip, Parquet and JSONL inputs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support.corpora import corpus
+from tokcolumnar import count_words, train
+from tokcolumnar.config import TrainConfig
+from tokcolumnar.errors import TokcolumnarError
+
+pytestmark = [pytest.mark.slow, pytest.mark.corpus]
+
+
+@pytest.fixture(scope="module")
+def spark_local():
+    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install "
+                        "'tokcolumnar[spark]')")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("the Spark tests need Java 17 or later (apt-get install -y "
+                    "openjdk-17-jre-headless)")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.executorEnv.POLARS_MAX_THREADS", "1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    spark.stop()
+
+
+def test_count_and_train_on_spark_match_the_single_machine(spark_local, tmp_path):
+    from tokcolumnar.distributed.spark import count_words_spark
+
+    en = corpus("small/en_botchan.txt")
+    ja = corpus("small/ja_wagahai_300k.txt")
+    gz = tmp_path / "udhr.txt.gz"
+    gz.write_bytes(gzip.compress(corpus("small/udhr_multiscript.txt").read_bytes()))
+    lines = ja.read_text().splitlines(keepends=True)
+    parquet, jsonl = tmp_path / "ja.parquet", tmp_path / "ja.jsonl"
+    pq.write_table(pa.table({"text": lines}), parquet, row_group_size=700)
+    jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
+    inputs = [str(en), str(parquet), str(gz), str(jsonl)]
+    cfg = TrainConfig(pre_tokenizer="byte-level", show_progress=False)
+    expected = count_words(inputs, config=cfg)
+    assert count_words_spark(inputs, cfg, unit_bytes=50_000).equals(expected)
+    single = train([str(en)], vocab_size=500, pre_tokenizer="byte-level")
+    on_spark = train([str(en)], vocab_size=500, pre_tokenizer="byte-level", engine="spark")
+    assert on_spark.merges.equals(single.merges) and on_spark.vocab.equals(single.vocab)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok line\n" * 20 + b"bad \xff\n")
+    with pytest.raises(TokcolumnarError) as one:
+        count_words([str(bad)])
+    with pytest.raises(TokcolumnarError) as spark:
+        count_words([str(bad)], engine="spark")
+    assert str(spark.value) == str(one.value)
+
+
+def test_encode_on_spark_writes_the_single_machine_rows(spark_local, tmp_path):
+    import polars as pl
+
+    from tokcolumnar.distributed.spark import encode_files_spark
+    from tokcolumnar.encode.dataset import encode_files
+
+    en = corpus("small/en_botchan.txt")
+    parquet = tmp_path / "en.parquet"
+    pq.write_table(pa.table({"text": en.read_text().splitlines()}), parquet,
+                   row_group_size=1000)
+    inputs = [str(en), str(parquet)]
+    tok = train([str(en)], vocab_size=500, pre_tokenizer="byte-level").tokenizer()
+    n = encode_files(tok, inputs, str(tmp_path / "one.parquet"), progress=False)
+    assert encode_files_spark(tok, inputs, str(tmp_path / "parts"), unit_bytes=50_000) == n
+    parts = sorted((tmp_path / "parts").glob("part-*.parquet"))
+    assert len(parts) > len(inputs)
+    assert pl.concat([pl.read_parquet(p) for p in parts]).equals(
+        pl.read_parquet(tmp_path / "one.parquet"))

@@ -1,0 +1,134 @@
+"""Counting in ordered units (`distributed.units`, no Ray): the words table — counts and
+first_seen — is the single-machine count's, whatever the cut into units, for text, JSONL and
+Parquet inputs, compressed ones and lists of mixed inputs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.corpora import corpus
+from tests.support.examples import examples
+from tokcolumnar import count_words
+from tokcolumnar.config import TrainConfig
+from tokcolumnar.distributed.units import count_units, plan_units
+from tokcolumnar.errors import TokcolumnarError
+
+PRETOKENIZERS = ["whitespace", "byte-level", "metaspace", "bert", "none"]
+
+
+def unit_count(inputs: list[str], unit_bytes: int, **options) -> pl.DataFrame:
+    units = plan_units(inputs, options.get("format"), unit_bytes=unit_bytes)
+    return count_units(units, TrainConfig(**options, show_progress=False))
+
+
+def assert_same_as_single(inputs: list[str], unit_bytes: int, **options) -> int:
+    """Compare with count_words (the same words table, or the same error); returns the number
+    of units."""
+    try:
+        expected = count_words(inputs, show_progress=False, **options)
+    except TokcolumnarError as e:
+        with pytest.raises(TokcolumnarError, match=re.escape(str(e))):
+            unit_count(inputs, unit_bytes, **options)
+        return len(plan_units(inputs, options.get("format"), unit_bytes=unit_bytes))
+    got = unit_count(inputs, unit_bytes, **options)
+    assert got.schema == expected.schema
+    assert got.equals(expected)
+    return len(plan_units(inputs, options.get("format"), unit_bytes=unit_bytes))
+
+
+# Lines with runs of spaces, \r, empty lines, non-ASCII and a line without its newline.
+LINE = st.text(alphabet="ab é文 \r.", min_size=0, max_size=12)
+
+
+@examples(1)
+@given(lines=st.lists(LINE, min_size=0, max_size=30), last_newline=st.booleans(),
+       unit_bytes=st.integers(1, 40), pre=st.sampled_from(PRETOKENIZERS))
+def test_text_units_match_single_count(tmp_path_factory, lines, last_newline, unit_bytes, pre):
+    text = "\n".join(lines) + ("\n" if last_newline else "")
+    f = tmp_path_factory.mktemp("u") / "a.txt"
+    f.write_bytes(text.encode())
+    assert_same_as_single([str(f)], unit_bytes, pre_tokenizer=pre)
+
+
+@examples(0.5)
+@given(rows=st.lists(st.one_of(st.none(), LINE), min_size=1, max_size=30),
+       unit_bytes=st.integers(1, 200), row_group=st.integers(1, 7),
+       pre=st.sampled_from(PRETOKENIZERS))
+def test_jsonl_and_parquet_units_match_single_count(tmp_path_factory, rows, unit_bytes,
+                                                    row_group, pre):
+    d = tmp_path_factory.mktemp("u")
+    jsonl, parquet = d / "a.jsonl", d / "b.parquet"
+    jsonl.write_text("".join(json.dumps({"n": i, "text": r}) + "\n" for i, r in enumerate(rows)))
+    pq.write_table(pa.table({"text": pa.array(rows, pa.string())}), parquet,
+                   row_group_size=row_group)
+    assert_same_as_single([str(jsonl), str(parquet), str(jsonl)], unit_bytes, pre_tokenizer=pre)
+
+
+def test_first_seen_in_a_later_unit_is_its_corpus_position(tmp_path):
+    """An oracle independent of the program: whitespace-separated words of plain ASCII, so the
+    positions are Python's str.split positions."""
+    text = "a b c\n" * 50 + "d a e\n" + "f g\n" * 30
+    f = tmp_path / "a.txt"
+    f.write_text(text)
+    units = plan_units([str(f)], unit_bytes=64)
+    assert len(units) > 5
+    got = count_units(units, TrainConfig(pre_tokenizer="whitespace-split"))
+    words = text.split()
+    first = {w: words.index(w) for w in set(words)}
+    assert dict(zip(got["word"], got["first_seen"])) == first
+    assert dict(zip(got["word"], got["count"])) == {w: words.count(w) for w in first}
+
+
+def test_units_are_line_aligned_byte_ranges_and_row_groups(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"x" * 100 + b"\n" + b"y\n" * 10 + b"z")
+    p = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": ["a"] * 10}), p, row_group_size=3)
+    g = tmp_path / "c.txt.gz"
+    g.write_bytes(gzip.compress(b"a\n" * 100))
+    units = plan_units([str(f), str(p), str(g)], unit_bytes=4)
+    assert [u.index for u in units] == list(range(len(units)))
+    ranges = [u.source.byte_range for u in units if u.source.path == f]
+    assert ranges[0] == (0, 101)  # the long line stays whole
+    data = f.read_bytes()
+    assert all(data[b - 1:b] == b"\n" for _, b in ranges[:-1])  # cut after a line end
+    assert ranges[-1] == (len(data) - 1, len(data))  # the last line, without its newline
+    assert [a for a, _ in ranges[1:]] == [b for _, b in ranges[:-1]]
+    assert [u.source.row_groups for u in units if u.source.path == p] == [(0,), (1,), (2,), (3,)]
+    assert [u.source.byte_range for u in units if u.source.path == g] == [None]
+
+
+def test_a_range_reports_invalid_utf8_at_its_file_offset(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_bytes(b"ok line\n" * 20 + b"bad \xff\n")
+    with pytest.raises(TokcolumnarError, match="invalid UTF-8 at byte 164"):
+        unit_count([str(f)], 16)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("pre", [pytest.param(p, marks=pytest.mark.slow) if p != "whitespace"
+                                 else p for p in ["whitespace", "byte-level", "metaspace", "bert"]])
+def test_real_corpora_in_units_match_single_count(tmp_path, pre):
+    en = corpus("small/en_botchan.txt")
+    ja = corpus("small/ja_wagahai_300k.txt")
+    zh = corpus("small/zh_hongloumeng_300k.txt")
+    gz = tmp_path / "en.txt.gz"
+    gz.write_bytes(gzip.compress(en.read_bytes()))
+    lines = ja.read_text().splitlines(keepends=True)
+    parquet, jsonl = tmp_path / "ja.parquet", tmp_path / "zh.jsonl"
+    pq.write_table(pa.table({"text": lines}), parquet, row_group_size=500)
+    jsonl.write_text("".join(json.dumps({"text": t}) + "\n"
+                             for t in zh.read_text().splitlines(keepends=True)))
+    inputs = [str(en), str(parquet), str(gz), str(jsonl), str(Path(ja))]
+    n_units = assert_same_as_single(inputs, 20_000, pre_tokenizer=pre)
+    assert n_units > 30

@@ -1,0 +1,217 @@
+"""Counting in ordered units, for engines that count on many workers (Ray, Spark) — with the
+same words table as the single-machine count, `first_seen` included. No distributed engine is
+imported here: the functions run in-process as well (tests, `count_units`).
+
+A *unit* is a part of the corpus in reading order: the inputs as `expand_inputs` orders them,
+each uncompressed text or JSONL file cut into byte ranges of about `unit_bytes` at line starts,
+each Parquet file into groups of row groups, and every other input (compressed files, CSV, whose
+quoted values may hold newlines; pipes and standard input) whole. A worker reads its unit with
+the single-machine reader (`iter_source`), so the sequences — and the pre-tokens — of the
+corpus are the units' in unit order.
+
+`first_seen` (the position of a word's first pre-token in the corpus) is exact in one pass:
+`count_unit` returns the unit's words with the key `unit << 40 | local first position` and one
+sentinel row (word null) holding the unit's number of pre-tokens. Summing partial tables takes
+the count's sum and the key's min per word (`sum_partials`, in any grouping and order): as
+positions in a later unit are all larger, the smallest key is the word's first occurrence. At
+the end (`finish_count`) the prefix sums of the sentinels give each unit's offset, and
+`first_seen = offset[unit] + local`. Limits: 2**24 units, 2**40 pre-tokens per unit."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..config import TrainConfig
+from ..corpus.counting import check_words, count_chunk, map_words, merge_counts, sort_words
+from ..corpus.readers import iter_source
+from ..corpus.sources import Source, expand_inputs
+from ..errors import TokcolumnarError
+
+#: The target size of a unit of text / JSONL / Parquet.
+UNIT_BYTES = 64 << 20
+#: Bits of the packed key holding the position inside a unit; the unit number is above them.
+UNIT_SHIFT = 40
+MAX_UNITS = 1 << (64 - UNIT_SHIFT)
+#: A partial table: per word of a unit (count, key), plus the sentinel (null word).
+PARTIAL_SCHEMA = {"word": pl.String, "count": pl.UInt64, "key": pl.UInt64}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit: its number in reading order and the part of an input it reads."""
+
+    index: int
+    source: Source
+
+
+def plan_units(inputs: Iterable[str | os.PathLike], fmt: str | None = None,
+               unit_bytes: int = UNIT_BYTES) -> list[Unit]:
+    """The corpus cut into ordered units (see the module docstring)."""
+    parts: list[Source] = []
+    for src in expand_inputs(inputs, fmt):
+        if src.kind != "file" or src.compression or src.fmt == "csv":
+            parts.append(src)
+        elif src.fmt == "parquet":
+            parts.extend(_row_group_parts(src, unit_bytes))
+        else:
+            parts.extend(_byte_range_parts(src, unit_bytes))
+    if len(parts) > MAX_UNITS:
+        raise TokcolumnarError(f"the corpus makes {len(parts):,} units, more than "
+                               f"{MAX_UNITS:,}: use larger units")
+    return [Unit(i, src) for i, src in enumerate(parts)]
+
+
+def worker_units(inputs: Any, fmt: str | None, unit_bytes: int, engine: str) -> list[Unit]:
+    """The units of file inputs for `--engine ENGINE`'s workers, which read the files
+    themselves: data frames, iterators, pipes and standard input are refused."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if not isinstance(inputs, (list, tuple)) or not all(
+            isinstance(x, (str, os.PathLike)) for x in inputs):
+        raise TokcolumnarError(f"--engine {engine} reads files (paths, directories, globs) or "
+                               f"a {engine} dataset, not {type(inputs).__name__}")
+    units = plan_units(inputs, fmt, unit_bytes)
+    for unit in units:
+        if unit.source.kind != "file":
+            what = "a named pipe" if unit.source.kind == "pipe" else "a stream"
+            raise TokcolumnarError(f"--engine {engine} reads files: {unit.source.label} is "
+                                   f"{what} its workers cannot read")
+    return units
+
+
+def _byte_range_parts(src: Source, unit_bytes: int) -> list[Source]:
+    """Line-aligned byte ranges of about `unit_bytes` of a text / JSONL file: each cut moves
+    forward to the next line start (one seek and a short read per cut)."""
+    size = src.path.stat().st_size
+    cuts = [0]
+    with open(src.path, "rb") as f:
+        target = unit_bytes
+        while target < size:
+            cut = _next_line_start(f, target, size)
+            if cut >= size:
+                break
+            cuts.append(cut)
+            target = cut + unit_bytes
+    cuts.append(size)
+    return [dataclasses.replace(src, byte_range=(a, b)) for a, b in zip(cuts, cuts[1:])]
+
+
+def _next_line_start(f: Any, pos: int, size: int) -> int:
+    """The first line start at or after `pos` (a line starts after each b"\\n")."""
+    f.seek(pos - 1)
+    at = pos - 1
+    while at < size:
+        block = f.read(64 << 10)
+        if not block:
+            break
+        nl = block.find(b"\n")
+        if nl >= 0:
+            return at + nl + 1
+        at += len(block)
+    return size
+
+
+def _row_group_parts(src: Source, unit_bytes: int) -> list[Source]:
+    """Consecutive row groups of a Parquet file, about `unit_bytes` (uncompressed) each."""
+    try:
+        meta = pq.ParquetFile(str(src.path)).metadata
+    except (OSError, pa.ArrowException, ValueError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TokcolumnarError(f"cannot read {src.label} as parquet: {msg}") from None
+    if meta.num_row_groups == 0:
+        return [src]
+    parts, group, size = [], [], 0
+    for g in range(meta.num_row_groups):
+        group.append(g)
+        size += meta.row_group(g).total_byte_size
+        if size >= unit_bytes:
+            parts.append(dataclasses.replace(src, row_groups=tuple(group)))
+            group, size = [], 0
+    if group:
+        parts.append(dataclasses.replace(src, row_groups=tuple(group)))
+    return parts
+
+
+def count_unit(unit: Unit, cfg: TrainConfig) -> pl.DataFrame:
+    """The unit's partial table (`partial_table`), read as the single-machine count reads."""
+    _, pretokenizer = cfg.text_components()
+    chunks = iter_source(unit.source, cfg.column, pretokenizer, cfg.max_word_chars)
+    return partial_table(chunks, cfg, unit.index)
+
+
+def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int) -> pl.DataFrame:
+    """The partial table of the sequences of unit number `unit`: (word, count, key = unit << 40
+    | local first position) per word, and the sentinel (null, number of pre-tokens,
+    unit << 40). The chunks are counted and folded as the single-machine count does
+    (`corpus.counting`), positions from 0."""
+    normalizer, pretokenizer = cfg.text_components()
+    parts: list[pl.DataFrame] = []
+    total = 0
+    for texts in chunks:
+        # local positions: `total` pre-tokens of the unit come before this chunk
+        part, n = count_chunk(texts, normalizer, pretokenizer, total)
+        total += n
+        if len(part):
+            parts.append(part)
+        # fold every 8 chunks: memory holds a few chunks' tables plus the unit's words
+        if len(parts) >= 8:
+            parts = [merge_counts(parts)]
+    base = unit << UNIT_SHIFT
+    sentinel = pl.DataFrame({"word": [None], "count": [total], "key": [base]},
+                            schema=PARTIAL_SCHEMA)
+    if not parts:
+        return sentinel
+    words = map_words(merge_counts(parts), pretokenizer).select(
+        "word", "count", (pl.col("first_seen") + base).cast(pl.UInt64).alias("key"))
+    return pl.concat([words, sentinel])
+
+
+def sum_partials(partials: pl.DataFrame) -> pl.DataFrame:
+    """Partial tables summed: per word the count's sum and the key's min; sentinels kept."""
+    words = partials.filter(pl.col("word").is_not_null()).group_by("word").agg(
+        pl.col("count").sum(), pl.col("key").min())
+    return pl.concat([words, partials.filter(pl.col("word").is_null())])
+
+
+def finish_count(summed: pl.DataFrame, n_units: int, max_word_chars: int | None = None
+                 ) -> pl.DataFrame:
+    """The words table (word, count, first_seen) from the summed partial tables of all
+    `n_units` units: first_seen from the units' offsets (prefix sums of their sentinels),
+    then the single-machine count's last steps (empty words dropped, checks, order)."""
+    sentinels = summed.filter(pl.col("word").is_null()).select(
+        (pl.col("key") // (1 << UNIT_SHIFT)).alias("unit"), pl.col("count").alias("n")
+    ).sort("unit")
+    if not sentinels.get_column("unit").equals(pl.Series("unit", range(n_units),
+                                                         dtype=pl.UInt64)):
+        raise RuntimeError(f"the partial tables hold {sentinels.height} unit sentinels for "
+                           f"{n_units} units: a unit was lost or counted twice")
+    offsets = sentinels.select("unit", (pl.col("n").cum_sum() - pl.col("n")).alias("offset"))
+    words = summed.filter(pl.col("word").is_not_null() & (pl.col("word").str.len_bytes() > 0))
+    words = words.with_columns((pl.col("key") // (1 << UNIT_SHIFT)).alias("unit")).join(
+        offsets, on="unit", how="left").select(
+        "word", "count",
+        (pl.col("offset") + pl.col("key") % (1 << UNIT_SHIFT)).cast(pl.UInt64).alias(
+            "first_seen"))
+    check_words(words.height, words.select(pl.col("word").str.len_chars().max()).item(),
+                max_word_chars)
+    return sort_words(words)
+
+
+def count_units(units: list[Unit], cfg: TrainConfig) -> pl.DataFrame:
+    """The words table of the units, counted one after the other in this process (what a
+    distributed engine does on its workers, in one place)."""
+    partials: list[pl.DataFrame] = []
+    for unit in units:
+        partials.append(count_unit(unit, cfg))
+        # fold every 8 units: memory holds a few units' tables plus the words so far
+        if len(partials) >= 8:
+            partials = [sum_partials(pl.concat(partials))]
+    return finish_count(sum_partials(pl.concat(partials)), len(units), cfg.max_word_chars)
