@@ -31,6 +31,7 @@ import pyarrow as pa
 from ..config import TrainConfig
 from ..corpus.readers import iter_sequences
 from ..errors import TokcolumnarError
+from ..progress import StageTimer
 from ..training.polars_engine import PolarsEngine
 from .units import (
     UNIT_BYTES,
@@ -248,7 +249,10 @@ class RayEngine(PolarsEngine):
 
     name = "ray"
 
-    def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
+    def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
+              ) -> pl.DataFrame:
+        """The words table, counted on the workers (`timer`: unused, the segmenter's share is
+        spent there)."""
         return count_words_ray(inputs, cfg)
 
 

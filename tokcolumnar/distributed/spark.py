@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ..config import TrainConfig
 from ..errors import TokcolumnarError
+from ..progress import StageTimer
 from ..tokenizer import Tokenizer
 from ..training.polars_engine import PolarsEngine
 from .encode_units import encode_files_with, encode_unit
@@ -137,7 +138,10 @@ class SparkEngine(PolarsEngine):
 
     name = "spark"
 
-    def count(self, inputs: Any, cfg: TrainConfig) -> pl.DataFrame:
+    def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
+              ) -> pl.DataFrame:
+        """The words table, counted on the workers (`timer`: unused, the segmenter's share is
+        spent there)."""
         return count_words_spark(inputs, cfg)
 
 
