@@ -23,6 +23,7 @@ from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueErro
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX, lists_from_flat
+from .models.cache import WordCache, gather_runs, list_parts
 from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
 from .text.postprocessors import ByteLevelProcessing, post_processor_from_hf
@@ -120,6 +121,7 @@ class Tokenizer:
         contents = sorted((t.content for t in self.added_tokens), key=len, reverse=True)
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
+        self._cache: WordCache | None = None
 
     # -- loading -------------------------------------------------------------------------------
     @classmethod
@@ -235,39 +237,82 @@ class Tokenizer:
         """Columnar encoding: one row per text with `ids` (list[u32]) and `word_ids`. `texts`:
         strings, or a Polars string Series (a null row encodes to no ids)."""
         texts = text_series(texts)
+        out = self.encode_raw(texts)
+        if self.post_processor is not None:
+            out = self.post_processor.apply(out, self._added_ids)
+        return out
+
+    def word_cache(self) -> WordCache:
+        """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
+        if self._cache is None:
+            self._cache = WordCache(self.model, self.pre_tokenizer.word_expr)
+        return self._cache
+
+    def encode_raw(self, texts: pl.Series) -> pl.DataFrame:
+        """`ids` and `word_ids` before post-processing.
+
+        Every text is split into items in order: the pre-tokens of its text segments and the
+        added tokens found between them (each counts as a word, as in HF). The distinct
+        pre-tokens go through the word cache once; the items' ids are gathered with NumPy
+        through the offsets of that table (see `models.cache`)."""
         n = len(texts)
         seg = self._segments(texts)
         text = pl.col("text")
         if self.normalizer is not None:
             text = self.normalizer.expr(text)
-        words = (seg.lazy().filter(pl.col("sid").is_null())
-                 .select("row", "seg", self.pre_tokenizer.expr(text).alias("word"))
-                 .explode("word").drop_nulls("word")
-                 .filter(pl.col("word").str.len_bytes() > 0)
-                 .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("row", "seg")
-                               .alias("k"))
-                 .collect())
-        uniq = words.get_column("word").unique(maintain_order=True)
-        uniq_ids = self.model.encode_words(uniq)
-        table = pl.DataFrame({"word": uniq, "ids": uniq_ids})
-        pieces = words.join(table, on="word", how="left", maintain_order="left").select(
-            "row", "seg", "k", "ids")
-        # a special token written in the text counts as a word of its own, as in HF
-        specials = seg.filter(pl.col("sid").is_not_null()).select(
-            "row", "seg", pl.lit(0, dtype=pl.Int64).alias("k"),
-            pl.concat_list(pl.col("sid").cast(pl.UInt32)).alias("ids"))
-        allp = pl.concat([pieces, specials]).sort("row", "seg", "k").with_columns(
-            pl.int_range(pl.len(), dtype=pl.Int64).over("row").alias("wi"))
-        flat = allp.with_columns(pl.col("wi").repeat_by(pl.col("ids").list.len())
-                                 .alias("wid")).explode("ids", "wid")
-        flat = flat.drop_nulls("ids")
-        row = flat.get_column("row").to_numpy().astype(np.int64)
-        ids = lists_from_flat(n, row, flat.get_column("ids").cast(pl.UInt32).rename("ids"))
-        wids = lists_from_flat(n, row, flat.get_column("wid").rename("word_ids"))
-        out = pl.DataFrame({"ids": ids, "word_ids": wids})
-        if self.post_processor is not None:
-            out = self.post_processor.apply(out, self._added_ids)
-        return out
+        # the pre-tokens of every segment (none for an added token's segment)
+        split = seg.select(self.pre_tokenizer.split_expr(text).alias("w")).to_series()
+        per_seg = split.list.len().fill_null(0).to_numpy().astype(np.int64)
+        flat = split.explode().drop_nulls()
+        nonempty = (flat.str.len_bytes() > 0).to_numpy()
+        seg_of_word = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
+        if not nonempty.all():  # an empty pre-token is not a word (as in HF)
+            flat = flat.filter(pl.Series(nonempty))
+            seg_of_word = seg_of_word[nonempty]
+            per_seg = np.bincount(seg_of_word, minlength=len(per_seg)).astype(np.int64)
+        # distinct pre-tokens once through the cache; each word's index in that table
+        words = flat.rename("word").to_frame()
+        uniq = words.get_column("word").unique()
+        table_ids = self.word_cache().lookup(uniq)
+        index = words.join(uniq.to_frame().with_row_index("t"), on="word", how="left",
+                           maintain_order="left").get_column("t").to_numpy().astype(np.int64)
+        offsets, values = list_parts(table_ids)
+        sid = seg.get_column("sid")
+        is_special = sid.is_not_null().to_numpy()
+        if is_special.any():
+            # an added token is one item: appended to the table as a run of one id
+            special_ids = sid.filter(pl.Series(is_special)).to_numpy().astype(np.uint32)
+            values = np.concatenate([values, special_ids])
+            offsets = np.concatenate([offsets, offsets[-1] + 1 + np.arange(
+                len(special_ids), dtype=np.int64)])
+            items_per_seg = per_seg + is_special
+            item_start = np.zeros(len(per_seg) + 1, dtype=np.int64)
+            np.cumsum(items_per_seg, out=item_start[1:])
+            item_table = np.empty(int(item_start[-1]), dtype=np.int64)
+            word_start = np.zeros(len(per_seg) + 1, dtype=np.int64)
+            np.cumsum(per_seg, out=word_start[1:])
+            within = np.arange(len(index), dtype=np.int64) - word_start[seg_of_word]
+            item_table[item_start[seg_of_word] + within] = index
+            item_table[item_start[:-1][is_special]] = len(table_ids) + np.arange(
+                len(special_ids), dtype=np.int64)
+            items_per_seg = items_per_seg.astype(np.int64)
+        else:
+            item_table, items_per_seg = index, per_seg
+        # items -> tokens, and each token's row and word index within its row
+        lengths, ids = gather_runs(offsets, values, item_table)
+        seg_row = seg.get_column("row").to_numpy().astype(np.int64)
+        items_per_row = np.bincount(seg_row, weights=items_per_seg,
+                                    minlength=n).astype(np.int64)
+        row_of_item = np.repeat(np.arange(n, dtype=np.int64), items_per_row)
+        row_item_start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(items_per_row, out=row_item_start[1:])
+        word_in_row = np.arange(len(item_table), dtype=np.int64) - row_item_start[row_of_item]
+        token_row = np.repeat(row_of_item, lengths)
+        return pl.DataFrame({
+            "ids": lists_from_flat(n, token_row, pl.Series("ids", ids, dtype=pl.UInt32)),
+            "word_ids": lists_from_flat(n, token_row,
+                                        pl.Series("word_ids", np.repeat(word_in_row, lengths))),
+        })
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
         tok = self._id_to_token
