@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX, lists_from_flat
 from .models.cache import WordCache, gather_runs, list_parts
+from .progress import StageTimer
 from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
 from .text.postprocessors import ByteLevelProcessing, post_processor_from_hf
@@ -204,6 +206,17 @@ class Tokenizer:
     def token_to_id(self, token: str) -> int | None:
         return self._added_ids.get(token, self.model.vocab.get(token))
 
+    def added_token_ids(self) -> dict[str, int]:
+        """Added token content -> id."""
+        return self._added_ids
+
+    def tokens_of(self, ids: pl.Series) -> pl.Series:
+        """The token strings of a list[u32] Series of ids (list[str], columnar)."""
+        offsets, values = list_parts(ids)
+        tokens = self._token_series.gather(values.astype(np.int64))
+        arr = pa.LargeListArray.from_arrays(pa.array(offsets), tokens.to_arrow())
+        return pl.Series("tokens", arr).cast(pl.List(pl.String))
+
     def id_to_token(self, i: int) -> str | None:
         return self._id_to_token[i] if 0 <= i < len(self._id_to_token) else None
 
@@ -248,34 +261,49 @@ class Tokenizer:
             self._cache = WordCache(self.model, self.pre_tokenizer.word_expr)
         return self._cache
 
-    def encode_raw(self, texts: pl.Series) -> pl.DataFrame:
+    def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None) -> pl.DataFrame:
         """`ids` and `word_ids` before post-processing.
 
         Every text is split into items in order: the pre-tokens of its text segments and the
         added tokens found between them (each counts as a word, as in HF). The distinct
         pre-tokens go through the word cache once; the items' ids are gathered with NumPy
-        through the offsets of that table (see `models.cache`)."""
+        through the offsets of that table (see `models.cache`). `timer` gets the time of each
+        stage (normalize, pre-tokenize, dedupe, model, gather)."""
+        timer = timer or StageTimer()
         n = len(texts)
-        seg = self._segments(texts)
-        text = pl.col("text")
-        if self.normalizer is not None:
-            text = self.normalizer.expr(text)
-        # the pre-tokens of every segment (none for an added token's segment)
-        split = seg.select(self.pre_tokenizer.split_expr(text).alias("w")).to_series()
-        per_seg = split.list.len().fill_null(0).to_numpy().astype(np.int64)
-        flat = split.explode().drop_nulls()
-        nonempty = (flat.str.len_bytes() > 0).to_numpy()
-        seg_of_word = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
-        if not nonempty.all():  # an empty pre-token is not a word (as in HF)
-            flat = flat.filter(pl.Series(nonempty))
-            seg_of_word = seg_of_word[nonempty]
-            per_seg = np.bincount(seg_of_word, minlength=len(per_seg)).astype(np.int64)
-        # distinct pre-tokens once through the cache; each word's index in that table
-        words = flat.rename("word").to_frame()
-        uniq = words.get_column("word").unique()
-        table_ids = self.word_cache().lookup(uniq)
-        index = words.join(uniq.to_frame().with_row_index("t"), on="word", how="left",
-                           maintain_order="left").get_column("t").to_numpy().astype(np.int64)
+        with timer.stage("normalize"):
+            seg = self._segments(texts)
+            if self.normalizer is not None:
+                seg = seg.with_columns(self.normalizer.expr(pl.col("text")))
+        with timer.stage("pre-tokenize"):
+            # the pre-tokens of every segment (none for an added token's segment)
+            split = seg.select(self.pre_tokenizer.split_expr(pl.col("text"))).to_series()
+            per_seg = split.list.len().fill_null(0).to_numpy().astype(np.int64)
+            flat = split.explode().drop_nulls()
+            nonempty = (flat.str.len_bytes() > 0).to_numpy()
+            seg_of_word = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
+            if not nonempty.all():  # an empty pre-token is not a word (as in HF)
+                flat = flat.filter(pl.Series(nonempty))
+                seg_of_word = seg_of_word[nonempty]
+                per_seg = np.bincount(seg_of_word, minlength=len(per_seg)).astype(np.int64)
+        with timer.stage("dedupe"):
+            # each word's index in the table of the batch's distinct words
+            words = flat.rename("word").to_frame()
+            uniq = words.get_column("word").unique()
+            index = words.join(uniq.to_frame().with_row_index("t"), on="word", how="left",
+                               maintain_order="left").get_column("t").to_numpy()
+        with timer.stage("model"):
+            # distinct pre-tokens once through the cache (the model sees only new words)
+            table_ids = self.word_cache().lookup(uniq)
+        with timer.stage("gather"):
+            return self._gather(n, seg, per_seg, seg_of_word, index.astype(np.int64),
+                                table_ids)
+
+    @staticmethod
+    def _gather(n: int, seg: pl.DataFrame, per_seg: np.ndarray, seg_of_word: np.ndarray,
+                index: np.ndarray, table_ids: pl.Series) -> pl.DataFrame:
+        """The rows' `ids` and `word_ids` from each word's index in the table of distinct
+        words (`table_ids`) and the added tokens of `seg`, with NumPy gathers."""
         offsets, values = list_parts(table_ids)
         sid = seg.get_column("sid")
         is_special = sid.is_not_null().to_numpy()
@@ -308,11 +336,12 @@ class Tokenizer:
         np.cumsum(items_per_row, out=row_item_start[1:])
         word_in_row = np.arange(len(item_table), dtype=np.int64) - row_item_start[row_of_item]
         token_row = np.repeat(row_of_item, lengths)
-        return pl.DataFrame({
+        out = pl.DataFrame({
             "ids": lists_from_flat(n, token_row, pl.Series("ids", ids, dtype=pl.UInt32)),
             "word_ids": lists_from_flat(n, token_row,
                                         pl.Series("word_ids", np.repeat(word_in_row, lengths))),
         })
+        return out
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
         tok = self._id_to_token

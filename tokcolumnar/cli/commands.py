@@ -11,6 +11,7 @@ from ..config import TrainConfig
 from ..encode.dataset import encode_files
 from ..errors import TokcolumnarError
 from ..outputs import output_file, write_parquet
+from ..progress import StageTimer
 from ..training.pipeline import count_words, train
 
 OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_tokenizer",
@@ -57,9 +58,19 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
+    if args.max_line_bytes < 1:
+        raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
+    timer = StageTimer()
     rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
-                        force=args.force, progress=None if not args.quiet else False)
+                        force=args.force, progress=None if not args.quiet else False,
+                        columns=args.columns, keep_text=not args.drop_text,
+                        add_special_tokens=not args.no_special_tokens,
+                        max_line_bytes=args.max_line_bytes, timer=timer)
+    if args.timings:
+        total = sum(timer.seconds.values())
+        print("stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in timer.seconds.items())
+              + f" (sum {total:.2f})", file=sys.stderr)
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0

@@ -10,6 +10,7 @@ from typing import NoReturn
 from ..config import ENGINES, MODELS, TIE_BREAKS, WORDPIECE_SCORINGS
 from ..corpus.sources import FORMATS
 from ..duckdb import QUERY_FORMATS, ready_queries
+from ..encode.dataset import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
 from ..presets import PRESETS
 from ..text.normalizers import NORMALIZER_NAMES
 from ..text.pretokenizers import PRETOKENIZER_NAMES
@@ -101,6 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
+    e.add_argument("--columns", type=_csv_list, default=None, metavar="A,B,...",
+                   help="output columns: " + ", ".join(OUTPUT_COLUMNS) + " (default "
+                        + ",".join(DEFAULT_COLUMNS) + "; ids always)")
+    e.add_argument("--drop-text", action="store_true",
+                   help="do not write the text column beside the ids")
+    e.add_argument("--no-special-tokens", action="store_true",
+                   help="skip the post-processor's special tokens (HF add_special_tokens=False)")
+    e.add_argument("--max-line-bytes", type=int, default=MAX_LINE_BYTES, metavar="N",
+                   help="refuse a sequence longer than N bytes (default 64 MiB)")
+    e.add_argument("--timings", action="store_true",
+                   help="print the wall time of each stage (read, normalize, pre-tokenize, "
+                        "dedupe, model, gather, post-process, write)")
     add_input_options(e)
     e.set_defaults(command_name="encode")
 

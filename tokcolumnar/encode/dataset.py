@@ -1,55 +1,160 @@
-"""Dataset encoding: inputs -> a Parquet file with the text and its token ids, streamed chunk by
-chunk into a temporary file that replaces the output at the end (see `outputs`)."""
+"""Dataset encoding: inputs -> a Parquet file with the text and its token ids, streamed batch by
+batch into a temporary file that replaces the output at the end (see `outputs`). The next batch
+is encoded while the previous one is written (Arrow's writer releases the GIL), so at most two
+batches are held at once whatever the input size."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..corpus.readers import iter_sequences
+from ..corpus.readers import BYTES_PER_CHAR, iter_sequences
 from ..errors import TokcolumnarError
 from ..outputs import PARQUET_MARKER, output_file
-from ..progress import Progress
+from ..progress import Progress, StageTimer
+from ..text.pretokenizers import WholeSequence
 from ..tokenizer import Tokenizer
+
+BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
+MAX_LINE_BYTES = 64 << 20  # a longer sequence is refused (bounded memory on one huge line)
+OUTPUT_COLUMNS = ("ids", "n_tokens", "tokens", "word_ids", "type_ids", "attention_mask")
+DEFAULT_COLUMNS = ("ids", "n_tokens")
+
+
+def check_columns(columns: list[str], text_column: str, keep_text: bool) -> None:
+    """The output columns must be known, given once, and not named like the text column they
+    would be written beside (never overwrite an input column silently)."""
+    for name in columns:
+        if name not in OUTPUT_COLUMNS:
+            raise TokcolumnarError(f"unknown output column {name!r} (choose from "
+                                   f"{', '.join(OUTPUT_COLUMNS)})")
+    if len(set(columns)) != len(columns) or not columns:
+        raise TokcolumnarError(f"--columns: give each column once, at least one "
+                               f"(got {','.join(columns)!r})")
+    if "ids" not in columns:
+        raise TokcolumnarError("--columns must include ids")
+    if keep_text and text_column in columns:
+        raise TokcolumnarError(f"the input column {text_column!r} has the name of an output "
+                               f"column: it would be overwritten (use --drop-text, or rename it)")
+
+
+def batched(series: Iterator[pl.Series], batch_bytes: int, max_line_bytes: int
+            ) -> Iterator[pl.Series]:
+    """Regroup the reader's pieces into batches of about `batch_bytes` of text (in order);
+    a sequence over `max_line_bytes` is refused with one error."""
+    pending: list[pl.Series] = []
+    size = 0
+    for s in series:
+        lengths = s.str.len_bytes()
+        longest = int(lengths.max() or 0)  # type: ignore[arg-type]
+        if longest > max_line_bytes:
+            raise TokcolumnarError(f"a sequence of {longest:,} bytes is longer than the "
+                                   f"limit of {max_line_bytes:,} bytes (--max-line-bytes)")
+        pending.append(s)
+        size += int(lengths.sum() or 0)
+        if size >= batch_bytes:
+            yield pl.concat(pending)
+            pending, size = [], 0
+    if pending:
+        yield pl.concat(pending)
+
+
+def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[str],
+                  keep_text: bool, add_special_tokens: bool, timer: StageTimer) -> pa.Table:
+    """One batch: the requested columns (with the text column first when kept) as Arrow."""
+    enc = tok.encode_raw(texts, timer)
+    with timer.stage("post-process"):
+        if add_special_tokens and tok.post_processor is not None:
+            enc = tok.post_processor.apply(enc, tok.added_token_ids())
+        ids = enc.get_column("ids")
+        out: dict[str, pl.Series] = {column: texts} if keep_text else {}
+        for name in columns:
+            if name == "ids":
+                out[name] = ids
+            elif name == "n_tokens":
+                out[name] = ids.list.len().cast(pl.UInt32)
+            elif name == "tokens":
+                out[name] = tok.tokens_of(ids)
+            elif name == "word_ids":
+                out[name] = enc.get_column("word_ids")
+            elif name == "type_ids":
+                out[name] = (enc.get_column("type_ids") if "type_ids" in enc.columns
+                             else ids.list.eval(pl.element() * 0))
+            elif name == "attention_mask":  # 1 per token (no padding is written)
+                out[name] = ids.list.eval(pl.element() * 0 + 1).cast(pl.List(pl.UInt8))
+        return pl.DataFrame(out).to_arrow()
 
 
 def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,
                  fmt: str | None = None, column: str = "text", keep_newlines: bool = False,
-                 force: bool = False, progress: bool | None = None) -> int:
+                 force: bool = False, progress: bool | None = None,
+                 columns: list[str] | None = None, keep_text: bool = True,
+                 add_special_tokens: bool = True, max_line_bytes: int = MAX_LINE_BYTES,
+                 timer: StageTimer | None = None) -> int:
     """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
     rows written. `tokenizer` is a Tokenizer or the path of a training directory or
-    tokenizer.json (loaded after the output is checked)."""
+    tokenizer.json (loaded after the output is checked). `columns`: the output columns
+    (`OUTPUT_COLUMNS`; default ids, n_tokens), written after the text column unless
+    `keep_text` is False. `add_special_tokens=False` skips the post-processor (HF's
+    `add_special_tokens=False`). `timer` gets the wall time of each stage: read, normalize,
+    pre-tokenize, dedupe, model, gather, post-process, write (write overlaps the next
+    batch's encoding)."""
+    columns = list(columns or DEFAULT_COLUMNS)
+    check_columns(columns, column, keep_text)
+    timer = timer or StageTimer()
     guarded: list[Any] = list(inputs)
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
     bar = Progress("encoding rows", enabled=progress)
     rows = 0
     writer = None
-    with output_file(out, inputs=guarded, force=force) as tmp:
+    with output_file(out, inputs=guarded, force=force) as tmp, \
+            ThreadPoolExecutor(max_workers=1) as pool:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
+        pending: Future[None] | None = None
         try:
-            for texts in iter_sequences(inputs, fmt=fmt, column=column):
-                if not keep_newlines:
-                    texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
-                texts = texts.fill_null("")
-                enc = tok.encode_ids(texts)
-                table = pl.DataFrame({column: texts, "ids": enc.get_column("ids")}).with_columns(
-                    pl.col("ids").list.len().cast(pl.UInt32).alias("n_tokens")).to_arrow()
-                if writer is None:
-                    schema = table.schema.with_metadata(
-                        {PARQUET_MARKER: json.dumps({"kind": "encoded"})})
-                    writer = pq.ParquetWriter(str(tmp), schema, compression="zstd")
-                writer.write_table(table)
+            # lines are rows (never cut); the reader refuses one longer than the bound
+            # before holding more of it
+            sequences = iter_sequences(inputs, fmt=fmt, column=column,
+                                       pretokenizer=WholeSequence(),
+                                       max_word_chars=max(max_line_bytes // BYTES_PER_CHAR, 1))
+            batches = batched(sequences, BATCH_BYTES, max_line_bytes)
+            while True:
+                with timer.stage("read"):
+                    texts = next(batches, None)
+                    if texts is None:
+                        break
+                    if not keep_newlines:
+                        texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
+                    texts = texts.fill_null("")
+                table = encoded_table(tok, texts, column, columns, keep_text,
+                                      add_special_tokens, timer)
+                with timer.stage("write"):
+                    if writer is None:
+                        schema = table.schema.with_metadata(
+                            {PARQUET_MARKER: json.dumps({"kind": "encoded"})})
+                        writer = pq.ParquetWriter(str(tmp), schema, compression="zstd")
+                    if pending is not None:
+                        pending.result()  # one batch in flight: memory stays bounded
+                    pending = pool.submit(writer.write_table, table)
                 rows += table.num_rows
                 bar.update(rows)
             if writer is None:
                 raise TokcolumnarError("the input contains no rows to encode")
+            with timer.stage("write"):
+                if pending is not None:
+                    pending.result()
         finally:
+            if pending is not None:
+                pending.exception()  # wait for the writer before closing it
             if writer is not None:
                 writer.close()
     bar.close(rows)
