@@ -24,7 +24,7 @@ from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueErro
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX, lists_from_flat
-from .models.cache import WordCache, gather_runs, list_parts
+from .models.cache import WordCache, distinct_words, gather_runs, list_parts
 from .progress import StageTimer
 from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
@@ -287,24 +287,21 @@ class Tokenizer:
                 seg_of_word = seg_of_word[nonempty]
                 per_seg = np.bincount(seg_of_word, minlength=len(per_seg)).astype(np.int64)
         with timer.stage("dedupe"):
-            # each word's index in the table of the batch's distinct words
-            words = flat.rename("word").to_frame()
-            uniq = words.get_column("word").unique()
-            index = words.join(uniq.to_frame().with_row_index("t"), on="word", how="left",
-                               maintain_order="left").get_column("t").to_numpy()
+            # the batch's distinct words, and each word's index among them
+            uniq, uniq_hash, index = distinct_words(flat)
         with timer.stage("model"):
             # distinct pre-tokens once through the cache (the model sees only new words)
-            table_ids = self.word_cache().lookup(uniq)
+            offsets, values = self.word_cache().lookup(uniq, uniq_hash)
         with timer.stage("gather"):
-            return self._gather(n, seg, per_seg, seg_of_word, index.astype(np.int64),
-                                table_ids)
+            return self._gather(n, seg, per_seg, seg_of_word, index, offsets, values)
 
     @staticmethod
     def _gather(n: int, seg: pl.DataFrame, per_seg: np.ndarray, seg_of_word: np.ndarray,
-                index: np.ndarray, table_ids: pl.Series) -> pl.DataFrame:
+                index: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> pl.DataFrame:
         """The rows' `ids` and `word_ids` from each word's index in the table of distinct
-        words (`table_ids`) and the added tokens of `seg`, with NumPy gathers."""
-        offsets, values = list_parts(table_ids)
+        words (runs `values[offsets[i]:offsets[i+1]]`) and the added tokens of `seg`, with
+        NumPy gathers."""
+        n_table = len(offsets) - 1
         sid = seg.get_column("sid")
         is_special = sid.is_not_null().to_numpy()
         if is_special.any():
@@ -321,7 +318,7 @@ class Tokenizer:
             np.cumsum(per_seg, out=word_start[1:])
             within = np.arange(len(index), dtype=np.int64) - word_start[seg_of_word]
             item_table[item_start[seg_of_word] + within] = index
-            item_table[item_start[:-1][is_special]] = len(table_ids) + np.arange(
+            item_table[item_start[:-1][is_special]] = n_table + np.arange(
                 len(special_ids), dtype=np.int64)
             items_per_seg = items_per_seg.astype(np.int64)
         else:
