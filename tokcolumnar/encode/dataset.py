@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +28,7 @@ BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regroup
 MAX_LINE_BYTES = 64 << 20  # a longer sequence is refused (bounded memory on one huge line)
 OUTPUT_COLUMNS = ("ids", "n_tokens", "tokens", "word_ids", "type_ids", "attention_mask")
 DEFAULT_COLUMNS = ("ids", "n_tokens")
+WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
 
 
 def check_columns(columns: list[str], text_column: str, keep_text: bool) -> None:
@@ -117,9 +119,11 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     rows = 0
     writer = None
     with output_file(out, inputs=guarded, force=force) as tmp, \
-            ThreadPoolExecutor(max_workers=1) as pool:
+            ThreadPoolExecutor(max_workers=WORKERS + 1) as pool:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
-        pending: Future[None] | None = None
+        tok.word_cache()  # made once, before the workers share it
+        encoding: deque[Future[pa.Table]] = deque()  # batches being encoded, in input order
+        written: Future[None] | None = None
         try:
             # lines are rows (never cut); the reader refuses one longer than the bound
             # before holding more of it
@@ -130,31 +134,38 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
             while True:
                 with timer.stage("read"):
                     texts = next(batches, None)
-                    if texts is None:
-                        break
+                if texts is not None:
                     if not keep_newlines:
                         texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
-                    texts = texts.fill_null("")
-                table = encoded_table(tok, texts, column, columns, keep_text,
-                                      add_special_tokens, timer)
+                    # batches are encoded in parallel (Polars and NumPy release the GIL)
+                    encoding.append(pool.submit(encoded_table, tok, texts.fill_null(""),
+                                                column, columns, keep_text,
+                                                add_special_tokens, timer))
+                if not encoding or (texts is not None and len(encoding) < WORKERS):
+                    if texts is None:
+                        break
+                    continue
+                table = encoding.popleft().result()
                 with timer.stage("write"):
                     if writer is None:
                         schema = table.schema.with_metadata(
                             {PARQUET_MARKER: json.dumps({"kind": "encoded"})})
                         writer = pq.ParquetWriter(str(tmp), schema, compression="zstd")
-                    if pending is not None:
-                        pending.result()  # one batch in flight: memory stays bounded
-                    pending = pool.submit(writer.write_table, table)
+                    if written is not None:
+                        written.result()  # one batch being written: memory stays bounded
+                    written = pool.submit(writer.write_table, table)
                 rows += table.num_rows
                 bar.update(rows)
             if writer is None:
                 raise TokcolumnarError("the input contains no rows to encode")
             with timer.stage("write"):
-                if pending is not None:
-                    pending.result()
+                if written is not None:
+                    written.result()
         finally:
-            if pending is not None:
-                pending.exception()  # wait for the writer before closing it
+            for job in [*encoding, written]:
+                if job is not None:
+                    job.cancel()
+                    job.exception()  # wait for the workers before closing the writer
             if writer is not None:
                 writer.close()
     bar.close(rows)

@@ -10,6 +10,7 @@ Ids are gathered through Arrow list offsets with NumPy: no Python object per wor
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -84,6 +85,7 @@ class WordCache:
         self.words = pl.Series("word", [], dtype=pl.String)
         self.offsets = np.zeros(1, dtype=np.int64)
         self.values = np.zeros(0, dtype=np.uint32)
+        self.lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.words)
@@ -94,6 +96,10 @@ class WordCache:
         `values[offsets[i]:offsets[i+1]]`. `hashes`: the words' hashes if known."""
         if hashes is None:
             hashes = word_hashes(words)
+        with self.lock:  # batches encoded in parallel share the cache
+            return self._lookup(words, hashes)
+
+    def _lookup(self, words: pl.Series, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         entry = np.full(len(words), -1, dtype=np.int64)
         if len(self.keys):
             # cached: the hash is in the sorted keys and the stored word is the same string
