@@ -36,6 +36,8 @@ from .text.pretokenizers import (
     pretokenizer_from_hf,
 )
 
+ENCODE_BATCH_ROWS = 100_000  # rows per batch of encode_column (bounds its working memory)
+
 
 @dataclass
 class Encoding:
@@ -352,6 +354,52 @@ class Tokenizer:
     def encode_batch(self, texts: Iterable[str]) -> list[Encoding]:
         return self._encodings(self.encode_ids(texts))
 
+    def encode_column(self, data: pl.Series | pl.DataFrame, column: str = "text",
+                      add_special_tokens: bool = True,
+                      batch_rows: int = ENCODE_BATCH_ROWS) -> pl.Series:
+        """The `ids` (list[u32]) of a string Series, or of `column` of a DataFrame, encoded in
+        batches of `batch_rows` rows (one word cache across them); a null text gives null."""
+        if isinstance(data, pl.DataFrame):
+            if column not in data.columns:
+                raise TokcolumnarValueError(f"no column {column!r} in the data frame "
+                                            f"(columns: {', '.join(data.columns)})")
+            data = data.get_column(column)
+        texts = text_series(data)
+        parts = []
+        for start in range(0, max(len(texts), 1), batch_rows):
+            batch = texts.slice(start, batch_rows)
+            out = self.encode_raw(batch.fill_null(""))
+            if add_special_tokens and self.post_processor is not None:
+                out = self.post_processor.apply(out, self._added_ids)
+            parts.append(out.get_column("ids").cast(pl.List(pl.UInt32)))
+        ids = pl.concat(parts) if parts else pl.Series("ids", [], dtype=pl.List(pl.UInt32))
+        if texts.null_count():
+            ids = pl.select(pl.when(texts.is_null()).then(None).otherwise(ids)).to_series()
+        return ids.rename(texts.name or "ids")
+
+    def encode_arrow(self, texts: Iterable[str] | pl.Series,
+                     add_special_tokens: bool = True) -> pa.Table:
+        """Columnar `encode_batch`: an Arrow table with `ids`, `tokens`, `word_ids` and
+        `type_ids` per text (no Python object per token)."""
+        raw = self.encode_raw(text_series(texts))
+        out = (self.post_processor.apply(raw, self._added_ids)
+               if add_special_tokens and self.post_processor is not None else raw)
+        ids = out.get_column("ids").cast(pl.List(pl.UInt32))
+        types = (out.get_column("type_ids") if "type_ids" in out.columns
+                 else ids.list.eval(pl.element() * 0))
+        return pl.DataFrame({"ids": ids, "tokens": self.tokens_of(ids),
+                             "word_ids": out.get_column("word_ids"),
+                             "type_ids": types.cast(pl.List(pl.UInt32))}).to_arrow()
+
+    def decode_column(self, ids: pl.Series, skip_special_tokens: bool = True) -> pl.Series:
+        """The texts of a list[int] Series of ids (`decode` per row; a null row gives null)."""
+        if not isinstance(ids, pl.Series) or not isinstance(ids.dtype, (pl.List, pl.Array)):
+            raise TokcolumnarTypeError("decode_column takes a Polars Series of id lists, got "
+                                       f"{type(ids).__name__}")
+        return pl.Series(ids.name, [None if row is None else
+                                    self.decode(row, skip_special_tokens)
+                                    for row in ids.to_list()], dtype=pl.String)
+
     def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
         """Pairs of sequences (ids, word_ids, type_ids): each side is encoded without
         post-processing, then the processor's pair template joins them. Without a
@@ -401,6 +449,25 @@ class Tokenizer:
         if self.decoder is None:
             return " ".join(tokens)
         return self.decoder.decode(tokens)
+
+
+@pl.api.register_expr_namespace("tok")
+class TokExpressions:
+    """`pl.col("text").tok.encode(tokenizer)` (list[u32] ids) and `.tok.decode(tokenizer)`,
+    in eager and lazy plans."""
+
+    def __init__(self, expr: pl.Expr):
+        self._expr = expr
+
+    def encode(self, tokenizer: Tokenizer, add_special_tokens: bool = True) -> pl.Expr:
+        return self._expr.map_batches(
+            lambda s: tokenizer.encode_column(s, add_special_tokens=add_special_tokens),
+            return_dtype=pl.List(pl.UInt32))
+
+    def decode(self, tokenizer: Tokenizer, skip_special_tokens: bool = True) -> pl.Expr:
+        return self._expr.map_batches(
+            lambda s: tokenizer.decode_column(s, skip_special_tokens),
+            return_dtype=pl.String)
 
 
 def text_series(texts: Any) -> pl.Series:
