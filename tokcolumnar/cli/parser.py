@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--no-special-tokens", action="store_true",
                    help="skip the post-processor's special tokens (HF add_special_tokens=False)")
     e.add_argument("--max-line-bytes", type=int, default=MAX_LINE_BYTES, metavar="N",
-                   help="refuse a sequence longer than N bytes (default 64 MiB)")
+                   help="refuse a sequence (line or value) longer than N bytes (default 8 MiB)")
     e.add_argument("--timings", action="store_true",
                    help="print the wall time of each stage (read, normalize, pre-tokenize, "
                         "dedupe, model, gather, post-process, write)")
