@@ -128,3 +128,27 @@ def test_small_corpora_match_hf(tmp_path, trained, name):
         df = pl.read_parquet(out)
         hf = HFTokenizer.from_file(str(trained[which] / "tokenizer.json"))
         assert df["ids"].to_list() == [e.ids for e in hf.encode_batch(df["text"].to_list())]
+
+
+def test_rows_per_file_writes_parts_then_marker(tmp_path, trained):
+    lines = DATA.read_text(encoding="utf-8").splitlines()
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "parts"
+    args = ["encode", str(src), "--tokenizer", str(trained["gpt2"]), "--out", str(out),
+            "--rows-per-file", "7", "--quiet"]
+    assert run_cli(*args).returncode == 0
+    names = sorted(p.name for p in out.iterdir())
+    n_parts = -(-len(lines) // 7)
+    assert names == ["_SUCCESS"] + [f"part-{k:05d}.parquet" for k in range(n_parts)]
+    df = pl.read_parquet(sorted(out.glob("part-*.parquet")))
+    assert df["text"].to_list() == lines  # row order kept across parts
+    assert all(pl.read_parquet(p).height <= 7 for p in out.glob("part-*.parquet"))
+    hf = HFTokenizer.from_file(str(trained["gpt2"] / "tokenizer.json"))
+    assert df["ids"].to_list() == [e.ids for e in hf.encode_batch(lines)]
+    # ours (marker + parts only): replaced without --force; with a foreign file: refused
+    assert run_cli(*args[:-3], "--rows-per-file", "1000", "--quiet").returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "part-00000.parquet"]
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    assert_clean_error(run_cli(*args), "not empty and not a tokcolumnar output")
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"

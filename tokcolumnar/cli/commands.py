@@ -66,7 +66,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
                         force=args.force, progress=None if not args.quiet else False,
                         columns=args.columns, keep_text=not args.drop_text,
                         add_special_tokens=not args.no_special_tokens,
-                        max_line_bytes=args.max_line_bytes, timer=timer)
+                        max_line_bytes=args.max_line_bytes,
+                        rows_per_file=args.rows_per_file, timer=timer)
     if args.timings:
         total = sum(timer.seconds.values())
         print("stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in timer.seconds.items())

@@ -10,7 +10,7 @@ from typing import NoReturn
 from ..config import ENGINES, MODELS, TIE_BREAKS, WORDPIECE_SCORINGS
 from ..corpus.sources import FORMATS
 from ..duckdb import QUERY_FORMATS, ready_queries
-from ..encode.dataset import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
+from ..encode import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
 from ..presets import PRESETS
 from ..text.normalizers import NORMALIZER_NAMES
 from ..text.pretokenizers import PRETOKENIZER_NAMES
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("encode", help="tokenize a dataset into a Parquet column of ids")
     e.add_argument("inputs", nargs="+", metavar="INPUT")
     e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json")
-    e.add_argument("--out", required=True, metavar="FILE.parquet")
+    e.add_argument("--out", required=True, metavar="FILE.parquet|DIR")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the post-processor's special tokens (HF add_special_tokens=False)")
     e.add_argument("--max-line-bytes", type=int, default=MAX_LINE_BYTES, metavar="N",
                    help="refuse a sequence (line or value) longer than N bytes (default 8 MiB)")
+    e.add_argument("--rows-per-file", type=int, default=None, metavar="N",
+                   help="write --out as a directory of Parquet parts (part-00000.parquet, ...) "
+                        "of at most N rows each, with a _SUCCESS marker written last")
     e.add_argument("--timings", action="store_true",
                    help="print the wall time of each stage (read, normalize, pre-tokenize, "
                         "dedupe, model, gather, post-process, write)")

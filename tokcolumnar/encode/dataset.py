@@ -19,17 +19,13 @@ import pyarrow.parquet as pq
 
 from ..corpus.readers import BYTES_PER_CHAR, iter_sequences
 from ..errors import TokcolumnarError
-from ..outputs import PARQUET_MARKER, output_file
+from ..outputs import PARQUET_MARKER, PARTS_MARKER, output_dir, output_file
 from ..progress import Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
 from ..tokenizer import Tokenizer
+from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
 
 BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
-# a longer sequence is refused: memory stays bounded on one huge line (a single 8 MiB
-# pre-token costs ~0.7 GB in the BPE layout)
-MAX_LINE_BYTES = 8 << 20
-OUTPUT_COLUMNS = ("ids", "n_tokens", "tokens", "word_ids", "type_ids", "attention_mask")
-DEFAULT_COLUMNS = ("ids", "n_tokens")
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
 
 
@@ -104,12 +100,54 @@ def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[s
         return pl.DataFrame(out).to_arrow()
 
 
+class ParquetSink:
+    """Writes tables, in order, into one Parquet file (`rows_per_file` None) or into the parts
+    `part-00000.parquet`, ... of a directory, each of at most `rows_per_file` rows; every file
+    is marked as ours."""
+
+    def __init__(self, target: Path, rows_per_file: int | None):
+        self.target = target
+        self.rows_per_file = rows_per_file
+        self.writer: pq.ParquetWriter | None = None
+        self.parts = 0
+        self.in_part = 0
+
+    def _open(self, schema: pa.Schema) -> pq.ParquetWriter:
+        self.close()
+        path = (self.target if self.rows_per_file is None
+                else self.target / f"part-{self.parts:05d}.parquet")
+        schema = schema.with_metadata({PARQUET_MARKER: json.dumps({"kind": "encoded"})})
+        self.writer = pq.ParquetWriter(str(path), schema, compression="zstd")
+        self.parts += 1
+        self.in_part = 0
+        return self.writer
+
+    def write(self, table: pa.Table) -> None:
+        if self.rows_per_file is None:
+            (self.writer or self._open(table.schema)).write_table(table)
+            return
+        start = 0
+        while start < table.num_rows:
+            writer = self.writer
+            if writer is None or self.in_part == self.rows_per_file:
+                writer = self._open(table.schema)
+            take = min(self.rows_per_file - self.in_part, table.num_rows - start)
+            writer.write_table(table.slice(start, take))
+            self.in_part += take
+            start += take
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
 def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,
                  fmt: str | None = None, column: str = "text", keep_newlines: bool = False,
                  force: bool = False, progress: bool | None = None,
                  columns: list[str] | None = None, keep_text: bool = True,
                  add_special_tokens: bool = True, max_line_bytes: int = MAX_LINE_BYTES,
-                 timer: StageTimer | None = None) -> int:
+                 rows_per_file: int | None = None, timer: StageTimer | None = None) -> int:
     """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
     rows written. `tokenizer` is a Tokenizer or the path of a training directory or
     tokenizer.json (loaded after the output is checked). `columns`: the output columns
@@ -117,7 +155,10 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     `keep_text` is False. `add_special_tokens=False` skips the post-processor (HF's
     `add_special_tokens=False`). `timer` gets the wall time of each stage: read, normalize,
     pre-tokenize, dedupe, model, gather, post-process, write (write overlaps the next
-    batch's encoding)."""
+    batch's encoding). `rows_per_file`: `out` is a directory of Parquet parts of at most that
+    many rows (row order kept), with the marker `_SUCCESS` written last."""
+    if rows_per_file is not None and rows_per_file < 1:
+        raise TokcolumnarError(f"--rows-per-file must be at least 1, got {rows_per_file}")
     columns = list(columns or DEFAULT_COLUMNS)
     check_columns(columns, column, keep_text)
     timer = timer or StageTimer()
@@ -126,13 +167,15 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         guarded.append(tokenizer)
     bar = Progress("encoding rows", enabled=progress)
     rows = 0
-    writer = None
-    with output_file(out, inputs=guarded, force=force) as tmp, \
+    target = (output_file(out, inputs=guarded, force=force) if rows_per_file is None
+              else output_dir(out, inputs=guarded, force=force))
+    with target as tmp, \
             ThreadPoolExecutor(max_workers=WORKERS + 1) as pool:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
         tok.word_cache()  # made once, before the workers share it
         encoding: deque[Future[pa.Table]] = deque()  # batches being encoded, in input order
         written: Future[None] | None = None
+        sink = ParquetSink(tmp, rows_per_file)
         try:
             # lines are rows (never cut); the reader refuses one longer than the bound
             # before holding more of it
@@ -156,26 +199,26 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     continue
                 table = encoding.popleft().result()
                 with timer.stage("write"):
-                    if writer is None:
-                        schema = table.schema.with_metadata(
-                            {PARQUET_MARKER: json.dumps({"kind": "encoded"})})
-                        writer = pq.ParquetWriter(str(tmp), schema, compression="zstd")
                     if written is not None:
                         written.result()  # one batch being written: memory stays bounded
-                    written = pool.submit(writer.write_table, table)
+                    written = pool.submit(sink.write, table)
                 rows += table.num_rows
                 bar.update(rows)
-            if writer is None:
+            if not rows:
                 raise TokcolumnarError("the input contains no rows to encode")
             with timer.stage("write"):
                 if written is not None:
                     written.result()
+                sink.close()
+                if rows_per_file is not None:  # the marker last: the parts are complete
+                    (tmp / PARTS_MARKER).write_text(json.dumps(
+                        {"tool": "tokcolumnar", "kind": "encoded", "parts": sink.parts,
+                         "rows": rows}) + "\n", encoding="utf-8")
         finally:
             for job in [*encoding, written]:
                 if job is not None:
                     job.cancel()
                     job.exception()  # wait for the workers before closing the writer
-            if writer is not None:
-                writer.close()
+            sink.close()
     bar.close(rows)
     return rows
