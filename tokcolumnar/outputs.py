@@ -49,6 +49,10 @@ OUTPUT_DIR_FILES = frozenset({
     "tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "codes.txt", "merges.parquet",
     "vocab.parquet", "words.parquet", "run.json",
 })
+#: A directory of Parquet parts (`encode --rows-per-file`): `part-00000.parquet`, ... and the
+#: marker written last, `_SUCCESS`, holding `{"tool": "tokcolumnar", ...}`.
+PARTS_MARKER = "_SUCCESS"
+PART_NAME = re.compile(r"^part-\d{5,}\.parquet$")
 #: The key-value metadata key (Parquet) and extended attribute (other files) marking our files.
 PARQUET_MARKER = "tokcolumnar"
 XATTR_MARKER = "user.tokcolumnar"
@@ -73,12 +77,24 @@ def _has_our_marker(path: Path) -> bool:
     return isinstance(run, dict) and run.get("tool") == "tokcolumnar"
 
 
+def _has_parts_marker(path: Path) -> bool:
+    try:
+        done = json.loads((path / PARTS_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(done, dict) and done.get("tool") == "tokcolumnar"
+
+
 def is_our_dir(path: Path) -> bool:
-    """A directory a training run wrote: our `run.json` marker and only our file names."""
+    """A directory a training run wrote (our `run.json` marker and only our file names), or a
+    directory of Parquet parts we wrote (our `_SUCCESS` marker and only part files)."""
     try:
         names = set(os.listdir(path))
     except OSError:
         return False
+    if PARTS_MARKER in names:
+        return (all(PART_NAME.match(n) for n in names - {PARTS_MARKER})
+                and _has_parts_marker(path))
     return names <= OUTPUT_DIR_FILES and _has_our_marker(path)
 
 

@@ -18,11 +18,14 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX, lists_from_flat
+from .models.cache import WordCache, distinct_words, gather_runs, list_parts
+from .progress import StageTimer
 from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
 from .text.postprocessors import ByteLevelProcessing, post_processor_from_hf
@@ -33,6 +36,8 @@ from .text.pretokenizers import (
     pretokenizer_from_hf,
 )
 from .text.segmenters import SEGMENTER_NAMES, build_segmenter
+
+ENCODE_BATCH_ROWS = 100_000  # rows per batch of encode_column (bounds its working memory)
 
 
 @dataclass
@@ -121,6 +126,7 @@ class Tokenizer:
         contents = sorted((t.content for t in self.added_tokens), key=len, reverse=True)
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
+        self._cache: WordCache | None = None
 
     # -- loading -------------------------------------------------------------------------------
     @classmethod
@@ -206,6 +212,17 @@ class Tokenizer:
     def token_to_id(self, token: str) -> int | None:
         return self._added_ids.get(token, self.model.vocab.get(token))
 
+    def added_token_ids(self) -> dict[str, int]:
+        """Added token content -> id."""
+        return self._added_ids
+
+    def tokens_of(self, ids: pl.Series) -> pl.Series:
+        """The token strings of a list[u32] Series of ids (list[str], columnar)."""
+        offsets, values = list_parts(ids)
+        tokens = self._token_series.gather(values.astype(np.int64))
+        arr = pa.LargeListArray.from_arrays(pa.array(offsets), tokens.to_arrow())
+        return pl.Series("tokens", arr).cast(pl.List(pl.String))
+
     def id_to_token(self, i: int) -> str | None:
         return self._id_to_token[i] if 0 <= i < len(self._id_to_token) else None
 
@@ -239,38 +256,94 @@ class Tokenizer:
         """Columnar encoding: one row per text with `ids` (list[u32]) and `word_ids`. `texts`:
         strings, or a Polars string Series (a null row encodes to no ids)."""
         texts = text_series(texts)
-        n = len(texts)
-        seg = self._segments(texts)
-        text = pl.col("text")
-        if self.normalizer is not None:
-            text = self.normalizer.expr(text)
-        words = (seg.lazy().filter(pl.col("sid").is_null())
-                 .select("row", "seg", self.pre_tokenizer.expr(text).alias("word"))
-                 .explode("word").drop_nulls("word")
-                 .filter(pl.col("word").str.len_bytes() > 0)
-                 .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("row", "seg")
-                               .alias("k"))
-                 .collect())
-        uniq = words.get_column("word").unique(maintain_order=True)
-        uniq_ids = self.model.encode_words(uniq)
-        table = pl.DataFrame({"word": uniq, "ids": uniq_ids})
-        pieces = words.join(table, on="word", how="left", maintain_order="left").select(
-            "row", "seg", "k", "ids")
-        # a special token written in the text counts as a word of its own, as in HF
-        specials = seg.filter(pl.col("sid").is_not_null()).select(
-            "row", "seg", pl.lit(0, dtype=pl.Int64).alias("k"),
-            pl.concat_list(pl.col("sid").cast(pl.UInt32)).alias("ids"))
-        allp = pl.concat([pieces, specials]).sort("row", "seg", "k").with_columns(
-            pl.int_range(pl.len(), dtype=pl.Int64).over("row").alias("wi"))
-        flat = allp.with_columns(pl.col("wi").repeat_by(pl.col("ids").list.len())
-                                 .alias("wid")).explode("ids", "wid")
-        flat = flat.drop_nulls("ids")
-        row = flat.get_column("row").to_numpy().astype(np.int64)
-        ids = lists_from_flat(n, row, flat.get_column("ids").cast(pl.UInt32).rename("ids"))
-        wids = lists_from_flat(n, row, flat.get_column("wid").rename("word_ids"))
-        out = pl.DataFrame({"ids": ids, "word_ids": wids})
+        out = self.encode_raw(texts)
         if self.post_processor is not None:
             out = self.post_processor.apply(out, self._added_ids)
+        return out
+
+    def word_cache(self) -> WordCache:
+        """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
+        if self._cache is None:
+            self._cache = WordCache(self.model, self.pre_tokenizer.word_expr)
+        return self._cache
+
+    def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None) -> pl.DataFrame:
+        """`ids` and `word_ids` before post-processing.
+
+        Every text is split into items in order: the pre-tokens of its text segments and the
+        added tokens found between them (each counts as a word, as in HF). The distinct
+        pre-tokens go through the word cache once; the items' ids are gathered with NumPy
+        through the offsets of that table (see `models.cache`). `timer` gets the time of each
+        stage (normalize, pre-tokenize, dedupe, model, gather)."""
+        timer = timer or StageTimer()
+        n = len(texts)
+        with timer.stage("normalize"):
+            seg = self._segments(texts)
+            if self.normalizer is not None:
+                seg = seg.with_columns(self.normalizer.expr(pl.col("text")))
+        with timer.stage("pre-tokenize"):
+            # the pre-tokens of every segment (none for an added token's segment)
+            split = seg.select(self.pre_tokenizer.encode_split_expr(pl.col("text"))).to_series()
+            per_seg = split.list.len().fill_null(0).to_numpy().astype(np.int64)
+            flat = split.explode().drop_nulls()
+            nonempty = (flat.str.len_bytes() > 0).to_numpy()
+            seg_of_word = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
+            if not nonempty.all():  # an empty pre-token is not a word (as in HF)
+                flat = flat.filter(pl.Series(nonempty))
+                seg_of_word = seg_of_word[nonempty]
+                per_seg = np.bincount(seg_of_word, minlength=len(per_seg)).astype(np.int64)
+        with timer.stage("dedupe"):
+            # the batch's distinct words, and each word's index among them
+            uniq, uniq_hash, index = distinct_words(flat)
+        with timer.stage("model"):
+            # distinct pre-tokens once through the cache (the model sees only new words)
+            offsets, values = self.word_cache().lookup(uniq, uniq_hash)
+        with timer.stage("gather"):
+            return self._gather(n, seg, per_seg, seg_of_word, index, offsets, values)
+
+    @staticmethod
+    def _gather(n: int, seg: pl.DataFrame, per_seg: np.ndarray, seg_of_word: np.ndarray,
+                index: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> pl.DataFrame:
+        """The rows' `ids` and `word_ids` from each word's index in the table of distinct
+        words (runs `values[offsets[i]:offsets[i+1]]`) and the added tokens of `seg`, with
+        NumPy gathers."""
+        n_table = len(offsets) - 1
+        sid = seg.get_column("sid")
+        is_special = sid.is_not_null().to_numpy()
+        if is_special.any():
+            # an added token is one item: appended to the table as a run of one id
+            special_ids = sid.filter(pl.Series(is_special)).to_numpy().astype(np.uint32)
+            values = np.concatenate([values, special_ids])
+            offsets = np.concatenate([offsets, offsets[-1] + 1 + np.arange(
+                len(special_ids), dtype=np.int64)])
+            items_per_seg = per_seg + is_special
+            item_start = np.zeros(len(per_seg) + 1, dtype=np.int64)
+            np.cumsum(items_per_seg, out=item_start[1:])
+            item_table = np.empty(int(item_start[-1]), dtype=np.int64)
+            word_start = np.zeros(len(per_seg) + 1, dtype=np.int64)
+            np.cumsum(per_seg, out=word_start[1:])
+            within = np.arange(len(index), dtype=np.int64) - word_start[seg_of_word]
+            item_table[item_start[seg_of_word] + within] = index
+            item_table[item_start[:-1][is_special]] = n_table + np.arange(
+                len(special_ids), dtype=np.int64)
+            items_per_seg = items_per_seg.astype(np.int64)
+        else:
+            item_table, items_per_seg = index, per_seg
+        # items -> tokens, and each token's row and word index within its row
+        lengths, ids = gather_runs(offsets, values, item_table)
+        seg_row = seg.get_column("row").to_numpy().astype(np.int64)
+        items_per_row = np.bincount(seg_row, weights=items_per_seg,
+                                    minlength=n).astype(np.int64)
+        row_of_item = np.repeat(np.arange(n, dtype=np.int64), items_per_row)
+        row_item_start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(items_per_row, out=row_item_start[1:])
+        word_in_row = np.arange(len(item_table), dtype=np.int64) - row_item_start[row_of_item]
+        token_row = np.repeat(row_of_item, lengths)
+        out = pl.DataFrame({
+            "ids": lists_from_flat(n, token_row, pl.Series("ids", ids, dtype=pl.UInt32)),
+            "word_ids": lists_from_flat(n, token_row,
+                                        pl.Series("word_ids", np.repeat(word_in_row, lengths))),
+        })
         return out
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
@@ -292,6 +365,52 @@ class Tokenizer:
         from .distributed.ray import encode_dataset  # Ray loads only when used
 
         return encode_dataset(self, ds, column)
+
+    def encode_column(self, data: pl.Series | pl.DataFrame, column: str = "text",
+                      add_special_tokens: bool = True,
+                      batch_rows: int = ENCODE_BATCH_ROWS) -> pl.Series:
+        """The `ids` (list[u32]) of a string Series, or of `column` of a DataFrame, encoded in
+        batches of `batch_rows` rows (one word cache across them); a null text gives null."""
+        if isinstance(data, pl.DataFrame):
+            if column not in data.columns:
+                raise TokcolumnarValueError(f"no column {column!r} in the data frame "
+                                            f"(columns: {', '.join(data.columns)})")
+            data = data.get_column(column)
+        texts = text_series(data)
+        parts = []
+        for start in range(0, max(len(texts), 1), batch_rows):
+            batch = texts.slice(start, batch_rows)
+            out = self.encode_raw(batch.fill_null(""))
+            if add_special_tokens and self.post_processor is not None:
+                out = self.post_processor.apply(out, self._added_ids)
+            parts.append(out.get_column("ids").cast(pl.List(pl.UInt32)))
+        ids = pl.concat(parts) if parts else pl.Series("ids", [], dtype=pl.List(pl.UInt32))
+        if texts.null_count():
+            ids = pl.select(pl.when(texts.is_null()).then(None).otherwise(ids)).to_series()
+        return ids.rename(texts.name or "ids")
+
+    def encode_arrow(self, texts: Iterable[str] | pl.Series,
+                     add_special_tokens: bool = True) -> pa.Table:
+        """Columnar `encode_batch`: an Arrow table with `ids`, `tokens`, `word_ids` and
+        `type_ids` per text (no Python object per token)."""
+        raw = self.encode_raw(text_series(texts))
+        out = (self.post_processor.apply(raw, self._added_ids)
+               if add_special_tokens and self.post_processor is not None else raw)
+        ids = out.get_column("ids").cast(pl.List(pl.UInt32))
+        types = (out.get_column("type_ids") if "type_ids" in out.columns
+                 else ids.list.eval(pl.element() * 0))
+        return pl.DataFrame({"ids": ids, "tokens": self.tokens_of(ids),
+                             "word_ids": out.get_column("word_ids"),
+                             "type_ids": types.cast(pl.List(pl.UInt32))}).to_arrow()
+
+    def decode_column(self, ids: pl.Series, skip_special_tokens: bool = True) -> pl.Series:
+        """The texts of a list[int] Series of ids (`decode` per row; a null row gives null)."""
+        if not isinstance(ids, pl.Series) or not isinstance(ids.dtype, (pl.List, pl.Array)):
+            raise TokcolumnarTypeError("decode_column takes a Polars Series of id lists, got "
+                                       f"{type(ids).__name__}")
+        return pl.Series(ids.name, [None if row is None else
+                                    self.decode(row, skip_special_tokens)
+                                    for row in ids.to_list()], dtype=pl.String)
 
     def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
         """Pairs of sequences (ids, word_ids, type_ids): each side is encoded without
@@ -342,6 +461,25 @@ class Tokenizer:
         if self.decoder is None:
             return " ".join(tokens)
         return self.decoder.decode(tokens)
+
+
+@pl.api.register_expr_namespace("tok")
+class TokExpressions:
+    """`pl.col("text").tok.encode(tokenizer)` (list[u32] ids) and `.tok.decode(tokenizer)`,
+    in eager and lazy plans."""
+
+    def __init__(self, expr: pl.Expr):
+        self._expr = expr
+
+    def encode(self, tokenizer: Tokenizer, add_special_tokens: bool = True) -> pl.Expr:
+        return self._expr.map_batches(
+            lambda s: tokenizer.encode_column(s, add_special_tokens=add_special_tokens),
+            return_dtype=pl.List(pl.UInt32))
+
+    def decode(self, tokenizer: Tokenizer, skip_special_tokens: bool = True) -> pl.Expr:
+        return self._expr.map_batches(
+            lambda s: tokenizer.decode_column(s, skip_special_tokens),
+            return_dtype=pl.String)
 
 
 def text_series(texts: Any) -> pl.Series:

@@ -5,6 +5,7 @@ error: ...`, exit code 2, no traceback, no usage), and snapshots of output direc
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,17 +69,37 @@ def assert_clean_error(proc: subprocess.CompletedProcess, needle: str = "") -> s
     return line
 
 
+#: Runs the command in a forked child and writes its peak RSS (KiB) to the file named first.
+#: A child's peak starts from its parent's at fork (Linux carries the high-water mark across
+#: exec), so the command is forked from this small process, never from the test process.
+_MEASURE = """
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
 def run_measured(args: list[str], stdin_data: bytes | None = None, stdin_file: str | None = None,
                  timeout: float = 120) -> tuple[int, str, float, float]:
     """Run `python -m tokcolumnar ARGS`: (exit code, stderr, peak RSS in MiB of this child
     alone, seconds)."""
     cmd = command(*args)
-    with tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as peak:
         stdin = open(stdin_file, "rb") if stdin_file else (  # noqa: SIM115
             subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL)
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=err,
-                                env=cli_env())
+        proc = subprocess.Popen([sys.executable, "-c", _MEASURE, peak.name, *cmd], stdin=stdin,
+                                stdout=subprocess.DEVNULL, stderr=err, env=cli_env(),
+                                start_new_session=True)
         if stdin_data is not None:
             def feed() -> None:
                 try:
@@ -87,16 +108,16 @@ def run_measured(args: list[str], stdin_data: bytes | None = None, stdin_file: s
                 except BrokenPipeError:
                     pass
             threading.Thread(target=feed, daemon=True).start()
-        timer = threading.Timer(timeout, proc.kill)
+        timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
         timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc.wait()
         timer.cancel()
         seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
         if stdin_file:
             stdin.close()
         err.seek(0)
-        return proc.returncode, err.read().decode(), usage.ru_maxrss / 1024, seconds
+        kib = int(peak.read() or 0)
+        return proc.returncode, err.read().decode(), kib / 1024, seconds
 
 
 def snapshot(d: Path) -> dict[str, bytes]:

@@ -11,9 +11,11 @@ import time
 from ..config import TrainConfig
 from ..distributed.ray_encode import encode_files_ray
 from ..distributed.spark import encode_files_spark
+from ..encode import DEFAULT_COLUMNS
 from ..encode.dataset import encode_files
 from ..errors import TokcolumnarError
 from ..outputs import output_file, write_parquet
+from ..progress import StageTimer
 from ..training.pipeline import count_words, train
 
 OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_tokenizer",
@@ -74,14 +76,38 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 def cmd_encode(args: argparse.Namespace) -> int:
     use_ray_address(args)
-    if args.engine != "polars" and args.word_ids:
-        raise TokcolumnarError(f"--word-ids is not available with --engine {args.engine}")
-    encode = {"ray": encode_files_ray, "spark": encode_files_spark}.get(args.engine,
-                                                                       encode_files)
-    extra = {"word_ids": True} if args.word_ids else {}
-    rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
-                  column=args.column or "text", keep_newlines=args.keep_newlines,
-                  force=args.force, progress=None if not args.quiet else False, **extra)
+    if args.max_line_bytes < 1:
+        raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
+    columns = args.columns
+    if args.word_ids and "word_ids" not in (columns or ()):
+        columns = [*(columns or DEFAULT_COLUMNS), "word_ids"]
+    if args.engine != "polars":
+        given = [flag for flag, on in (("--columns/--word-ids", columns is not None),
+                                       ("--drop-text", args.drop_text),
+                                       ("--no-special-tokens", args.no_special_tokens),
+                                       ("--rows-per-file", args.rows_per_file is not None),
+                                       ("--timings", args.timings)) if on]
+        if given:
+            raise TokcolumnarError(f"{given[0]} is not available with --engine {args.engine}")
+        encode = {"ray": encode_files_ray, "spark": encode_files_spark}[args.engine]
+        rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
+                      column=args.column or "text", keep_newlines=args.keep_newlines,
+                      force=args.force, progress=None if not args.quiet else False)
+        if not args.quiet:
+            print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
+        return 0
+    timer = StageTimer()
+    rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
+                        column=args.column or "text", keep_newlines=args.keep_newlines,
+                        force=args.force, progress=None if not args.quiet else False,
+                        columns=columns, keep_text=not args.drop_text,
+                        add_special_tokens=not args.no_special_tokens,
+                        max_line_bytes=args.max_line_bytes,
+                        rows_per_file=args.rows_per_file, timer=timer)
+    if args.timings:
+        total = sum(timer.seconds.values())
+        print("stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in timer.seconds.items())
+              + f" (sum {total:.2f})", file=sys.stderr)
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0

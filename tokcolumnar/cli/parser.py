@@ -10,6 +10,7 @@ from typing import NoReturn
 from ..config import ENGINES, MODELS, TIE_BREAKS, WORDPIECE_SCORINGS
 from ..corpus.sources import FORMATS
 from ..duckdb import QUERY_FORMATS, ready_queries
+from ..encode import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
 from ..presets import PRESETS
 from ..text.normalizers import NORMALIZER_NAMES
 from ..text.pretokenizers import PRETOKENIZER_NAMES
@@ -119,13 +120,28 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("encode", help="tokenize a dataset into a Parquet column of ids")
     e.add_argument("inputs", nargs="+", metavar="INPUT")
     e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json")
-    e.add_argument("--out", required=True, metavar="FILE.parquet")
+    e.add_argument("--out", required=True, metavar="FILE.parquet|DIR")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
     e.add_argument("--word-ids", action="store_true",
                    help="add a word_ids column: each token's word index (null for special "
-                   "tokens), e.g. for whole-word masking")
+                   "tokens), e.g. for whole-word masking; the same as word_ids in --columns")
+    e.add_argument("--columns", type=_csv_list, default=None, metavar="A,B,...",
+                   help="output columns: " + ", ".join(OUTPUT_COLUMNS) + " (default "
+                        + ",".join(DEFAULT_COLUMNS) + "; ids always)")
+    e.add_argument("--drop-text", action="store_true",
+                   help="do not write the text column beside the ids")
+    e.add_argument("--no-special-tokens", action="store_true",
+                   help="skip the post-processor's special tokens (HF add_special_tokens=False)")
+    e.add_argument("--max-line-bytes", type=int, default=MAX_LINE_BYTES, metavar="N",
+                   help="refuse a sequence (line or value) longer than N bytes (default 8 MiB)")
+    e.add_argument("--rows-per-file", type=int, default=None, metavar="N",
+                   help="write --out as a directory of Parquet parts (part-00000.parquet, ...) "
+                        "of at most N rows each, with a _SUCCESS marker written last")
+    e.add_argument("--timings", action="store_true",
+                   help="print the wall time of each stage (read, normalize, pre-tokenize, "
+                        "dedupe, model, gather, post-process, write)")
     add_input_options(e)
     e.add_argument("--engine", choices=("polars", "ray", "spark"), default="polars",
                    help="ray, spark: encode on Ray or Spark; --out is then a directory of "

@@ -61,6 +61,10 @@ def line_bound(max_word_chars: int | None, chunk_bytes: int) -> int | None:
 def _no_cut_error(src: Source, offset: int, bound: int, max_word_chars: int,
                   pretokenizer: PreTokenizer | None) -> TokcolumnarError:
     where = f"{src.label}, byte {offset:,}"
+    option = getattr(pretokenizer, "line_limit_option", None)
+    if option:  # lines are rows (encode): a line over the bound is refused as such
+        return TokcolumnarError(f"{where}: a line of more than {bound:,} bytes (the limit set "
+                                f"by {option}; raise it to encode longer lines)")
     if isinstance(pretokenizer, WholeSequence):  # the line is one pre-token
         return TokcolumnarError(f"{where}: a line of more than {bound:,} bytes: "
                                 + word_too_long(f"more than {max_word_chars:,}", max_word_chars))

@@ -281,6 +281,11 @@ class PreTokenizer:
     def word_expr(self, word: pl.Expr) -> pl.Expr:
         return word
 
+    def encode_split_expr(self, col: pl.Expr) -> pl.Expr:
+        """The pieces the encoder looks up in its word cache (which applies `word_expr`):
+        `split_expr`, unless a piece needs more than a split to become words (a segmenter)."""
+        return self.split_expr(col)
+
     def pieces_expr(self, pieces: pl.Expr, original: pl.Expr) -> pl.Expr:
         """Apply to each piece of a list[str] expression (inside a Sequence) and flatten."""
         return pieces.list.eval(self.expr(pl.element()).explode().drop_nulls())

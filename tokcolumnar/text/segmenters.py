@@ -147,6 +147,10 @@ class Segmenter(PreTokenizer):
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.map_batches(self._segment_series, return_dtype=pl.List(pl.String))
 
+    def encode_split_expr(self, col: pl.Expr) -> pl.Expr:
+        # the encoder's pieces are the segmenter's words, not its chunks
+        return self.expr(col)
+
 
 @dataclass
 class JiebaSplit(Segmenter):

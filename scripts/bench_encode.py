@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Benchmark: `tokcolumnar encode` against the HF code a user would write (`Tokenizer.from_file
+(...).encode_batch` over batches of lines, ids written to Parquet with pyarrow), on the same
+input, alternating runs; medians of wall time, CPU time (user + sys) and peak RSS.
+
+Each run is a fresh process timed from spawn to exit (`wait4`). With `--tiktoken PYTHON` the
+same gpt2 vocabulary is also run through tiktoken (built offline from our tokenizer.json:
+mergeable ranks from the byte values of the tokens, the GPT-2 pattern) with that interpreter
+(a venv where tiktoken is installed), one thread, and MB/s per core is reported for the three.
+
+    python scripts/bench_encode.py ../shared/corpora/medium/en.txt --tokenizer DIR --rounds 3
+    python scripts/bench_encode.py FILE --tokenizer DIR --tiktoken /tmp/tt/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HF_SCRIPT = r"""
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(sys.argv[1])
+writer = None
+def flush(lines):
+    global writer
+    ids = [e.ids for e in tok.encode_batch(lines)]
+    table = pa.table({"text": lines, "ids": pa.array(ids, type=pa.list_(pa.uint32()))})
+    if writer is None:
+        writer = pq.ParquetWriter(sys.argv[3], table.schema, compression="zstd")
+    writer.write_table(table)
+with open(sys.argv[2], encoding="utf-8") as f:
+    batch = []
+    for line in f:
+        batch.append(line.rstrip("\r\n"))
+        if len(batch) == 10000:
+            flush(batch)
+            batch = []
+    if batch:
+        flush(batch)
+writer.close()
+"""
+
+TIKTOKEN_SCRIPT = r"""
+import json, sys
+import tiktoken
+model = json.load(open(sys.argv[1], encoding="utf-8"))["model"]
+# GPT-2's byte -> character table
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) \
+    + list(range(ord("\xae"), ord("\xff") + 1))
+cs = bs[:]
+n = 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b)
+        cs.append(256 + n)
+        n += 1
+char_to_byte = {chr(c): b for b, c in zip(bs, cs)}
+ranks = {bytes(char_to_byte[ch] for ch in tok): i for tok, i in model["vocab"].items()
+         if all(ch in char_to_byte for ch in tok)}
+pat = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+enc = tiktoken.Encoding("ours-gpt2", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+with open(sys.argv[2], encoding="utf-8") as f:
+    lines = [line.rstrip("\r\n") for line in f]
+n = 0
+for k in range(0, len(lines), 10000):
+    n += sum(map(len, enc.encode_ordinary_batch(lines[k:k + 10000], num_threads=1)))
+print(n)
+"""
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + sys) and peak RSS (MiB) of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if status != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("input")
+    ap.add_argument("--tokenizer", required=True, help="a training directory of ours")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--one-core", action="store_true",
+                    help="pin every run to one core (taskset -c 0, POLARS_MAX_THREADS=1, "
+                         "RAYON_NUM_THREADS=1)")
+    ap.add_argument("--tiktoken", default=None, metavar="PYTHON",
+                    help="an interpreter with tiktoken installed: also run tiktoken")
+    args = ap.parse_args()
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    pin: list[str] = []
+    if args.one_core:
+        env.update(POLARS_MAX_THREADS="1", RAYON_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+        pin = ["taskset", "-c", "0"]
+    tok_json = str(Path(args.tokenizer) / "tokenizer.json")
+    size_mb = Path(args.input).stat().st_size / 1e6
+    results: dict[str, list[tuple[float, float, float]]] = {"ours": [], "hf": [], "tiktoken": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        hf_script = Path(tmp) / "hf_encode.py"
+        hf_script.write_text(HF_SCRIPT)
+        tt_script = Path(tmp) / "tt_encode.py"
+        tt_script.write_text(TIKTOKEN_SCRIPT)
+        for _ in range(args.rounds):
+            results["ours"].append(run(pin + [
+                sys.executable, "-m", "tokcolumnar", "encode", args.input, "--tokenizer",
+                args.tokenizer, "--out", f"{tmp}/ours.parquet", "--force", "--quiet"], env))
+            results["hf"].append(run(pin + [sys.executable, str(hf_script), tok_json,
+                                            args.input, f"{tmp}/hf.parquet"], env))
+            if args.tiktoken:
+                results["tiktoken"].append(run(pin + [args.tiktoken, str(tt_script), tok_json,
+                                                      args.input], env))
+    med = {k: tuple(statistics.median(r[i] for r in v) for i in range(3))
+           for k, v in results.items() if v}
+    print(f"{Path(args.input).name} ({size_mb:.1f} MB), {Path(args.tokenizer).name}, "
+          f"{args.rounds} rounds{' (one core)' if args.one_core else ''}")
+    for name, (wall, cpu, rss) in med.items():
+        print(f"  {name:9s} wall {wall:7.2f}s  cpu {cpu:7.2f}s  peak {rss:7.0f} MiB  "
+              f"{size_mb / cpu:6.2f} MB/s per core-second")
+    print(f"  ratio ours/hf wall {med['ours'][0] / med['hf'][0]:.2f}x  "
+          f"cpu {med['ours'][1] / med['hf'][1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

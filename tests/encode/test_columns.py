@@ -1,0 +1,114 @@
+"""The Python side of encoding: encode_column, the Polars `tok` namespace (eager and lazy),
+encode_arrow, decode_column, the word cache (hash collisions never change ids), and
+tokenizer.json files built with HF's own library (encoded identically, or refused naming the
+component)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from tests.support.corpora import PRIMER as DATA
+from tokcolumnar import TokcolumnarError, Tokenizer, train
+from tokcolumnar.models import cache
+
+TEXTS = ["The pairs merge.", "", "naïve café 東京  x", "tokens<|endoftext|>again"]
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gpt2") / "o"
+    train([str(DATA)], out_dir=d, vocab_size=800, preset="gpt2")
+    return d
+
+
+def test_encode_column_and_namespace(gpt2):
+    tok = Tokenizer.from_dir(gpt2)
+    hf = HFTokenizer.from_file(str(gpt2 / "tokenizer.json"))
+    want = [e.ids for e in hf.encode_batch(TEXTS)]
+    df = pl.DataFrame({"text": [*TEXTS, None]})
+    assert tok.encode_column(df, "text").to_list() == [*want, None]
+    assert tok.encode_column(df["text"], batch_rows=2).to_list() == [*want, None]
+    eager = df.with_columns(ids=pl.col("text").tok.encode(tok))
+    lazy = df.lazy().with_columns(ids=pl.col("text").tok.encode(tok)).collect()
+    assert eager["ids"].to_list() == lazy["ids"].to_list() == [*want, None]
+    assert eager.schema["ids"] == pl.List(pl.UInt32)
+    back = eager.with_columns(back=pl.col("ids").tok.decode(tok))["back"].to_list()
+    assert back == [hf.decode(ids) for ids in want] + [None]
+
+
+def test_encode_arrow_matches_encode_batch(gpt2):
+    tok = Tokenizer.from_dir(gpt2)
+    table = tok.encode_arrow(TEXTS)
+    hf = HFTokenizer.from_file(str(gpt2 / "tokenizer.json")).encode_batch(TEXTS)
+    assert table.column("ids").to_pylist() == [e.ids for e in hf]
+    assert table.column("tokens").to_pylist() == [e.tokens for e in hf]
+    assert table.column("word_ids").to_pylist() == [e.word_ids for e in hf]
+
+
+def test_hash_collisions_never_change_ids(gpt2, monkeypatch):
+    """Every word hashed to one of two values: grouping and cache hits must fall back to the
+    strings themselves."""
+    real = cache.word_hashes
+    monkeypatch.setattr(cache, "word_hashes", lambda words: real(words) % 2)
+    tok = Tokenizer.from_dir(gpt2)
+    lines = DATA.read_text(encoding="utf-8").splitlines()[:200]
+    want = [e.ids for e in HFTokenizer.from_file(str(gpt2 / "tokenizer.json"))
+            .encode_batch(lines)]
+    assert tok.encode_ids(lines[:100])["ids"].to_list() == want[:100]
+    assert tok.encode_ids(lines[100:])["ids"].to_list() == want[100:]  # cache hits checked
+
+
+def _save(tmp_path, hf: HFTokenizer, name: str):
+    path = tmp_path / f"{name}.json"
+    hf.save(str(path))
+    return path
+
+
+def _trained_hf(model, trainer, **parts) -> HFTokenizer:
+    hf = HFTokenizer(model)
+    for k, v in parts.items():
+        setattr(hf, k, v)
+    hf.train([str(DATA)], trainer)
+    return hf
+
+
+def test_hf_built_tokenizers_encode_identically(tmp_path):
+    lines = DATA.read_text(encoding="utf-8").splitlines()[:300] + TEXTS
+    roberta = _trained_hf(
+        models.BPE(), trainers.BpeTrainer(vocab_size=600, special_tokens=["<s>", "</s>"],
+                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                          show_progress=False),
+        pre_tokenizer=pre_tokenizers.ByteLevel(add_prefix_space=True),
+        decoder=decoders.ByteLevel())
+    roberta.post_processor = processors.RobertaProcessing(("</s>", 1), ("<s>", 0))
+    bert = _trained_hf(
+        models.WordPiece(unk_token="[UNK]"),
+        trainers.WordPieceTrainer(vocab_size=600, special_tokens=["[UNK]", "[CLS]", "[SEP]"],
+                                  show_progress=False),
+        normalizer=normalizers.BertNormalizer(lowercase=True),
+        pre_tokenizer=pre_tokenizers.BertPreTokenizer())
+    bert.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    metaspace = _trained_hf(
+        models.BPE(unk_token="<unk>"),
+        trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"], show_progress=False),
+        normalizer=normalizers.NFKC(), pre_tokenizer=pre_tokenizers.Metaspace())
+    for name, hf in {"roberta": roberta, "bert": bert, "metaspace": metaspace}.items():
+        path = _save(tmp_path, hf, name)
+        ours = Tokenizer.from_file(path).encode_column(pl.Series(lines)).to_list()
+        assert ours == [e.ids for e in HFTokenizer.from_file(str(path)).encode_batch(lines)], \
+            name
+
+
+def test_unsupported_model_is_refused_naming_it(tmp_path):
+    hf = _trained_hf(models.Unigram(), trainers.UnigramTrainer(vocab_size=200,
+                                                               show_progress=False),
+                     pre_tokenizer=pre_tokenizers.Metaspace())
+    path = _save(tmp_path, hf, "unigram")
+    with pytest.raises(TokcolumnarError) as e:
+        Tokenizer.from_file(path)
+    assert "Unigram" in str(e.value) and "\n" not in str(e.value)

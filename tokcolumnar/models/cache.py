@@ -1,0 +1,153 @@
+"""Word -> ids for the encoder: the distinct pre-tokens of a batch go through the model once,
+and a bounded cache keeps the ids of words already seen in earlier batches (in a Zipfian
+corpus nearly every word of a later batch is a hit), so the model's cost grows with new
+distinct words, not with tokens.
+
+Words are named by a 64-bit hash (Polars' `hash`, vectorised) and grouped by sorting the hashes
+with NumPy; every grouping is then checked by comparing the strings themselves, so a hash
+collision can cost time (the batch is grouped by a hash join instead) but never change an id.
+Ids are gathered through Arrow list offsets with NumPy: no Python object per word or token."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .base import Model
+
+DEFAULT_CACHE_WORDS = 1 << 20  # at most this many cached words (~100 MB for English)
+HASH_SEED = 0x746F6B63  # fixed: cache keys are compared across batches
+
+
+def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A list[u32] Series as (offsets int64 of len n+1, flat u32 values)."""
+    arr = ids.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = arr.cast(pa.large_list(pa.uint32()))
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    values = arr.values.to_numpy(zero_copy_only=False)
+    return offsets - offsets[0], values[offsets[0]:offsets[-1]]
+
+
+def gather_runs(offsets: np.ndarray, values: np.ndarray, index: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate the runs `values[offsets[i]:offsets[i+1]]` for i in `index`: returns the
+    run lengths and the flat values (one NumPy gather, no loop)."""
+    starts = offsets[index]
+    lengths = offsets[index + 1] - starts
+    total = int(lengths.sum())
+    # each output position = its run's start + its index within the run
+    out_start = np.zeros(len(index), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=out_start[1:])
+    shift = np.repeat(starts - out_start, lengths)
+    shift += np.arange(total, dtype=np.int64)
+    return lengths, values[shift]
+
+
+def word_hashes(words: pl.Series) -> np.ndarray:
+    return words.hash(seed=HASH_SEED).to_numpy()
+
+
+def distinct_words(words: pl.Series) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+    """The distinct words (in hash order), their hashes, and each word's index among them."""
+    hashes = word_hashes(words)
+    uniq_hash, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    uniq = words.gather(first)
+    # exact: each word must equal the representative of its hash (else a collision)
+    if len(words) and not (words == uniq.gather(inverse)).all():
+        uniq = words.unique(maintain_order=True)
+        inverse = words.to_frame("w").join(
+            uniq.to_frame("w").with_row_index("t"), on="w", how="left",
+            maintain_order="left").get_column("t").to_numpy().astype(np.int64)
+        uniq_hash = word_hashes(uniq)
+    return uniq, uniq_hash, inverse.astype(np.int64).reshape(-1)
+
+
+class WordCache:
+    """word (a raw pre-token, before `word_expr`) -> ids, for one model; at most `max_words`
+    entries, filled first come first kept (the frequent words of a corpus come early).
+
+    Storage: `keys` (sorted hashes) with `slots` (entry numbers); entry k's ids are
+    `values[offsets[k]:offsets[k+1]]` and its word `words[k]` (checked on every hit)."""
+
+    def __init__(self, model: Model, word_expr: Callable[[pl.Expr], pl.Expr],
+                 max_words: int = DEFAULT_CACHE_WORDS):
+        self.model = model
+        self.word_expr = word_expr
+        self.max_words = max_words
+        self.keys = np.zeros(0, dtype=np.uint64)
+        self.slots = np.zeros(0, dtype=np.int64)
+        self.words = pl.Series("word", [], dtype=pl.String)
+        self.offsets = np.zeros(1, dtype=np.int64)
+        self.values = np.zeros(0, dtype=np.uint32)
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def lookup(self, words: pl.Series, hashes: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of each of the distinct `words` as (offsets, flat values): entry i is
+        `values[offsets[i]:offsets[i+1]]`. `hashes`: the words' hashes if known."""
+        if hashes is None:
+            hashes = word_hashes(words)
+        with self.lock:  # batches encoded in parallel share the cache
+            return self._lookup(words, hashes)
+
+    def _lookup(self, words: pl.Series, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        entry = np.full(len(words), -1, dtype=np.int64)
+        if len(self.keys):
+            # cached: the hash is in the sorted keys and the stored word is the same string
+            pos = np.minimum(np.searchsorted(self.keys, hashes), len(self.keys) - 1)
+            hit = np.flatnonzero(self.keys[pos] == hashes)
+            if len(hit):
+                cand = self.slots[pos[hit]]
+                same = (self.words.gather(cand) == words.gather(hit)).to_numpy()
+                entry[hit[same]] = cand[same]
+        miss = np.flatnonzero(entry < 0)
+        if not len(miss):
+            return gather_table(self.offsets, self.values, entry)
+        # the new words: mapped (e.g. to byte characters) and through the model once
+        new_words = words.gather(miss)
+        mapped = new_words.to_frame("word").select(self.word_expr(pl.col("word")))
+        new_off, new_val = list_parts(self.model.encode_words(mapped.to_series()))
+        # the entries of this batch: the cache's, then the new words' after them
+        offsets = np.concatenate([self.offsets, self.offsets[-1] + new_off[1:]])
+        values = np.concatenate([self.values, new_val])
+        entry[miss] = len(self.words) + np.arange(len(miss))
+        table = gather_table(offsets, values, entry)
+        room = min(self.max_words - len(self.words), len(miss))
+        if room > 0:
+            self._add(new_words[:room], hashes[miss[:room]], offsets[:len(self.words) + room + 1],
+                      values)
+        return table
+
+    def _add(self, words: pl.Series, hashes: np.ndarray, offsets: np.ndarray,
+             values: np.ndarray) -> None:
+        """Add `words` after the cached ones; `offsets`/`values`: the runs of all entries,
+        the cached ones first."""
+        first = len(self.words)
+        # a hash already cached for another word (a collision) is not added twice
+        pos = np.searchsorted(self.keys, hashes)
+        fresh = ~np.isin(hashes, self.keys)
+        at = np.argsort(hashes[fresh], kind="stable")
+        self.keys = np.insert(self.keys, pos[fresh][at], hashes[fresh][at])
+        self.slots = np.insert(self.slots, pos[fresh][at],
+                               first + np.flatnonzero(fresh)[at])
+        self.words = pl.concat([self.words, words.rename("word")], rechunk=True)
+        self.offsets = offsets
+        self.values = values[:offsets[-1]]
+
+
+def gather_table(offsets: np.ndarray, values: np.ndarray, entry: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of `entry` as a table of their own: (offsets, values)."""
+    lengths, flat = gather_runs(offsets, values, entry)
+    out = np.zeros(len(entry) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out, flat
