@@ -1,7 +1,10 @@
 """Word counting: sequences -> the `words` table (word, count[, first_seen]).
 
 Each chunk is normalised, pre-tokenized, exploded and grouped in one Polars plan; partial
-counts are folded into a running table, so memory holds one chunk plus the distinct words."""
+counts are folded level by level (`CountFolder`: every `FOLD` tables of one level make one table
+of the next), so each word's partial counts are re-grouped about log_FOLD(chunks) times instead of
+once per fold of a growing running table. Memory holds one chunk plus the distinct words of a few
+levels."""
 
 from __future__ import annotations
 
@@ -58,28 +61,59 @@ def merge_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
     return df.group_by("word").agg(aggs)
 
 
+#: Partial tables folded at once, per level.
+FOLD = 8
+
+
+class CountFolder:
+    """Folds partial count tables level by level, like a counter in base `FOLD`: a table enters
+    level 0; `FOLD` tables of a level fold into one table of the next level. Sum and min are
+    associative and commutative, so any folding order gives the same table (row order aside,
+    which `sort_words` fixes); this one re-groups each partial row O(log chunks) times, where
+    folding into one running table re-grouped the whole growing table every `FOLD` chunks."""
+
+    def __init__(self) -> None:
+        self.levels: list[list[pl.DataFrame]] = []
+
+    def add(self, part: pl.DataFrame) -> None:
+        level = 0
+        while True:
+            if level == len(self.levels):
+                self.levels.append([])
+            self.levels[level].append(part)
+            if len(self.levels[level]) < FOLD:
+                return
+            # a full level folds into one table of the next
+            part = merge_counts(self.levels[level])
+            self.levels[level] = []
+            level += 1
+
+    def result(self) -> pl.DataFrame | None:
+        """All tables folded into one; None when none was added."""
+        rest = [t for level in self.levels for t in level]
+        self.levels = []
+        return merge_counts(rest) if rest else None
+
+
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                  pretokenizer: PreTokenizer, first_seen: bool = False,
                  max_word_chars: int | None = None, progress: bool | None = None
                  ) -> pl.DataFrame:
     """Build the `words` table, sorted by first appearance when tracked, else by word."""
-    parts: list[pl.DataFrame] = []
+    folder = CountFolder()
     total = 0
-    rows = 0
     bar = Progress("counting words", enabled=progress)
     for texts in chunks:
         part, n = count_chunk(texts, normalizer, pretokenizer, total if first_seen else None)
         total += n
-        rows += len(texts)
         if len(part):
-            parts.append(part)
-        if len(parts) >= 8:
-            parts = [merge_counts(parts)]
+            folder.add(part)
         bar.update(total)
     bar.close(total)
-    if not parts:
+    merged = folder.result()
+    if merged is None:
         raise TokcolumnarError(NO_WORDS)
-    words = map_words(merge_counts(parts), pretokenizer)
+    words = map_words(merged, pretokenizer)
     words = words.filter(pl.col("word").str.len_bytes() > 0)
     check_words(words.height, words.select(pl.col("word").str.len_chars().max()).item(),
                 max_word_chars)
