@@ -161,12 +161,13 @@ LINE_TEXT = st.text(alphabet=st.sampled_from(list("ab cÉé.\t東京 ,x1\u00a0")
 
 @given(st.lists(LINE_TEXT.map(lambda s: s + "\n"), min_size=1, max_size=40),
        st.sampled_from(PRETOKENIZER_NAMES), st.sampled_from(NORMALIZER_NAMES),
-       st.integers(1, 4), st.integers(2, 3))
+       st.integers(1, 4), st.integers(2, 3), st.integers(1, 40))
 @settings(max_examples=60, deadline=None)
-def test_level_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold):
-    """Counting chunk by chunk with level-by-level folding (`CountFolder`, FOLD patched small
-    so several levels fill) gives the table of counting the whole text as one chunk: words,
-    counts and first_seen."""
+def test_level_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold, batch_bytes):
+    """Counting chunk by chunk, chunks concatenated up to COUNT_BYTES and partial tables
+    folded level by level (`CountFolder`; both patched small so batches form and several
+    levels fill), gives the table of counting the whole text as one chunk: words, counts and
+    first_seen."""
     normalizer, pretokenizer = build_normalizer(norm), build_pretokenizer(pre)
     chunks = [pl.Series("text", lines[i:i + lines_per_chunk])
               for i in range(0, len(lines), lines_per_chunk)]
@@ -176,9 +177,10 @@ def test_level_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold)
         pl.col("word").str.len_bytes() > 0))
     if want.height == 0:  # no words: count_chunks refuses the input
         return
-    old, counting.FOLD = counting.FOLD, fold
+    old = counting.FOLD, counting.COUNT_BYTES
+    counting.FOLD, counting.COUNT_BYTES = fold, batch_bytes
     try:
         got = counting.count_chunks(chunks, normalizer, pretokenizer, first_seen=True)
     finally:
-        counting.FOLD = old
+        counting.FOLD, counting.COUNT_BYTES = old
     assert got.equals(want)
