@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark matrix: tokcolumnar against HF `tokenizers` over corpora × modes, same input, same
 run, alternating fresh processes; medians of `--rounds`; one table with wall time, peak RSS,
-their ratios (ours / HF), our stage split and whether the merges are identical.
+CPU time (user + system), their ratios (ours / HF), our stage split, whether the merges are
+identical and the 1-minute load average when the row was measured.
 
     python scripts/bench_matrix.py                       # every small and medium file x 3 modes
     python scripts/bench_matrix.py --files small/en_botchan.txt,medium/zh.txt --modes gpt2
@@ -64,8 +65,9 @@ def corpora_dir() -> Path:
     return Path(os.environ.get("TOKCOLUMNAR_CORPORA", ROOT.parent / "shared" / "corpora"))
 
 
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
+def run(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one child process. On a
+    shared machine the CPU time is the fairer figure: wall time includes waiting for a core."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -73,7 +75,7 @@ def run(cmd: list[str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if status != 0:
         sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def hf_inputs(path: Path) -> list[str]:
@@ -90,14 +92,14 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
             "--vocab-size", str(vocab), "--quiet", "--force", *OUR_ARGS[mode]]
     hf = [sys.executable, "-c", HF_SCRIPT, json.dumps(hf_inputs(path)), str(vocab), mode,
           str(hf_json)]
-    res: dict[str, list[tuple[float, float]]] = {"ours": [], "hf": []}
+    res: dict[str, list[tuple[float, float, float]]] = {"ours": [], "hf": []}
     stages: list[dict[str, float]] = []
     for r in range(rounds):
         for name in (("ours", "hf") if r % 2 == 0 else ("hf", "ours")):  # alternate the order
             res[name].append(run(ours if name == "ours" else hf))
             if name == "ours":
                 stages.append(json.loads((ours_dir / "run.json").read_text())["timings_s"])
-    med = {n: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+    med = {n: tuple(statistics.median(x[i] for x in v) for i in range(3))
            for n, v in res.items()}
     same = None
     if mode != "bert":
@@ -106,24 +108,29 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
     split = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in STAGES}
     row = {"corpus": label, "mode": mode, "vocab": vocab, "hf_s": med["hf"][0],
            "hf_mib": med["hf"][1], "ours_s": med["ours"][0], "ours_mib": med["ours"][1],
+           "hf_cpu": med["hf"][2], "ours_cpu": med["ours"][2],
            "wall": med["ours"][0] / med["hf"][0], "rss": med["ours"][1] / med["hf"][1],
+           "cpu": med["ours"][2] / med["hf"][2], "load": os.getloadavg()[0],
            "stages": split, "identical": same}
     print(f"{label:<34} {mode:<10} hf {row['hf_s']:7.2f}s {row['hf_mib']:6.0f}M  ours "
           f"{row['ours_s']:7.2f}s {row['ours_mib']:6.0f}M  wall {row['wall']:5.2f}x  rss "
-          f"{row['rss']:5.2f}x  merges identical: {same}", flush=True)
+          f"{row['rss']:5.2f}x  cpu {row['ours_cpu']:6.2f}s/{row['hf_cpu']:6.2f}s "
+          f"{row['cpu']:5.2f}x  load {row['load']:.1f}  merges identical: {same}", flush=True)
     return row
 
 
 def table(rows: list[dict], markdown: bool) -> str:
-    head = ["corpus", "mode", "HF", "tokcolumnar", "wall", "peak RSS",
-            "count / initial / merge / tables / export (s)", "merges = HF"]
+    head = ["corpus", "mode", "HF", "tokcolumnar", "wall", "peak RSS", "CPU (ours / HF)",
+            "count / initial / merge / tables / export (s)", "merges = HF", "load"]
     lines = []
     for r in rows:
         st = " / ".join(f"{r['stages'][k]:.2f}" for k in STAGES)
         same = "—" if r["identical"] is None else ("yes" if r["identical"] else "**NO**")
         lines.append([r["corpus"], r["mode"], f"{r['hf_s']:.2f} s, {r['hf_mib']:.0f} MiB",
                       f"{r['ours_s']:.2f} s, {r['ours_mib']:.0f} MiB", f"{r['wall']:.2f}x",
-                      f"{r['rss']:.2f}x", st, same])
+                      f"{r['rss']:.2f}x",
+                      f"{r['ours_cpu']:.2f} / {r['hf_cpu']:.2f} s = {r['cpu']:.2f}x", st, same,
+                      f"{r['load']:.1f}"])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(x) + " |" for x in lines]
