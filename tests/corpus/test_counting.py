@@ -163,11 +163,11 @@ LINE_TEXT = st.text(alphabet=st.sampled_from(list("ab cÉé.\t東京 ,x1\u00a0")
        st.sampled_from(PRETOKENIZER_NAMES), st.sampled_from(NORMALIZER_NAMES),
        st.integers(1, 4), st.integers(2, 3), st.integers(1, 40))
 @settings(max_examples=60, deadline=None)
-def test_level_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold, batch_bytes):
+def test_unit_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold, batch_bytes):
     """Counting chunk by chunk, chunks concatenated up to COUNT_BYTES and partial tables
-    folded level by level (`CountFolder`; both patched small so batches form and several
-    levels fill), gives the table of counting the whole text as one chunk: words, counts and
-    first_seen."""
+    folded per unit into a running table (`CountFolder`; both patched small so batches form
+    and several units fold), gives the table of counting the whole text as one chunk: words,
+    counts and first_seen."""
     normalizer, pretokenizer = build_normalizer(norm), build_pretokenizer(pre)
     chunks = [pl.Series("text", lines[i:i + lines_per_chunk])
               for i in range(0, len(lines), lines_per_chunk)]

@@ -1,10 +1,9 @@
 """Word counting: sequences -> the `words` table (word, count[, first_seen]).
 
 Each chunk is normalised, pre-tokenized, exploded and grouped in one Polars plan; partial
-counts are folded level by level (`CountFolder`: every `FOLD` tables of one level make one table
-of the next), so each word's partial counts are re-grouped about log_FOLD(chunks) times instead of
-once per fold of a growing running table. Memory holds one chunk plus the distinct words of a few
-levels."""
+counts are folded per unit of `FOLD` batches into a running table (`CountFolder`), so the
+running table of all distinct words is re-grouped once per ~64 MiB of text. Memory holds one
+batch plus the running table and one unit's partial tables."""
 
 from __future__ import annotations
 
@@ -81,38 +80,39 @@ def batched_chunks(chunks: Iterable[pl.Series]) -> Iterator[pl.Series]:
         yield pl.concat(batch) if len(batch) > 1 else batch[0]
 
 
-#: Partial tables folded at once, per level.
-FOLD = 8
+#: Partial tables folded into one unit table (16 batches of ~4 MiB: a ~64 MiB unit).
+FOLD = 16
 
 
 class CountFolder:
-    """Folds partial count tables level by level, like a counter in base `FOLD`: a table enters
-    level 0; `FOLD` tables of a level fold into one table of the next level. Sum and min are
-    associative and commutative, so any folding order gives the same table (row order aside,
-    which `sort_words` fixes); this one re-groups each partial row O(log chunks) times, where
-    folding into one running table re-grouped the whole growing table every `FOLD` chunks."""
+    """Folds partial count tables in two steps: `FOLD` batch tables make one *unit* table, and
+    each unit folds into the running table. Sum and min are associative and commutative, so
+    any folding order gives the same table (row order aside, which `sort_words` fixes). The
+    running table (all distinct words so far) is re-grouped once per unit instead of once per
+    8 chunks, and memory holds the running table plus at most `FOLD` small tables (folding
+    level by level held up to 7 near-full-size tables per level)."""
 
     def __init__(self) -> None:
-        self.levels: list[list[pl.DataFrame]] = []
+        self.running: pl.DataFrame | None = None
+        self.batch: list[pl.DataFrame] = []
 
     def add(self, part: pl.DataFrame) -> None:
-        level = 0
-        while True:
-            if level == len(self.levels):
-                self.levels.append([])
-            self.levels[level].append(part)
-            if len(self.levels[level]) < FOLD:
-                return
-            # a full level folds into one table of the next
-            part = merge_counts(self.levels[level])
-            self.levels[level] = []
-            level += 1
+        self.batch.append(part)
+        if len(self.batch) >= FOLD:
+            self._fold_unit()
+
+    def _fold_unit(self) -> None:
+        # the unit's tables first, then the unit into the running table
+        unit = merge_counts(self.batch)
+        self.batch = []
+        self.running = unit if self.running is None else merge_counts([self.running, unit])
 
     def result(self) -> pl.DataFrame | None:
         """All tables folded into one; None when none was added."""
-        rest = [t for level in self.levels for t in level]
-        self.levels = []
-        return merge_counts(rest) if rest else None
+        if self.batch:
+            self._fold_unit()
+        running, self.running = self.running, None
+        return running
 
 
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
