@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark matrix: tokcolumnar against HF `tokenizers` over corpora × modes, same input, same
 run, alternating fresh processes; medians of `--rounds`; one table with wall time, peak RSS,
-their ratios (ours / HF), our stage split and whether the merges are identical.
+CPU time (user + system), their ratios (ours / HF), our stage split, whether the merges are
+identical and the 1-minute load average when the row was measured.
 
     python scripts/bench_matrix.py                       # every small and medium file x 3 modes
     python scripts/bench_matrix.py --files small/en_botchan.txt,medium/zh.txt --modes gpt2
@@ -92,7 +93,8 @@ def corpora_dir() -> Path:
 
 
 def run(cmd: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one child process."""
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one child process. On a
+    shared machine the CPU time is the fairer figure: wall time includes waiting for a core."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -130,7 +132,7 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
             res[name].append(run(ours if name == "ours" else hf))
             if name == "ours":
                 stages.append(json.loads((ours_dir / "run.json").read_text())["timings_s"])
-    med = {n: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+    med = {n: tuple(statistics.median(x[i] for x in v) for i in range(3))
            for n, v in res.items()}
     same = None
     if mode != "bert":
@@ -138,31 +140,36 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
         same = ours_merges == json.loads(hf_json.read_text())["model"]["merges"]
     split = {k: statistics.median(s.get(k, 0.0) for s in stages)
              for k in (*STAGES, "count_segmenter")}
-    cpu = {n: statistics.median(x[2] for x in v) for n, v in res.items()}
     row = {"corpus": label, "mode": mode, "vocab": vocab, "hf_s": med["hf"][0],
            "hf_mib": med["hf"][1], "ours_s": med["ours"][0], "ours_mib": med["ours"][1],
+           "hf_cpu": med["hf"][2], "ours_cpu": med["ours"][2],
            "wall": med["ours"][0] / med["hf"][0], "rss": med["ours"][1] / med["hf"][1],
+           "cpu": med["ours"][2] / med["hf"][2], "load": os.getloadavg()[0],
            "stages": split, "identical": same, "segmenter_alone_s": cut_s,
-           "segmenter_alone_cpu_s": cut_cpu, "ours_cpu_s": cpu["ours"], "hf_cpu_s": cpu["hf"]}
+           "segmenter_alone_cpu_s": cut_cpu}
     print(f"{label:<34} {mode:<10} hf {row['hf_s']:7.2f}s {row['hf_mib']:6.0f}M  ours "
           f"{row['ours_s']:7.2f}s {row['ours_mib']:6.0f}M  wall {row['wall']:5.2f}x  rss "
-          f"{row['rss']:5.2f}x  merges identical: {same}"
-          + (f"  segmenter alone {cut_s:.2f}s (cpu {cut_cpu:.2f}s); ours cpu "
-             f"{cpu['ours']:.2f}s, of which segmenter {split['count_segmenter']:.2f}s wall; "
-             f"hf cpu {cpu['hf']:.2f}s" if cut_s is not None else ""), flush=True)
+          f"{row['rss']:5.2f}x  cpu {row['ours_cpu']:6.2f}s/{row['hf_cpu']:6.2f}s "
+          f"{row['cpu']:5.2f}x  load {row['load']:.1f}  merges identical: {same}"
+          + (f"  segmenter alone {cut_s:.2f}s (cpu {cut_cpu:.2f}s), ours "
+             f"{split['count_segmenter']:.2f}s of it in count" if cut_s is not None else ""),
+          flush=True)
     return row
 
 
 def table(rows: list[dict], markdown: bool) -> str:
-    head = ["corpus", "mode", "HF", "tokcolumnar", "wall", "peak RSS",
-            "count / initial / merge / tables / export (s)", "merges = HF", "segmenter alone"]
+    head = ["corpus", "mode", "HF", "tokcolumnar", "wall", "peak RSS", "CPU (ours / HF)",
+            "count / initial / merge / tables / export (s)", "merges = HF", "load",
+            "segmenter alone"]
     lines = []
     for r in rows:
         st = " / ".join(f"{r['stages'][k]:.2f}" for k in STAGES)
         same = "—" if r["identical"] is None else ("yes" if r["identical"] else "**NO**")
         lines.append([r["corpus"], r["mode"], f"{r['hf_s']:.2f} s, {r['hf_mib']:.0f} MiB",
                       f"{r['ours_s']:.2f} s, {r['ours_mib']:.0f} MiB", f"{r['wall']:.2f}x",
-                      f"{r['rss']:.2f}x", st, same,
+                      f"{r['rss']:.2f}x",
+                      f"{r['ours_cpu']:.2f} / {r['hf_cpu']:.2f} s = {r['cpu']:.2f}x", st, same,
+                      f"{r['load']:.1f}",
                       "—" if r.get("segmenter_alone_s") is None
                       else f"{r['segmenter_alone_s']:.2f} s (ours: "
                       f"{r['stages']['count_segmenter']:.2f} s in count)"])

@@ -11,12 +11,16 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support.cli import cli_env, command
 from tests.support.corpora import corpus
 from tokcolumnar import count_words, train
 from tokcolumnar.cli import main
-from tokcolumnar.corpus import readers
+from tokcolumnar.corpus import counting, readers
+from tokcolumnar.text.normalizers import NORMALIZER_NAMES, build_normalizer
+from tokcolumnar.text.pretokenizers import PRETOKENIZER_NAMES, build_pretokenizer
 
 TEXT = "The cat sat.\nThe dog, the cat!\r\n\nnaïve café 東京\n"
 LINES = TEXT.splitlines(keepends=True)
@@ -150,3 +154,33 @@ def test_train_from_python_matches_cli(tmp_path):
     m = pl.read_parquet(tmp_path / "o" / "merges.parquet")
     assert m.equals(r.merges)
     assert r.vocab.height == 2000
+
+
+LINE_TEXT = st.text(alphabet=st.sampled_from(list("ab cÉé.\t東京 ,x1\u00a0")), max_size=12)
+
+
+@given(st.lists(LINE_TEXT.map(lambda s: s + "\n"), min_size=1, max_size=40),
+       st.sampled_from(PRETOKENIZER_NAMES), st.sampled_from(NORMALIZER_NAMES),
+       st.integers(1, 4), st.integers(2, 3), st.integers(1, 40))
+@settings(max_examples=60, deadline=None)
+def test_unit_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold, batch_bytes):
+    """Counting chunk by chunk, chunks concatenated up to COUNT_BYTES and partial tables
+    folded per unit into a running table (`CountFolder`; both patched small so batches form
+    and several units fold), gives the table of counting the whole text as one chunk: words,
+    counts and first_seen."""
+    normalizer, pretokenizer = build_normalizer(norm), build_pretokenizer(pre)
+    chunks = [pl.Series("text", lines[i:i + lines_per_chunk])
+              for i in range(0, len(lines), lines_per_chunk)]
+    whole = pl.Series("text", lines)
+    one, _ = counting.count_chunk(whole, normalizer, pretokenizer, 0)
+    want = counting.sort_words(counting.map_words(one, pretokenizer).filter(
+        pl.col("word").str.len_bytes() > 0))
+    if want.height == 0:  # no words: count_chunks refuses the input
+        return
+    old = counting.FOLD, counting.COUNT_BYTES
+    counting.FOLD, counting.COUNT_BYTES = fold, batch_bytes
+    try:
+        got = counting.count_chunks(chunks, normalizer, pretokenizer, first_seen=True)
+    finally:
+        counting.FOLD, counting.COUNT_BYTES = old
+    assert got.equals(want)

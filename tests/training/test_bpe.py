@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, trainers
 
@@ -112,4 +112,41 @@ def test_cold_store_changes_nothing(words, opts, extra):
         got = ours(words, vs, **opts)
     finally:
         BpeTrainer.cold_divisor = old
+    assert got == hf_bpe(words, vs, **oracle_kw(opts))
+
+
+@st.composite
+def low_count_corpora(draw) -> list[tuple[str, int]]:
+    """Many distinct words with counts 1-3: most pairs tie at equal counts (the low-count tail
+    where exact batching admits members at equal count by the pair-key order)."""
+    alphabet = draw(st.sampled_from(["abc", "abcdef", "abcdefghij"]))
+    words = draw(st.lists(st.text(alphabet=alphabet, min_size=1, max_size=8), min_size=1,
+                          max_size=40, unique=True))
+    counts = draw(st.lists(st.integers(1, 3), min_size=len(words), max_size=len(words)))
+    return list(zip(words, counts))
+
+
+def sequential(words, vocab_size, **kw):
+    """`ours` with exact batching off: one merge per pass."""
+    old = BpeTrainer.batching
+    BpeTrainer.batching = False
+    try:
+        return ours(words, vocab_size, **kw)
+    finally:
+        BpeTrainer.batching = old
+
+
+@SETTINGS
+@given(st.one_of(corpora(), low_count_corpora()), options(), st.integers(0, 60))
+# after (b, c) (count 2), (a, bc) ties with (d, e) at count 1 and comes first (a < d)
+@example([("bc", 1), ("abc", 1), ("de", 1)], {}, 2)
+# after (a, b) (count 2), (ab, c) ties with (d, e) at count 1 and comes after (ab is new)
+@example([("ab", 1), ("abc", 1), ("de", 1)], {}, 3)
+def test_batching_equals_one_merge_per_pass_and_hf(words, opts, extra):
+    """Exact batching (equal-count admission included) gives the merges of one merge per pass,
+    which are those of the HF transcription."""
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    got = ours(words, vs, **opts)
+    assert got == sequential(words, vs, **opts)
     assert got == hf_bpe(words, vs, **oracle_kw(opts))

@@ -104,6 +104,7 @@ class BpeTrainer:
     """Runs the merge loop on an `Initial` (vocab + layout); see the module docstring."""
 
     cold_divisor = 256  # initial cold threshold = best initial pair count // cold_divisor
+    batching = True  # exact batching on (tests turn it off to compare with one merge per pass)
 
     def __init__(self, initial: Initial, settings: BpeSettings):
         self.vocab: Vocab = initial.vocab
@@ -258,20 +259,58 @@ class BpeTrainer:
         starts[1:] = (word[1:] != word[:-1]) | (member[1:] != member[:-1])
         return np.bincount(member[starts], minlength=n_members).tolist()
 
-    def _bounds(self, pos: np.ndarray, member: np.ndarray, n: int) -> np.ndarray:
-        """For each member, the largest count a pair with its new token can reach: the largest
-        weighted count of one neighbour symbol beside its occurrences (docs/architecture.md,
-        "Exact batching")."""
+    def _bounds(self, pos: np.ndarray, member: np.ndarray,
+                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each member, upper bounds on the pairs its new token N can make: the largest
+        weighted count of a pair (N, y), the largest of a pair (x, N), and the smallest left
+        symbol x reaching that largest count (docs/architecture.md, "Exact batching").
+        Symbols are read before the pass; a neighbour merged in the same pass becomes a new
+        token, whose id is larger and whose count is part of its old symbol's count, so the
+        bounds stay upper bounds and the smallest x a lower bound."""
         layout = self.layout
         weight = layout.wcount[pos]
-        out = np.zeros(n, dtype=np.int64)
-        for neighbour in (layout.sym[layout.prv[pos]], layout.sym[layout.nxt[layout.nxt[pos]]]):
+        out = []
+        for neighbour in (layout.sym[layout.nxt[layout.nxt[pos]]], layout.sym[layout.prv[pos]]):
+            # weighted count per (member, neighbour symbol): keys sort by member, then symbol
             ok = neighbour >= 0
             keys = (member[ok] << 32) | neighbour[ok]
             unique, inverse = np.unique(keys, return_inverse=True)
             sums = np.bincount(inverse, weights=weight[ok]).astype(np.int64)
-            np.maximum.at(out, unique >> 32, sums)
-        return out
+            top = np.zeros(n, dtype=np.int64)
+            np.maximum.at(top, unique >> 32, sums)
+            out.append((top, unique, sums))
+        (right_top, _, _), (left_top, unique, sums) = out
+        # the smallest left symbol whose count reaches the member's largest
+        at_top = sums == left_top[unique >> 32]
+        left_min = np.full(n, M32, dtype=np.int64)
+        np.minimum.at(left_min, unique[at_top] >> 32, unique[at_top] & M32)
+        return right_top, left_top, left_min
+
+    @staticmethod
+    def _cut(batch: list[Candidate], right_top: np.ndarray, left_top: np.ndarray,
+             left_min: np.ndarray) -> int:
+        """How many members of `batch` (in queue order) merge as sequential merging would:
+        member k stays while no pair made by an earlier member j can come before it in the
+        queue. At equal count the order is the pair key (left id, then right id), and a new
+        token N is larger than every existing id: (N, y) never comes before an existing pair
+        (a_k, b_k), and (x, N) does only when x < a_k. So member k (count c, left a) needs, for
+        every earlier j, right_top[j] <= c, and left_top[j] < c or (left_top[j] == c and every
+        x reaching c, i.e. left_min[j], is >= a)."""
+        keep = 1
+        r_top = int(right_top[0])
+        l_top, l_min = int(left_top[0]), int(left_min[0])
+        while keep < len(batch):
+            count, pair, _ = batch[keep]
+            if r_top > count or l_top > count or (l_top == count and l_min < pair >> 32):
+                break
+            r_top = max(r_top, int(right_top[keep]))
+            top_k, min_k = int(left_top[keep]), int(left_min[keep])
+            if top_k > l_top:
+                l_top, l_min = top_k, min_k
+            elif top_k == l_top:
+                l_min = min(l_min, min_k)
+            keep += 1
+        return keep
 
     def _queue_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
         new = group_new_pairs(keys, positions)
@@ -407,7 +446,8 @@ class BpeTrainer:
             a, b = pair >> 32, pair & M32
             # 2. with HF's order, the batch of entries that provably come next (a token made
             # again, or a pair with several entries, merges alone)
-            batchable = (self.hf_semantics and not isinstance(self.entries_of_pair[pair], list)
+            batchable = (self.batching and self.hf_semantics
+                         and not isinstance(self.entries_of_pair[pair], list)
                          and self._new_token(a, b) not in vocab.ids)
             room = min(settings.vocab_size - len(vocab), max_merges - len(record.left))
             batch = self._collect(first, room) if batchable else [first]
@@ -415,12 +455,7 @@ class BpeTrainer:
             # above every count a pair created by an earlier member can reach
             pos, member, sizes = self._gather(batch)
             if len(batch) > 1:
-                bounds = self._bounds(pos, member, len(batch))
-                keep = 1
-                top = int(bounds[0])
-                while keep < len(batch) and batch[keep][0] > top:
-                    top = max(top, int(bounds[keep]))
-                    keep += 1
+                keep = self._cut(batch, *self._bounds(pos, member, len(batch)))
                 for count, p, entry in batch[keep:]:
                     self._push(count, p, entry)
                 if keep < len(batch):
