@@ -120,12 +120,12 @@ class CountFolder:
         return running
 
 
-def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
-                 pretokenizer: PreTokenizer, first_seen: bool = False,
-                 max_word_chars: int | None = None, progress: bool | None = None,
-                 timer: StageTimer | None = None) -> pl.DataFrame:
-    """Build the `words` table, sorted by first appearance when tracked, else by word. A
-    segmenter's time goes to `timer`'s stage `count_segmenter` (a part of `count`)."""
+def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
+                pretokenizer: PreTokenizer, first_seen: bool = False,
+                progress: bool | None = None) -> tuple[pl.DataFrame | None, int]:
+    """The chunks counted and folded into one table (chunk, count[, first_seen]: positions from
+    0; chunks not yet mapped to words) and the number of pre-tokens; None when no chunk has
+    one. The single-machine count and a distributed unit's partial table both start here."""
     folder = CountFolder()
     total = 0
     bar = Progress("counting words", enabled=progress)
@@ -136,7 +136,16 @@ def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
             folder.add(part)
         bar.update(total)
     bar.close(total)
-    merged = folder.result()
+    return folder.result(), total
+
+
+def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
+                 pretokenizer: PreTokenizer, first_seen: bool = False,
+                 max_word_chars: int | None = None, progress: bool | None = None,
+                 timer: StageTimer | None = None) -> pl.DataFrame:
+    """Build the `words` table, sorted by first appearance when tracked, else by word. A
+    segmenter's time goes to `timer`'s stage `count_segmenter` (a part of `count`)."""
+    merged, _ = fold_chunks(chunks, normalizer, pretokenizer, first_seen, progress)
     if merged is None:
         raise TokcolumnarError(NO_WORDS)
     segmenting = timer is not None and isinstance(pretokenizer, Segmenter)

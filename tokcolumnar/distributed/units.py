@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import TrainConfig
-from ..corpus.counting import check_words, count_chunk, map_words, merge_counts, sort_words
+from ..corpus.counting import check_words, fold_chunks, map_words, sort_words
 from ..corpus.readers import iter_source
 from ..corpus.sources import Source, expand_inputs
 from ..errors import TokcolumnarError
@@ -153,23 +153,15 @@ def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int) -> p
     unit << 40). The chunks are counted and folded as the single-machine count does
     (`corpus.counting`), positions from 0."""
     normalizer, pretokenizer = cfg.text_components()
-    parts: list[pl.DataFrame] = []
-    total = 0
-    for texts in chunks:
-        # local positions: `total` pre-tokens of the unit come before this chunk
-        part, n = count_chunk(texts, normalizer, pretokenizer, total)
-        total += n
-        if len(part):
-            parts.append(part)
-        # fold every 8 chunks: memory holds a few chunks' tables plus the unit's words
-        if len(parts) >= 8:
-            parts = [merge_counts(parts)]
+    # local positions: first_seen counts from the unit's first pre-token
+    merged, total = fold_chunks(chunks, normalizer, pretokenizer, first_seen=True,
+                                progress=False)
     base = unit << UNIT_SHIFT
     sentinel = pl.DataFrame({"word": [None], "count": [total], "key": [base]},
                             schema=PARTIAL_SCHEMA)
-    if not parts:
+    if merged is None:
         return sentinel
-    words = map_words(merge_counts(parts), pretokenizer).select(
+    words = map_words(merged, pretokenizer).select(
         "word", "count", (pl.col("first_seen") + base).cast(pl.UInt64).alias("key"))
     return pl.concat([words, sentinel])
 
