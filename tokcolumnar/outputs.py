@@ -48,6 +48,7 @@ from .errors import TokcolumnarError, TokcolumnarValueError
 OUTPUT_DIR_FILES = frozenset({
     "tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "codes.txt", "merges.parquet",
     "vocab.parquet", "words.parquet", "run.json",
+    "tokenizer.tokcolumnar.json",  # instead of tokenizer.json when HF cannot express the run
 })
 #: The key-value metadata key (Parquet) and extended attribute (other files) marking our files.
 PARQUET_MARKER = "tokcolumnar"

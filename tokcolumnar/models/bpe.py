@@ -44,11 +44,14 @@ class BPEModel(Model):
                     unknown = a if a not in v else b
                     raise TokcolumnarValueError(f"merge {rank} ({a!r}, {b!r}) uses {unknown!r}, "
                                                 "which is not in the vocabulary")
-                if prefix and not b.startswith(prefix):
+                if b == self.end_of_word_token:  # appended after the word: never prefixed
+                    t = a + b
+                elif prefix and not b.startswith(prefix):
                     raise TokcolumnarValueError(
                         f"merge {rank} ({a!r}, {b!r}): the right token lacks the continuing "
                         f"prefix {prefix!r}")
-                t = a + b[len(prefix):] if prefix else a + b
+                else:
+                    t = a + b[len(prefix):] if prefix else a + b
                 if t not in v:
                     raise TokcolumnarValueError(f"merge {rank} ({a!r}, {b!r}) produces {t!r}, "
                                                 "which is not in the vocabulary")
@@ -149,6 +152,10 @@ class BPEModel(Model):
             "end_of_word_suffix": self.end_of_word_suffix, "fuse_unk": False,
             "byte_fallback": False, "ignore_merges": False,
             "vocab": self.vocab, "merges": [[a, b] for a, b in self.merges],
+            # not an HF field: only in the tokenizer file of an --end-of-word-token run, which
+            # is never written as tokenizer.json (export.inexact_side_files)
+            **({"end_of_word_token": self.end_of_word_token}
+               if self.end_of_word_token is not None else {}),
         }
 
     def tokens_needing_merges(self) -> list[str]:
@@ -193,6 +200,7 @@ class BPEModel(Model):
                     continuing_subword_prefix=obj.str("continuing_subword_prefix", None,
                                                       nullable=True),
                     end_of_word_suffix=obj.str("end_of_word_suffix", None, nullable=True),
+                    end_of_word_token=obj.str("end_of_word_token", None, nullable=True),
                     unk_token=obj.str("unk_token", None, nullable=True))
         try:
             model.merge_table()
