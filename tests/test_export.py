@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tokenizers import Tokenizer as HFTokenizer
 
 from tests.support.cli import run_cli
 from tests.support.hf_outputs import check_outputs_in_hf
@@ -43,3 +44,35 @@ def test_end_of_word_token_writes_no_tokenizer_json(tmp_path, eow, prefix):
 def test_end_of_word_token_encodes_with_it(tmp_path):
     out, _ = _train(tmp_path, "low lower\n", "--end-of-word-token", "</w>")
     assert Tokenizer.from_dir(out).encode("low lower").tokens == ["low</w>", "lower</w>"]
+
+
+# -- 3: the unknown token --------------------------------------------------------------------------
+def test_unk_token_outside_the_vocabulary_is_refused(tmp_path):
+    src = tmp_path / "c.txt"
+    src.write_text("ab ab c\n", encoding="utf-8")
+    # before: trained, then ours dropped unseen characters where HF raised
+    proc = run_cli("train", str(src), "--out", str(tmp_path / "o"), "--unk-token", "<unk>")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "tokcolumnar: error: --unk-token <unk> must be among --special-tokens (otherwise it has "
+        "no id and an unknown character cannot be encoded)"]
+    out, _ = _train(tmp_path, "ab ab c\n", "--unk-token", "<unk>",
+                    "--special-tokens", "<unk>")
+    check_outputs_in_hf(out, ["ab z c", "zz"])
+    assert Tokenizer.from_dir(out).encode("abz").tokens == ["ab", "<unk>"]
+
+
+def test_wordpiece_without_its_unknown_token_fails_alike_in_both_encoders(tmp_path):
+    # HF's WordPieceTrainer adds no [UNK] either; both encoders then refuse an unseen character
+    out, _ = _train(tmp_path, "ab ab c\n", "--model", "wordpiece")
+    assert "[UNK]" not in Tokenizer.from_dir(out).model.vocab
+    check_outputs_in_hf(out, ["ab c", "c ab"])
+    hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
+    with pytest.raises(Exception, match="Missing \\[UNK\\] token"):
+        hf.encode("abz")
+    with pytest.raises(ValueError, match="the unknown token '\\[UNK\\]' is not in the vocabulary"):
+        Tokenizer.from_dir(out).encode("abz")
+    (tmp_path / "l").mkdir()
+    listed, _ = _train(tmp_path / "l", "ab ab c\n", "--model", "wordpiece",
+                       "--special-tokens", "[UNK]")
+    check_outputs_in_hf(listed, ["abz c", "z"])
