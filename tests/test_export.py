@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer as HFTokenizer
@@ -76,3 +79,30 @@ def test_wordpiece_without_its_unknown_token_fails_alike_in_both_encoders(tmp_pa
     listed, _ = _train(tmp_path / "l", "ab ab c\n", "--model", "wordpiece",
                        "--special-tokens", "[UNK]")
     check_outputs_in_hf(listed, ["abz c", "z"])
+
+
+# -- 4: subword-nmt words end at its line breaks, in HF too ---------------------------------------
+def _apply_bpe_pieces(codes: Path, text: str) -> list[str]:
+    """`subword-nmt apply-bpe` on `text`, its output cut as it reads lines (codecs line breaks,
+    `\\r\\n ` stripped from both ends, words split on the ASCII space)."""
+    proc = subprocess.run([sys.executable, "-c", "from subword_nmt.subword_nmt import main; main()",
+                           "apply-bpe", "-c", str(codes)], input=text.encode(),
+                          capture_output=True, check=True)
+    out = proc.stdout.decode()
+    return [w for line in out.splitlines(keepends=True) for w in line.strip("\r\n ").split(" ")
+            if w]
+
+
+def test_subword_nmt_line_breaks_match_apply_bpe_and_hf(tmp_path):
+    line = "ab ab\x0cab c\x0bd e\x85f ab\u2028ab\rab\tab x\x1cy\x1dz\x1e abab\n"
+    out, _ = _train(tmp_path, line * 3, "--preset", "subword-nmt", "--vocab-size", "10")
+    texts = ["ab\x0cab", "ab ab\x0cab c\x0bd", "e\x85f ab\u2028ab\rab\tab", "x\x1cy\x1dz\x1e",
+             " ab  abab ", "ab\nab\x0b"]
+    ours = Tokenizer.from_dir(out)
+    for text in texts:
+        pieces = [t[:-4] if t.endswith("</w>") else t + "@@" for t in ours.encode(text).tokens]
+        assert pieces == _apply_bpe_pieces(out / "codes.txt", text), text
+    # before: tokenizer.json split on " " only: HF encoded 'ab\x0cab' as one word
+    check_outputs_in_hf(out, texts)
+    hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
+    assert hf.encode("ab\x0cab").tokens == ["ab\x0c</w>", "ab</w>"]
