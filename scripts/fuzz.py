@@ -220,19 +220,20 @@ def run_case(seed: int, d: Path, time_limit: float, cli: bool) -> tuple[str, dic
             assert str(e2) == str(e), f"engines refuse differently: {e} | {e2}"
             return f"refused: {e}", o
         raise AssertionError(f"polars refused ({e}), duckdb trained") from None
-    took = time.perf_counter() - start
-    assert took < time_limit, f"polars took {took:.1f}s"
+    took_polars = time.perf_counter() - start
     check_outputs_in_hf(out, probe_texts(rng, lines))
     start = time.perf_counter()
     duck = train([str(path)], **read_opts, **o, engine="duckdb")
-    took = time.perf_counter() - start
+    took_duckdb = time.perf_counter() - start
     diff = compare_results(polars_run, duck, ("polars", "duckdb"))
     assert not diff, f"engines differ: {diff}"
-    assert took < time_limit, f"duckdb took {took:.1f}s"
     again = train(from_counts=str(out / "words.parquet"), **o)
     for name in ("merges", "vocab"):
         a, b = getattr(polars_run, name), getattr(again, name)
         assert a.equals(b), f"--from-counts gives other {name}"
+    # last, so that a slow case has had every other check
+    slow = {e: t for e, t in (("polars", took_polars), ("duckdb", took_duckdb)) if t > time_limit}
+    assert not slow, "too slow: " + ", ".join(f"{e} took {t:.1f}s" for e, t in slow.items())
     return "trained", o
 
 
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     a, b = (int(x) for x in args.seeds.split(":"))
-    findings, counts = [], {"trained": 0, "refused": 0}
+    findings, slow, counts = [], [], {"trained": 0, "refused": 0}
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tc-fuzz-"))
     for seed in range(a, b):
         d = root / f"case-{seed}"
@@ -260,13 +261,16 @@ def main(argv: list[str] | None = None) -> int:
             o = options(_skip_to_options(seed))
             msg = str(e) if isinstance(e, AssertionError) else traceback.format_exc(limit=-3)
             findings.append(seed)
+            if str(e).startswith("too slow: "):
+                slow.append(seed)
             print(f"FINDING seed {seed}: {o}\n  {msg}", flush=True)
         if not args.keep:
             shutil.rmtree(d, ignore_errors=True)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     print(f"{b - a} cases (seeds {a}:{b}): {counts['trained']} trained, {counts['refused']} "
-          f"refused with one line, {len(findings)} findings {findings}")
+          f"refused with one line, {len(findings)} findings {findings} (of which "
+          f"{len(slow)} only over the time limit: {slow})")
     return 1 if findings else 0
 
 
