@@ -106,3 +106,27 @@ def test_subword_nmt_line_breaks_match_apply_bpe_and_hf(tmp_path):
     check_outputs_in_hf(out, texts)
     hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
     assert hf.encode("ab\x0cab").tokens == ["ab\x0c</w>", "ab</w>"]
+
+
+# -- 6: side files only when HF reads them back exactly -------------------------------------------
+@pytest.mark.parametrize("options, skipped", [
+    (["--pre-tokenizer", "none"], {"merges.txt"}),
+    (["--pre-tokenizer", "digits"], {"merges.txt"}),
+    (["--pre-tokenizer", "metaspace"], {"merges.txt"}),  # the line's "\n" is in its last word
+    (["--end-of-word-suffix", " x"], {"merges.txt"}),
+    (["--continuing-subword-prefix", "a b"], {"merges.txt"}),
+    (["--end-of-word-suffix", "x"], set()),
+    (["--model", "wordpiece", "--pre-tokenizer", "none", "--special-tokens", "[UNK]"],
+     {"vocab.txt"}),
+    (["--model", "wordpiece", "--continuing-subword-prefix", "# ", "--special-tokens", "[UNK]"],
+     set()),
+], ids=lambda o: " ".join(o) if isinstance(o, list) else "")
+def test_tokens_with_spaces_or_line_breaks(tmp_path, options, skipped):
+    # before: merges.txt was "invalid at line 1" in HF, vocab.txt line numbers were not the ids
+    text = "low lower 12 3\nnewest  widest\n" * 3
+    out, proc = _train(tmp_path, text, "--vocab-size", "60", *options)
+    check_outputs_in_hf(out, ["low lower", "newest widest 123\n", "lowest"])
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert set(run["skipped_files"]) == skipped
+    for name in skipped:
+        assert f"tokcolumnar: note: {name} not written" in proc.stderr
