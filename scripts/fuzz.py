@@ -23,6 +23,7 @@ import bz2
 import csv
 import gzip
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -39,6 +40,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
+import pyarrow as pa  # noqa: E402
 
 from tests.support.hf_outputs import check_outputs_in_hf  # noqa: E402
 from tokcolumnar.duckdb.crosscheck import compare_results  # noqa: E402
@@ -90,8 +92,6 @@ def write_input(rng: random.Random, lines: list[str], d: Path) -> tuple[Path, di
         elif fmt == "bz2":
             text = bz2.compress(text)
         elif fmt == "zst":
-            import pyarrow as pa  # optional: the zstd codec of pyarrow
-
             sink = pa.BufferOutputStream()
             with pa.CompressedOutputStream(sink, "zstd") as f:
                 f.write(text)
@@ -188,7 +188,7 @@ def check_cli(path: Path, out: Path, o: dict[str, Any]) -> None:
     """The command line: exit 0, or exit 2 with one error line (notes allowed on success)."""
     proc = subprocess.run([sys.executable, "-m", "tokcolumnar", *_cli_args(path, out, o)],
                           capture_output=True, text=True, cwd=out.parent,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     lines = proc.stderr.splitlines()
     if proc.returncode == 0:
         assert all(x.startswith("tokcolumnar: note: ") for x in lines), proc.stderr
