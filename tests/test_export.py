@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 from tokenizers import Tokenizer as HFTokenizer
 
@@ -130,3 +131,26 @@ def test_tokens_with_spaces_or_line_breaks(tmp_path, options, skipped):
     assert set(run["skipped_files"]) == skipped
     for name in skipped:
         assert f"tokcolumnar: note: {name} not written" in proc.stderr
+
+
+# -- found by the fuzzer ---------------------------------------------------------------------------
+@pytest.mark.parametrize("affix", ["##", "</w>"])
+def test_end_of_word_token_equal_to_the_prefix(tmp_path, affix):
+    # fuzz seeds 2108/4109: our loader built the merge (x, '##') as 'x##' where the trainer
+    # (a right part starting with the prefix loses it) made 'x'
+    out, _ = _train(tmp_path, "2 ab ab 2'\n", "--continuing-subword-prefix", affix,
+                    "--end-of-word-token", affix)
+    tok = Tokenizer.from_dir(out)
+    words = pl.read_parquet(out / "words.parquet")
+    for word, ids in zip(words.get_column("word").to_list(), words.get_column("ids").to_list()):
+        assert tok.encode(word).ids == ids, word
+    check_outputs_in_hf(out, ["2 ab", "ab2"])
+
+
+def test_prefix_that_is_a_character_without_merges(tmp_path):
+    # fuzz seed 2114: '▁' (Metaspace's character, also the prefix) was taken for a token only
+    # merges make, and the tokenizer with no merges was refused on loading
+    out, _ = _train(tmp_path, "ab a b\n", "--pre-tokenizer", "metaspace",
+                    "--continuing-subword-prefix", "\u2581", "--max-token-length", "1")
+    assert Tokenizer.from_dir(out).encode("ab").tokens
+    check_outputs_in_hf(out, ["ab", "a b ba"])

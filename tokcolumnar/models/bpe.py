@@ -44,7 +44,10 @@ class BPEModel(Model):
                     unknown = a if a not in v else b
                     raise TokcolumnarValueError(f"merge {rank} ({a!r}, {b!r}) uses {unknown!r}, "
                                                 "which is not in the vocabulary")
-                if b == self.end_of_word_token:  # appended after the word: never prefixed
+                # the trainer's rule (training.symbols.Vocab.joined): a right part starting
+                # with the prefix loses it, any other is appended whole (the end-of-word token,
+                # never prefixed, is the one such right part in a trained BPE)
+                if (not prefix or not b.startswith(prefix)) and b == self.end_of_word_token:
                     t = a + b
                 elif prefix and not b.startswith(prefix):
                     raise TokcolumnarValueError(
@@ -164,9 +167,16 @@ class BPEModel(Model):
         prefix, suffix = self.continuing_subword_prefix or "", self.end_of_word_suffix or ""
         out = []
         for t in self.vocab:
-            core = t[len(prefix):] if prefix and t.startswith(prefix) else t
-            core = core[:-len(suffix)] if suffix and core.endswith(suffix) else core
-            if len(core) != 1:
+            # one character, alone or with the prefix and/or the suffix (a token such as "▁"
+            # with the prefix "▁" is a character, not an empty core)
+            cores = {t}
+            for c in list(cores):
+                if prefix and c.startswith(prefix):
+                    cores.add(c[len(prefix):])
+            for c in list(cores):
+                if suffix and c.endswith(suffix):
+                    cores.add(c[:-len(suffix)])
+            if not any(len(c) == 1 for c in cores):
                 out.append(t)
         return out
 
