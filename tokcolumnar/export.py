@@ -3,9 +3,9 @@
 `build_tokenizer` assembles the trained `Tokenizer` object; `tokenizer.json` is its one
 serialisation, and `vocab.json`, `merges.txt`, `codes.txt` and `vocab.txt` are written from it
 when they can hold the vocabulary exactly (`inexact_side_files`, which also decides when
-`tokenizer.json` itself cannot: it is then written as `tokenizer.tokcolumnar.json`). `export` writes everything
-into a temporary directory that replaces the target only once all is written, under the rules
-of `outputs` (what an output may replace)."""
+`tokenizer.json` itself cannot: it is then written as `tokenizer.tokcolumnar.json`). `export`
+writes everything into a temporary directory that replaces the target only once all is
+written, under the rules of `outputs` (what an output may replace)."""
 
 from __future__ import annotations
 
