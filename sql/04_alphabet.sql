@@ -2,7 +2,7 @@
 --
 -- In:  tc_words(w, word, count, first_seen);
 --      $special_tokens VARCHAR[] (in id order), $initial_alphabet VARCHAR[] (always kept),
---      $limit_alphabet INTEGER (NULL = keep every character), $eow_token VARCHAR (NULL = none).
+--      $limit_alphabet BIGINT (NULL = keep every character), $eow_token VARCHAR (NULL = none).
 -- Out: tc_chars(ch, n)          every character with its count weighted by word counts;
 --      tc_alphabet(ch)          the characters kept;
 --      tc_vocab(id INTEGER, token VARCHAR, kind VARCHAR, blen INTEGER) with, in id order:
@@ -30,7 +30,7 @@ candidates AS (
 ),
 ranked AS (SELECT ch, row_number() OVER (ORDER BY tier, n DESC, ch) AS rk FROM candidates)
 SELECT ch FROM ranked
-WHERE $limit_alphabet::INTEGER IS NULL OR rk <= $limit_alphabet::INTEGER;
+WHERE $limit_alphabet::BIGINT IS NULL OR rk <= $limit_alphabet::BIGINT;
 
 -- name: vocab
 CREATE OR REPLACE TABLE tc_vocab (id INTEGER, token VARCHAR, kind VARCHAR, blen INTEGER);

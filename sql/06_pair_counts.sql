@@ -1,6 +1,6 @@
 -- Stage 6: pair counting — the initial pair counts and the merge queue.
 --
--- In:  tc_seg(w, wc, syms, st), tc_vocab; $max_token_length INTEGER (NULL = no limit: a pair
+-- In:  tc_seg(w, wc, syms, st), tc_vocab; $max_token_length BIGINT (NULL = no limit: a pair
 --      whose two tokens together exceed it, prefix/suffix not counted, is never counted).
 -- Out: tc_pairs(key BIGINT, cnt BIGINT)   the pair counts, key = left_id << 32 | right_id, so
 --                                         key order is the `id` tie-break order;
@@ -23,7 +23,7 @@ eligible AS (
     SELECT o.* FROM occurrences o
     JOIN tc_vocab vl ON vl.id = o.l
     JOIN tc_vocab vr ON vr.id = o.r
-    WHERE $max_token_length::INTEGER IS NULL OR vl.blen + vr.blen <= $max_token_length::INTEGER
+    WHERE $max_token_length::BIGINT IS NULL OR vl.blen + vr.blen <= $max_token_length::BIGINT
 ),
 per_word AS (
     SELECT (l::BIGINT << 32) | r AS key, w, sum(wc) AS cnt, min(pos) AS pos

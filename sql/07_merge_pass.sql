@@ -220,18 +220,18 @@ changes AS (
 ),
 -- with max_token_length, pairs too long to ever merge are never counted
 lens AS (
-    SELECT id, blen FROM tc_vocab WHERE $max_token_length::INTEGER IS NOT NULL
+    SELECT id, blen FROM tc_vocab WHERE $max_token_length::BIGINT IS NOT NULL
     UNION ALL
     SELECT new_id, new_blen FROM m WHERE fresh
 ),
 ch AS (
-    SELECT * FROM changes WHERE $max_token_length::INTEGER IS NULL
+    SELECT * FROM changes WHERE $max_token_length::BIGINT IS NULL
     UNION ALL
     SELECT c.* FROM changes c
     JOIN lens l ON l.id = (c.key >> 32)
     JOIN lens r ON r.id = (c.key & 4294967295)
-    WHERE $max_token_length::INTEGER IS NOT NULL
-      AND l.blen + r.blen <= $max_token_length::INTEGER
+    WHERE $max_token_length::BIGINT IS NOT NULL
+      AND l.blen + r.blen <= $max_token_length::BIGINT
 ),
 -- the cut
 dk AS (SELECT key, k, sum(d) AS d FROM ch GROUP BY key, k),

@@ -67,8 +67,8 @@ FROM (
     JOIN tc_wp_tok tl ON tl.id = p.l
     JOIN tc_wp_tok tr ON tr.id = p.r
     WHERE p.cnt > 0 AND p.cnt >= $minimum::BIGINT
-      AND ($max_token_length::INTEGER IS NULL
-           OR tl.blen + tr.blen <= $max_token_length::INTEGER)
+      AND ($max_token_length::BIGINT IS NULL
+           OR tl.blen + tr.blen <= $max_token_length::BIGINT)
     ORDER BY score DESC, p.cnt DESC, p.l, p.r
     LIMIT $n::INTEGER
 );

@@ -75,7 +75,7 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
         SELECT l, r, cnt, cnt / (lc::DOUBLE * rc::DOUBLE) AS score, lc, rc, blen, 1 AS src
         FROM changed
         WHERE cnt > 0 AND cnt >= $minimum::BIGINT
-          AND ($max_token_length::INTEGER IS NULL OR blen <= $max_token_length::INTEGER)
+          AND ($max_token_length::BIGINT IS NULL OR blen <= $max_token_length::BIGINT)
         ORDER BY score DESC, cnt DESC, l, r
         LIMIT 1
     ),

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
 # the checks of each option, by kind
 INT_MINIMUM = {"vocab_size": 1, "min_frequency": 0, "limit_alphabet": 1, "max_token_length": 1,
                "max_merges": 0, "max_word_chars": 1}
+INT_MAXIMUM = (1 << 63) - 1  # DuckDB binds the integer options as BIGINT
 CHOICES: dict[str, tuple[str, ...]] = {
     "model": MODELS, "pre_tokenizer": PRETOKENIZER_NAMES + SEGMENTER_NAMES,
     "normalizer": NORMALIZER_NAMES, "cjk_split": CJK_SPLITS,
@@ -222,6 +223,9 @@ def check_values(cfg: TrainConfig) -> None:
         if value is not None and value < minimum:
             need = "positive" if minimum == 1 else f">= {minimum}"
             raise TokcolumnarValueError(f"{flag(name)} must be {need}, got {value}")
+        if value is not None and value > INT_MAXIMUM:  # both engines count in 64 bits
+            raise TokcolumnarValueError(f"{flag(name)} must be at most {INT_MAXIMUM}, "
+                                        f"got {value}")
     for name in TEXTS:
         if getattr(cfg, name) == "":
             raise TokcolumnarValueError(f"{flag(name)} must not be empty")

@@ -2,9 +2,10 @@
 
 `build_tokenizer` assembles the trained `Tokenizer` object; `tokenizer.json` is its one
 serialisation, and `vocab.json`, `merges.txt`, `codes.txt` and `vocab.txt` are written from it
-when they can hold the vocabulary exactly (`inexact_side_files`). `export` writes everything
-into a temporary directory that replaces the target only once all is written, under the rules
-of `outputs` (what an output may replace)."""
+when they can hold the vocabulary exactly (`inexact_side_files`, which also decides when
+`tokenizer.json` itself cannot: it is then written as `tokenizer.tokcolumnar.json`). `export`
+writes everything into a temporary directory that replaces the target only once all is
+written, under the rules of `outputs` (what an output may replace)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .text.decoders import BPEDecoder, ByteLevelDecoder, Decoder, WordPieceDecod
 from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
-from .tokenizer import AddedToken, Tokenizer
+from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
     from .training.pipeline import TrainResult
@@ -85,15 +86,47 @@ def _example(frame: pl.DataFrame, columns: tuple[str, ...]) -> str:
     return " + ".join(repr(frame.get_column(c).item(0)) for c in columns)
 
 
+def hf_unreadable_merges(cfg: TrainConfig, merges: pl.DataFrame) -> pl.DataFrame:
+    """The merges HF's BPE model would read as another token. HF makes the token of a merge
+    `left right` as `left + right[len(prefix):]` when a continuing-subword prefix is set (it
+    panics when `right` is shorter than the prefix), and `left + right` otherwise; a merge is
+    read exactly only when that string is the merge's token (its right side then carries the
+    prefix). With --end-of-word-token and a prefix, a merge onto the end-of-word token is not."""
+    right = pl.col("right")
+    prefix = cfg.continuing_subword_prefix
+    if prefix is not None:
+        hf_token = pl.when(right.str.starts_with(prefix)).then(
+            pl.col("left") + right.str.slice(len(prefix))).otherwise(pl.lit(None))
+    else:
+        hf_token = pl.col("left") + right
+    return merges.filter(hf_token.is_null() | (hf_token != pl.col("token")))
+
+
 def inexact_side_files(result: TrainResult) -> dict[str, str]:
-    """Which of the run's line-based side files (`merges.txt` and, with --preset subword-nmt,
-    `codes.txt` for BPE; `vocab.txt` for WordPiece) cannot be written so that their readers get
-    the tokens back exactly, each with the reason. `tokenizer.json`, `vocab.json` and the
-    Parquet tables hold any token and are always written."""
+    """The one place deciding which output files a run cannot write so that their readers get
+    its tokenizer back exactly, each with the reason (the file is then not written):
+    `tokenizer.json` when HF's format cannot express the settings (--end-of-word-token) or
+    reads a merge as another token (it is then written as OWN_TOKENIZER_FILE, for our loader);
+    the line-based side files (`merges.txt` and, with --preset subword-nmt, `codes.txt` for
+    BPE; `vocab.txt` for WordPiece) when a token breaks their lines or HF reads a merge of
+    them as another token. `vocab.json` and the Parquet tables hold any token and are always
+    written."""
     cfg = result.config
     out: dict[str, str] = {}
     if cfg.model == "bpe":
-        m = result.merges.select("left", "right")
+        m = result.merges.select("left", "right", "token")
+        misread = hf_unreadable_merges(cfg, m)
+        if cfg.end_of_word_token is not None:
+            out["tokenizer.json"] = (
+                f"HF's BPE has no end-of-word token (--end-of-word-token "
+                f"{cfg.end_of_word_token!r}, a symbol after every word), so HF would encode "
+                f"differently; the tokenizer is in {OWN_TOKENIZER_FILE} (tokcolumnar loads it)")
+        elif misread.height:
+            out["tokenizer.json"] = (
+                f"HF reads {misread.height:,} merges as another token (e.g. "
+                f"{_example(misread, ('left', 'right'))} with the prefix "
+                f"{cfg.continuing_subword_prefix!r}); the tokenizer is in "
+                f"{OWN_TOKENIZER_FILE} (tokcolumnar loads it)")
         bad = m.filter(pl.col("left").str.contains(PAIR_FILE_BREAKERS)
                        | pl.col("right").str.contains(PAIR_FILE_BREAKERS))
         if bad.height:
@@ -103,6 +136,11 @@ def inexact_side_files(result: TrainResult) -> dict[str, str]:
             out["merges.txt"] = reason
             if cfg.preset == "subword-nmt":
                 out["codes.txt"] = reason
+        elif misread.height:
+            out["merges.txt"] = (f"HF reads {misread.height:,} merges as another token (e.g. "
+                                 f"{_example(misread, ('left', 'right'))} with the prefix "
+                                 f"{cfg.continuing_subword_prefix!r}); tokenizer.json has "
+                                 "every merge")
         else:
             hidden = m.filter(pl.col("left").str.starts_with("#version"))
             if hidden.height:
@@ -116,6 +154,9 @@ def inexact_side_files(result: TrainResult) -> dict[str, str]:
                                 f"(e.g. {_example(bad, ('token',))}), which its one-token lines "
                                 "cannot hold (HF drops trailing whitespace); tokenizer.json has "
                                 "the vocabulary")
+    if "tokenizer.json" in out:  # the side files' reasons point to the tokenizer file we write
+        out = {k: v.replace("tokenizer.json has", f"{OWN_TOKENIZER_FILE} has")
+               for k, v in out.items()}
     return out
 
 
@@ -167,7 +208,8 @@ def write_outputs(result: TrainResult, directory: Path) -> None:
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
     write_parquet(result.words, directory / "words.parquet", "words")
-    _write_text(directory / "tokenizer.json", json.dumps(tokenizer_dict, ensure_ascii=False))
+    tokenizer_file = OWN_TOKENIZER_FILE if "tokenizer.json" in skipped else "tokenizer.json"
+    _write_text(directory / tokenizer_file, json.dumps(tokenizer_dict, ensure_ascii=False))
     vocab = tokenizer_dict["model"]["vocab"]
     if cfg.model == "bpe":
         _write_text(directory / "vocab.json", json.dumps(vocab, ensure_ascii=False))

@@ -181,10 +181,13 @@ class Tokenizer:
         directory = Path(directory)
         if not directory.is_dir():
             raise TokcolumnarError(f"tokenizer directory not found: {directory}")
-        if not (directory / "tokenizer.json").is_file():
+        # a run whose settings HF's format cannot express writes OWN_TOKENIZER_FILE instead
+        found = [directory / n for n in ("tokenizer.json", OWN_TOKENIZER_FILE)
+                 if (directory / n).is_file()]
+        if not found:
             raise TokcolumnarError(f"{directory} has no tokenizer.json (not a training "
                                    "output directory?)")
-        return cls._load(directory / "tokenizer.json", run_settings(directory / "run.json"))
+        return cls._load(found[0], run_settings(directory / "run.json"))
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -503,6 +506,12 @@ def text_series(texts: Any) -> pl.Series:
         raise TokcolumnarTypeError(f"texts to encode must be strings; item {k} is "
                                    f"{type(bad).__name__}")
     return series
+
+
+#: Where a training run whose tokenizer HF's format cannot express exactly keeps it (instead
+#: of tokenizer.json; export.inexact_side_files decides): the same JSON, which `from_dir` loads
+#: with the run.json settings HF's format has no field for.
+OWN_TOKENIZER_FILE = "tokenizer.tokcolumnar.json"
 
 
 def read_json(path: Path, what: str) -> Any:

@@ -44,11 +44,17 @@ class BPEModel(Model):
                     unknown = a if a not in v else b
                     raise TokcolumnarValueError(f"merge {rank} ({a!r}, {b!r}) uses {unknown!r}, "
                                                 "which is not in the vocabulary")
-                if prefix and not b.startswith(prefix):
+                # the trainer's rule (training.symbols.Vocab.joined): a right part starting
+                # with the prefix loses it, any other is appended whole (the end-of-word token,
+                # never prefixed, is the one such right part in a trained BPE)
+                if (not prefix or not b.startswith(prefix)) and b == self.end_of_word_token:
+                    t = a + b
+                elif prefix and not b.startswith(prefix):
                     raise TokcolumnarValueError(
                         f"merge {rank} ({a!r}, {b!r}): the right token lacks the continuing "
                         f"prefix {prefix!r}")
-                t = a + b[len(prefix):] if prefix else a + b
+                else:
+                    t = a + b[len(prefix):] if prefix else a + b
                 if t not in v:
                     raise TokcolumnarValueError(f"merge {rank} ({a!r}, {b!r}) produces {t!r}, "
                                                 "which is not in the vocabulary")
@@ -149,6 +155,10 @@ class BPEModel(Model):
             "end_of_word_suffix": self.end_of_word_suffix, "fuse_unk": False,
             "byte_fallback": False, "ignore_merges": False,
             "vocab": self.vocab, "merges": [[a, b] for a, b in self.merges],
+            # not an HF field: only in the tokenizer file of an --end-of-word-token run, which
+            # is never written as tokenizer.json (export.inexact_side_files)
+            **({"end_of_word_token": self.end_of_word_token}
+               if self.end_of_word_token is not None else {}),
         }
 
     def tokens_needing_merges(self) -> list[str]:
@@ -157,9 +167,16 @@ class BPEModel(Model):
         prefix, suffix = self.continuing_subword_prefix or "", self.end_of_word_suffix or ""
         out = []
         for t in self.vocab:
-            core = t[len(prefix):] if prefix and t.startswith(prefix) else t
-            core = core[:-len(suffix)] if suffix and core.endswith(suffix) else core
-            if len(core) != 1:
+            # one character, alone or with the prefix and/or the suffix (a token such as "▁"
+            # with the prefix "▁" is a character, not an empty core)
+            cores = {t}
+            for c in list(cores):
+                if prefix and c.startswith(prefix):
+                    cores.add(c[len(prefix):])
+            for c in list(cores):
+                if suffix and c.endswith(suffix):
+                    cores.add(c[:-len(suffix)])
+            if not any(len(c) == 1 for c in cores):
                 out.append(t)
         return out
 
@@ -193,6 +210,7 @@ class BPEModel(Model):
                     continuing_subword_prefix=obj.str("continuing_subword_prefix", None,
                                                       nullable=True),
                     end_of_word_suffix=obj.str("end_of_word_suffix", None, nullable=True),
+                    end_of_word_token=obj.str("end_of_word_token", None, nullable=True),
                     unk_token=obj.str("unk_token", None, nullable=True))
         try:
             model.merge_table()

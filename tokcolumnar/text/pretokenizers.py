@@ -603,6 +603,10 @@ class Sequence(PreTokenizer):
 # inside a word. One regex reproduces that for a whole chunk at once.
 _BREAKS = "\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029"
 SUBWORD_NMT_PATTERN = f"[^ \\r\\n{_BREAKS}]*[{_BREAKS}]|[^ \\r\\n{_BREAKS}]+"
+# The same pattern for HF's Oniguruma regex, with the characters themselves (not escapes): HF's
+# `Split(pattern, "Removed", invert=True)` keeps exactly its matches, the words above.
+_BREAK_CHARS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+SUBWORD_NMT_HF_PATTERN = f"[^ \r\n{_BREAK_CHARS}]*[{_BREAK_CHARS}]|[^ \r\n{_BREAK_CHARS}]+"
 
 
 @dataclass
@@ -620,9 +624,10 @@ class SubwordNmtSplit(PreTokenizer):
         return AFTER_SPACE_OR_CR
 
     def to_hf(self) -> dict[str, Any]:
-        # the closest HF pre-tokenizer: split on " ", dropping it
-        return {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed",
-                "invert": False}
+        # HF keeps the pattern's matches (invert): the same words, line-break characters
+        # included (checked against HF and `subword-nmt apply-bpe` in tests/test_export.py)
+        return {"type": "Split", "pattern": {"Regex": SUBWORD_NMT_HF_PATTERN},
+                "behavior": "Removed", "invert": True}
 
 
 def pretokenizer_from_hf(d: Any) -> PreTokenizer:
