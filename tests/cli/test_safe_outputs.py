@@ -315,8 +315,9 @@ def test_interrupt_during_startup_is_clean(workdir, delay):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
-    # 130 when interrupted; 0 when the run had already finished
-    assert proc.returncode in (0, 130), err
+    # 130 when interrupted (or death by SIGINT, which a shell also shows as 130); 0 when the
+    # run had already finished
+    assert proc.returncode in (0, 130, -signal.SIGINT), err
     assert no_temporaries(workdir)
 
 
