@@ -264,6 +264,12 @@ class Tokenizer:
             out = self.post_processor.apply(out, self._added_ids)
         return out
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the word cache (and its lock) stays behind: a copy sent to a worker makes its own
+        state = self.__dict__.copy()
+        state["_cache"] = None
+        return state
+
     def word_cache(self) -> WordCache:
         """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
         if self._cache is None:
