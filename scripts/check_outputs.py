@@ -107,6 +107,8 @@ def main() -> int:
             status = f"error: {results[key]['error']}"
         print(f"{key:<60} {time.perf_counter() - t:7.1f}s  {status}", flush=True)
     if args.mode == "record":
+        if args.only and args.hashes.exists():  # re-record some cases, keep the others
+            results = {**json.loads(args.hashes.read_text())["cases"], **results}
         args.hashes.write_text(json.dumps({"versions": versions(), "cases": results},
                                           indent=1, sort_keys=True) + "\n")
         print(f"recorded {len(results)} cases -> {args.hashes}")
