@@ -113,9 +113,11 @@ class BPEModel(Model):
         return lists_from_flat(len(words), layout.word_of[live],
                                pl.Series("ids", layout.sym[live].astype(np.uint32)))
 
-    def apply_merges(self, layout: Layout) -> None:
+    def apply_merges(self, layout: Layout,
+                     trace: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         """Merge, in every word at once, the lowest-rank pair (leftmost on ties), until no word
-        has a pair left in the merge table."""
+        has a pair left in the merge table. `trace` (the report's bytes-per-token curve) gets,
+        per round, the words that merged and the rank each applied."""
         keys, ranks, new = self.merge_table()
         if keys.size == 0:
             return
@@ -142,6 +144,8 @@ class BPEModel(Model):
             word = layout.word_of[candidates]
             starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
             best = np.minimum.reduceat(order_key, starts)
+            if trace is not None:
+                trace.append((word[starts].astype(np.int64), best // rank_scale))
             pos = best % rank_scale
             new_id = new[slot[np.searchsorted(candidates, pos)]]
             layout.merge_at(pos, new_id)

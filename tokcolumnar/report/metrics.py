@@ -148,50 +148,19 @@ def word_token_counts(tok: Tokenizer, words: pl.Series, known: pl.DataFrame) -> 
 def encode_bpe_traced(model: BPEModel, words: pl.Series,
                       initial: tuple[np.ndarray, np.ndarray] | None = None
                       ) -> tuple[pl.Series, np.ndarray, pl.DataFrame]:
-    """BPE encoding of `words` (the same rounds as `BPEModel.apply_merges`: in every word the
-    lowest-rank pair, leftmost on ties) that also records, per round, which word merged with
+    """BPE encoding of `words` (`BPEModel.apply_merges`: in every word the lowest-rank pair,
+    leftmost on ties) that also records, per round, which word merged with
     which rank. `initial`: `model.initial_symbols(words)` when the caller has it. Returns (ids
     per word, initial symbol count per word, trace (w, step, rank))."""
     lengths, ids = initial if initial is not None else model.initial_symbols(words)
     layout = Layout.from_symbols(lengths, ids, np.ones(len(words), dtype=np.int64))
-    keys, ranks, new = model.merge_table()
-    trace_words: list[np.ndarray] = []
-    trace_ranks: list[np.ndarray] = []
-    if keys.size:
-        sym, nxt = layout.sym, layout.nxt
-        active = np.flatnonzero(sym >= 0)
-        rank_scale = np.int64(1) << 40
-        while active.size:
-            # the pairs starting at live positions of the active words
-            active = active[sym[active] >= 0]
-            right = sym[nxt[active]]
-            has_right = right >= 0
-            candidates = active[has_right]
-            pair = (sym[candidates] << 32) | right[has_right]
-            # look each pair up in the sorted merge table
-            slot = np.searchsorted(keys, pair)
-            slot[slot == keys.size] = 0
-            found = keys[slot] == pair
-            if not found.any():
-                break
-            candidates, slot = candidates[found], slot[found]
-            # per word, the best pair: one merge per word per round
-            order_key = ranks[slot] * rank_scale + candidates
-            word = layout.word_of[candidates]
-            starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
-            best = np.minimum.reduceat(order_key, starts)
-            # the trace: the words that merged this round and the rank each applied
-            trace_words.append(word[starts].astype(np.int64))
-            trace_ranks.append(best // rank_scale)
-            pos = best % rank_scale
-            layout.merge_at(pos, new[slot[np.searchsorted(candidates, pos)]])
-            # only the words that merged this round can merge again
-            active = active[np.isin(layout.word_of[active], word[starts])]
+    rounds: list[tuple[np.ndarray, np.ndarray]] = []
+    model.apply_merges(layout, trace=rounds)
     live = np.flatnonzero(layout.sym >= 0)
     out = lists_from_flat(len(words), layout.word_of[live],
                           pl.Series("ids", layout.sym[live].astype(np.uint32)))
-    w = np.concatenate(trace_words) if trace_words else np.zeros(0, np.int64)
-    r = np.concatenate(trace_ranks) if trace_ranks else np.zeros(0, np.int64)
+    w = np.concatenate([x for x, _ in rounds]) if rounds else np.zeros(0, np.int64)
+    r = np.concatenate([x for _, x in rounds]) if rounds else np.zeros(0, np.int64)
     trace = pl.DataFrame({"w": w, "step": np.arange(w.size, dtype=np.int64), "rank": r})
     return out, lengths, trace
 
