@@ -41,9 +41,6 @@ def test_huge_limits(tmp_path, option, model):
         f"tokcolumnar: error: {option} must be at most {(1 << 63) - 1}, got {1 << 63}"]
 
 
-@pytest.mark.xfail(strict=True, reason="left open: the Polars BPE loop (training/bpe.py) "
-                   "orders a pair merged again after its token id was reused differently from "
-                   "HF's BpeTrainer transcription; DuckDB matches it")
 def test_prefix_and_end_of_word_token_that_are_corpus_characters():
     # before and now: crosscheck 'ad  b  cd ' --pre-tokenizer none --end-of-word-token ' '
     # --continuing-subword-prefix a -> "MISMATCH: merges row 5"
