@@ -19,13 +19,18 @@ needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DATA_LOG_LEVEL": "ERROR"}
 
 
-def test_missing_ray_is_one_line_saying_how_to_install(tmp_path):
-    fake = tmp_path / "site" / "ray"
+def _without(package: str, tmp_path) -> tuple[object, dict[str, str]]:
+    """A small corpus and an environment in which importing `package` fails."""
+    fake = tmp_path / "site" / package
     fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    (fake / "__init__.py").write_text(f"raise ImportError('No module named {package}')\n")
     src = tmp_path / "a.txt"
     src.write_text("a b c\n")
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+    return src, {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+
+
+def test_missing_ray_is_one_line_saying_how_to_install(tmp_path):
+    src, env = _without("ray", tmp_path)
     for args in (["count", str(src), "--out", str(tmp_path / "w.parquet"), "--engine", "ray"],
                  ["train", str(src), "--out", str(tmp_path / "t"), "--engine", "ray"],
                  ["encode", str(src), "--tokenizer", str(src), "--out",
@@ -38,12 +43,7 @@ def test_missing_ray_is_one_line_saying_how_to_install(tmp_path):
 
 
 def test_missing_spark_is_one_line_saying_how_to_install(tmp_path):
-    fake = tmp_path / "site" / "pyspark"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('No module named pyspark')\n")
-    src = tmp_path / "a.txt"
-    src.write_text("a b c\n")
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)])}
+    src, env = _without("pyspark", tmp_path)
     for args in (["count", str(src), "--out", str(tmp_path / "w.parquet"), "--engine", "spark"],
                  ["encode", str(src), "--tokenizer", str(src), "--out",
                   str(tmp_path / "e"), "--engine", "spark"]):
