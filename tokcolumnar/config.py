@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
 
 # the checks of each option, by kind
 INT_MINIMUM = {"vocab_size": 1, "min_frequency": 0, "limit_alphabet": 1, "max_token_length": 1,
-               "max_merges": 0, "max_word_chars": 1}
+               "max_merges": 0, "max_word_chars": 1, "max_words": 1}
 INT_MAXIMUM = (1 << 63) - 1  # DuckDB binds the integer options as BIGINT
 CHOICES: dict[str, tuple[str, ...]] = {
     "model": MODELS, "pre_tokenizer": PRETOKENIZER_NAMES + SEGMENTER_NAMES,
@@ -87,6 +87,8 @@ class TrainConfig:
     show_progress: bool | None = None
     # jieba / mecab: what becomes of text the dictionary does not know
     cjk_split: str | None = None
+    # --max-words N: train on the N most frequent words only (`memory.keep_most_frequent`)
+    max_words: int | None = None
 
     def __post_init__(self) -> None:
         check_types(self)

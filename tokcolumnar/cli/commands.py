@@ -22,7 +22,7 @@ OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_t
                 "normalizer", "lowercase", "end_of_word_suffix", "end_of_word_token",
                 "continuing_subword_prefix", "limit_alphabet", "max_token_length", "tie_break",
                 "preset", "engine", "max_merges", "min_score", "wordpiece_scoring",
-                "unk_token", "max_word_chars", "format", "column", "cjk_split"]
+                "unk_token", "max_word_chars", "format", "column", "cjk_split", "max_words"]
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -51,7 +51,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     use_ray_address(args)
     t0 = time.perf_counter()
     result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
-                   force=args.force, config=cfg)
+                   force=args.force, config=cfg, memory_limit=args.memory_limit,
+                   work_dir=args.work_dir, resume=args.resume,
+                   checkpoint_every=args.checkpoint_every)
     if not args.quiet:
         segmenter = result.timings.get("count_segmenter")  # jieba / mecab's share
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "

@@ -67,6 +67,24 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="refuse pre-tokens longer than this (default 1,000,000)")
 
 
+def add_scale_options(p: argparse.ArgumentParser) -> None:
+    """train's memory budget, work directory and checkpoints (README "Large corpora")."""
+    g = p.add_argument_group("memory and resuming")
+    g.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="bound the run's memory: 400MB, 1.5GB, 512MiB or bytes (default: half "
+                   "the physical RAM); counting spills to --work-dir beyond it")
+    g.add_argument("--work-dir", default=None, metavar="DIR",
+                   help="spilled counts and checkpoints (default OUT.work beside --out; "
+                   "removed when the run succeeds)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue a killed run with the same arguments from its work directory")
+    g.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                   help="how often counting and the merge loop save their state (default 60)")
+    g.add_argument("--max-words", type=int, default=None, metavar="N",
+                   help="train on the N most frequent words only (an approximation; exact by "
+                   "default)")
+
+
 def add_ray_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", default=None, metavar="ADDRESS",
                    help="with --engine ray: the Ray cluster to use (default: $RAY_ADDRESS, or a "
@@ -104,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--from-counts", default=None, metavar="words.parquet")
     t.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(t)
+    add_scale_options(t)
     add_input_options(t)
     add_ray_options(t)
     t.set_defaults(command_name="train")

@@ -23,9 +23,12 @@ from .wordpiece import train_wordpiece
 
 
 @contextlib.contextmanager
-def scripts() -> Iterator[Scripts]:
-    """A fresh in-memory DuckDB with the text functions of stage 1, closed afterwards."""
-    con = connect()
+def scripts(memory_limit: int | None = None, temp_directory: str | None = None
+            ) -> Iterator[Scripts]:
+    """A fresh in-memory DuckDB with the text functions of stage 1, closed afterwards
+    (`memory_limit` bytes and `temp_directory`: DuckDB's own settings, from --memory-limit and
+    the work directory)."""
+    con = connect(memory_limit, temp_directory)
     try:
         yield Scripts(con)
     finally:
@@ -34,19 +37,22 @@ def scripts() -> Iterator[Scripts]:
 
 class DuckDBEngine:
     name = "duckdb"
+    #: DuckDB's `memory_limit` (bytes) and `temp_directory`, set by the pipeline for a run.
+    memory_limit: int | None = None
+    temp_directory: str | None = None
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:
         """Stages 2-3: the `words` table (word, count, first_seen), identical to the Polars
         engine's (no sub-stage is timed: `timer` is unused)."""
-        with scripts() as sql:
+        with scripts(self.memory_limit, self.temp_directory) as sql:
             count_into(sql, inputs, cfg)
             return counted_words(sql)
 
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
         """Stages 4-11 on a words table: BPE and frequency WordPiece through the BPE loop
         (stages 4-9), likelihood WordPiece through its own (stages 4-5, 10-11)."""
-        with scripts() as sql:
+        with scripts(self.memory_limit, self.temp_directory) as sql:
             load_words(sql, words)
             if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
                 return train_wordpiece(sql, cfg, timer)

@@ -119,9 +119,14 @@ def _strip_strings(q: str) -> str:
     return re.sub(r"'(?:[^']|'')*'", "''", _strip_comments(q))
 
 
-def connect() -> Any:
+def connect(memory_limit: int | None = None, temp_directory: str | None = None) -> Any:
     threads = os.environ.get("TOKCOLUMNAR_DUCKDB_THREADS")
-    con = duckdb.connect(":memory:", config={"threads": int(threads)} if threads else {})
+    config: dict[str, Any] = {"threads": int(threads)} if threads else {}
+    if memory_limit is not None:
+        config["memory_limit"] = f"{memory_limit}B"
+    if temp_directory is not None:
+        config["temp_directory"] = temp_directory
+    con = duckdb.connect(":memory:", config=config)
     Scripts(con).run("text_functions")
     Scripts(con).run("unicode_tables")
     return con

@@ -20,6 +20,7 @@ for many merges."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -432,12 +433,19 @@ class BpeTrainer:
             made.add(token)
         return batch
 
-    def train(self) -> MergeRecord:
-        self.count_initial_pairs()
+    def train(self, resumed: bool = False,
+              on_pass: Callable[[BpeTrainer], None] | None = None) -> MergeRecord:
+        """Run the loop (continue it, `resumed`, on a trainer restored from a checkpoint).
+        `on_pass(self)` runs before each pass, when the state is between two passes (the
+        checkpoint writer of `--resume`: every field of the trainer is the loop's state)."""
+        if not resumed:
+            self.count_initial_pairs()
         settings, vocab, record = self.settings, self.vocab, self.merges
         bar = Progress("merging", total=settings.vocab_size, enabled=settings.show_progress)
         max_merges = settings.max_merges if settings.max_merges is not None else 1 << 62
         while len(vocab) < settings.vocab_size and len(record.left) < max_merges:
+            if on_pass is not None:
+                on_pass(self)
             # 1. the best pair
             first = self._next_valid()
             if first is None or self._below_minimum(first[0]):

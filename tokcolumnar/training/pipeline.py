@@ -11,7 +11,10 @@ options."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
@@ -21,13 +24,20 @@ import polars as pl
 
 from ..config import TrainConfig
 from ..corpus.counts_file import load_counts, normalize_counts
+from ..corpus.sources import expand_inputs
+from ..corpus.spill import count_bounded, unit_bytes_for
+from ..distributed.units import plan_units
 from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from ..export import build_tokenizer, export, write_outputs
+from ..memory import (COUNT_TABLE_SHARE, check_merge_memory, default_limit, keep_most_frequent,
+                      parse_size)
 from ..outputs import output_dir
 from ..progress import StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
 from ..tokenizer import Tokenizer
+from ..workdir import WorkDir, default_work_dir, run_fingerprint
+from .checkpoint import MergeCheckpoint
 from .tables import TrainTables
 
 
@@ -73,6 +83,8 @@ class TrainResult:
     pretokenizer: PreTokenizer
     timings: dict[str, float] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
+    #: Bytes the count spilled to the work directory (0: it fitted in memory).
+    spilled_bytes: int = 0
 
     def tokenizer(self) -> Tokenizer:
         """The trained tokenizer (the one `tokenizer.json` holds)."""
@@ -102,8 +114,28 @@ def count_words(inputs: Any, **options: Any) -> pl.DataFrame:
     return engine_of_run(inputs, cfg).count(inputs, cfg)
 
 
+@dataclass
+class RunLimits:
+    """How a run uses the machine (not what it produces): `--memory-limit` in bytes, the work
+    directory (None: no spilling place, no checkpoints), `--checkpoint-every` seconds, and the
+    bytes counting spilled (filled by the run)."""
+
+    memory_limit: int
+    work: WorkDir | None = None
+    checkpoint_every: float = 60.0
+    spilled_bytes: int = 0
+
+
+#: The default of --checkpoint-every (seconds).
+CHECKPOINT_EVERY = 60.0
+#: The counted words kept in the work directory, so that a resumed run does not count again.
+COUNTED_WORDS = "words.parquet"
+
+
 def train(inputs: Any = None, *, out_dir: str | Path | None = None,
           from_counts: str | pl.DataFrame | None = None, force: bool = False,
+          memory_limit: str | int | None = None, work_dir: str | Path | None = None,
+          resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
           **options: Any) -> TrainResult:
     """Train a tokenizer. `inputs`: paths/globs/dirs, a Polars or Arrow table, or an iterator of
     strings; `options`: the CLI options as keyword arguments (see `TrainConfig`;
@@ -111,8 +143,19 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
 
     With `out_dir`, the output is checked before any work starts (it may replace only an
     earlier tokcolumnar output or an empty directory, unless `force`; never an input) and
-    written atomically at the end (see `outputs`)."""
+    written atomically at the end (see `outputs`).
+
+    `memory_limit` (`"1.5GB"`, bytes; default `memory.DEFAULT_FRACTION` of the RAM) bounds the
+    count (spilled to `work_dir`) and is checked against the merge loop's need; `work_dir`
+    (default `OUT.work` beside `out_dir`, else a temporary directory) holds the spilled runs
+    and the checkpoints, written every `checkpoint_every` seconds; `resume` continues a killed
+    run with the same arguments from them (see `workdir`)."""
     cfg = resolve_config(options)
+    limit = parse_size(memory_limit) if memory_limit is not None else default_limit()
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float)) \
+            or not checkpoint_every >= 0:
+        raise TokcolumnarValueError(f"--checkpoint-every must be a number of seconds >= 0, "
+                                    f"got {checkpoint_every!r}")
     if from_counts is not None:
         if inputs is not None:
             raise TokcolumnarValueError("give either inputs or from_counts, not both")
@@ -121,16 +164,62 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
                                        f"a Polars DataFrame, got {type(from_counts).__name__}")
     elif inputs is None:
         raise TokcolumnarError("no inputs given (pass files or --from-counts)")
-    if out_dir is None:
-        return _train(inputs, from_counts, cfg)
     read = [*input_list(inputs), *([from_counts] if isinstance(from_counts, (str, Path)) else [])]
+    if work_dir is None and out_dir is not None:
+        work_dir = default_work_dir(out_dir)
+    if resume and work_dir is None:
+        raise TokcolumnarValueError("--resume needs the work directory: give out_dir or "
+                                    "work_dir")
+    limits = RunLimits(limit, checkpoint_every=float(checkpoint_every))
+    if out_dir is None:
+        with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
+            result = _train(inputs, from_counts, cfg, limits)
+        limits.work.remove()
+        return result
     with output_dir(out_dir, inputs=read, force=force) as tmp:
-        result = _train(inputs, from_counts, cfg)
-        timer = StageTimer()
-        with timer.stage("export"):
-            write_outputs(result, tmp)
-        result.timings.update(timer.seconds)
+        with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
+            result = _train(inputs, from_counts, cfg, limits)
+            timer = StageTimer()
+            with timer.stage("export"):
+                write_outputs(result, tmp)
+            result.timings.update(timer.seconds)
+            keep = limits.work
+    keep.remove()  # after the output is in place: a kill before leaves it to --resume
     return result
+
+
+def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None) -> list[Path] | None:
+    """The files a run reads, for the work directory's fingerprint; None when an input cannot
+    be read again (standard input, a pipe, a data frame, an iterator)."""
+    if isinstance(from_counts, pl.DataFrame):
+        return None
+    if from_counts is not None:
+        return [Path(os.path.abspath(from_counts))]
+    if not isinstance(inputs, (str, os.PathLike, list, tuple)) or not all(
+            isinstance(x, (str, os.PathLike)) for x in input_list(inputs)):
+        return None
+    sources = expand_inputs(input_list(inputs), fmt)
+    if any(src.kind != "file" for src in sources):
+        return None
+    return [Path(os.path.abspath(src.path)) for src in sources]
+
+
+@contextlib.contextmanager
+def work_directory(work_dir: str | Path | None, inputs: Any, from_counts: Any, read: list[str],
+                   cfg: TrainConfig, resume: bool) -> Iterator[WorkDir]:
+    """The run's work directory (see `workdir`): a given or default one is kept when the run
+    fails (a later `--resume` continues from it; a later run without it clears it), and
+    removed by the caller after success; without one, a temporary directory."""
+    if work_dir is None:
+        with tempfile.TemporaryDirectory(prefix="tokcolumnar-work-") as tmp:
+            yield WorkDir.open(Path(tmp) / "work", inputs=read, fingerprint={}, resume=False)
+        return
+    paths = resumable_paths(inputs, from_counts, cfg.format)
+    if resume and paths is None:
+        raise TokcolumnarError("--resume needs input files: standard input, a pipe, a data "
+                               "frame or an iterator cannot be read again")
+    fingerprint = run_fingerprint(cfg, paths or [])
+    yield WorkDir.open(work_dir, inputs=read, fingerprint=fingerprint, resume=resume)
 
 
 def input_list(inputs: Any) -> list[str]:
@@ -142,18 +231,57 @@ def input_list(inputs: Any) -> list[str]:
     return []
 
 
-def _train(inputs: Any, from_counts: Any, cfg: TrainConfig) -> TrainResult:
-    """Stages 2-3 (see the module docstring)."""
+def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
+           limits: RunLimits | None = None) -> TrainResult:
+    """Stages 2-3 (see the module docstring), within `limits` (default: the default limit,
+    no work directory)."""
+    limits = limits or RunLimits(default_limit())
     engine = engine_of_run(inputs, cfg)
+    if engine.name == "duckdb":  # DuckDB spills by itself, within the same limit
+        engine.memory_limit = limits.memory_limit  # type: ignore[attr-defined]
+        if limits.work is not None:
+            engine.temp_directory = str(limits.work.file("duckdb"))  # type: ignore[attr-defined]
     timer = StageTimer()
     with timer.stage("count"):
-        if isinstance(from_counts, pl.DataFrame):
-            words = normalize_counts(from_counts, "from_counts")
-        elif from_counts is not None:
-            words = load_counts(str(from_counts))
-        else:
-            words = engine.count(inputs, cfg, timer)
-    tables = engine.train(words, cfg, timer)
+        words = count_stage(engine, inputs, from_counts, cfg, limits, timer)
+    words = keep_most_frequent(words, cfg.max_words)
+    checkpoint = None
+    if engine.name == "polars":
+        check_merge_memory(words, limits.memory_limit)
+        if limits.work is not None:
+            checkpoint = MergeCheckpoint(limits.work, limits.checkpoint_every)
+    if checkpoint is not None:
+        tables = engine.train(words, cfg, timer, checkpoint=checkpoint)  # type: ignore[call-arg]
+    else:
+        tables = engine.train(words, cfg, timer)
     normalizer, pretokenizer = cfg.text_components()
-    return TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer, pretokenizer,
-                       timer.seconds, input_list(inputs))
+    result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
+                         pretokenizer, timer.seconds, input_list(inputs))
+    result.spilled_bytes = limits.spilled_bytes
+    return result
+
+
+def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,
+                limits: RunLimits, timer: StageTimer) -> pl.DataFrame:
+    """The words table: the counted words a resumed run saved, the given counts, a bounded
+    count of file inputs (Polars engine), or the engine's count. Saved in the work
+    directory once counted."""
+    work = limits.work
+    if work is not None and work.resumed and work.file(COUNTED_WORDS).exists():
+        return pl.read_parquet(work.file(COUNTED_WORDS))
+    if isinstance(from_counts, pl.DataFrame):
+        return normalize_counts(from_counts, "from_counts")
+    if from_counts is not None:
+        return load_counts(str(from_counts))
+    if engine.name == "polars" and work is not None and isinstance(
+            inputs, (str, os.PathLike, list, tuple)) and all(
+            isinstance(x, (str, os.PathLike)) for x in input_list(inputs)):
+        budget = int(limits.memory_limit * COUNT_TABLE_SHARE)
+        units = plan_units(input_list(inputs), cfg.format, unit_bytes_for(budget))
+        words, limits.spilled_bytes = count_bounded(units, cfg, work, budget,
+                                                    limits.checkpoint_every)
+    else:
+        words = engine.count(inputs, cfg, timer)
+    if work is not None:
+        work.write_parquet(COUNTED_WORDS, words)
+    return words

@@ -13,6 +13,7 @@ from ..corpus.counting import count_chunks
 from ..corpus.readers import iter_sequences
 from ..progress import StageTimer
 from .bpe import BpeSettings, BpeTrainer
+from .checkpoint import MergeCheckpoint
 from .symbols import Initial, build_initial, check_vocab_size
 from .tables import TrainTables, merges_table, vocab_table, words_table
 from .wordpiece import LikelihoodTrainer, WordPieceSettings
@@ -32,12 +33,16 @@ class PolarsEngine:
                             max_word_chars=cfg.max_word_chars, progress=cfg.show_progress,
                             timer=timer)
 
-    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
-        """Initial symbols, the merge loop of the model, and the result tables."""
+    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
+              checkpoint: MergeCheckpoint | None = None) -> TrainTables:
+        """Initial symbols, the merge loop of the model, and the result tables (`checkpoint`:
+        the BPE loop's state saved as it runs, and restored when the run resumes)."""
+        restored = checkpoint.restore() if checkpoint is not None else None
         with timer.stage("initial"):
-            initial = initial_symbols(words, cfg)
+            initial = restored[0] if restored is not None else initial_symbols(words, cfg)
         with timer.stage("merge"):
-            merges = merge_loop(initial, cfg)
+            merges = merge_loop(initial, cfg, checkpoint,
+                                restored[1] if restored is not None else None)
         with timer.stage("tables"):
             return TrainTables(words_table(words, initial), merges,
                                vocab_table(initial, merges))
@@ -53,7 +58,8 @@ def initial_symbols(words: pl.DataFrame, cfg: TrainConfig) -> Initial:
     return initial
 
 
-def merge_loop(initial: Initial, cfg: TrainConfig) -> pl.DataFrame:
+def merge_loop(initial: Initial, cfg: TrainConfig, checkpoint: MergeCheckpoint | None = None,
+               restored: BpeTrainer | None = None) -> pl.DataFrame:
     """Run the model's merge loop on the layout (changing it in place); the merges table.
 
     BPE and WordPiece with `--wordpiece-scoring frequency` (HF's WordPieceTrainer: BPE by pair
@@ -69,9 +75,12 @@ def merge_loop(initial: Initial, cfg: TrainConfig) -> pl.DataFrame:
         return merges_table(record, tokens, record.score).with_columns(
             pl.Series("left_count", record.left_count, dtype=pl.UInt64),
             pl.Series("right_count", record.right_count, dtype=pl.UInt64))
-    record = BpeTrainer(initial, BpeSettings(
+    trainer = restored or BpeTrainer(initial, BpeSettings(
         vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
         prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
-        max_merges=cfg.max_merges, show_progress=cfg.show_progress)).train()
+        max_merges=cfg.max_merges, show_progress=cfg.show_progress))
+    if checkpoint is not None:
+        checkpoint.watch(initial)
+    record = trainer.train(resumed=restored is not None, on_pass=checkpoint)
     scores = [float(c) for c in record.count] if cfg.model == "wordpiece" else None
     return merges_table(record, tokens, scores)

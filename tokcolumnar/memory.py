@@ -1,0 +1,125 @@
+"""The memory budget of a run (`--memory-limit`, `--max-words`; docs/architecture.md, "Memory
+and spilling / checkpoints").
+
+* `parse_size` reads a size (`400MB`, `1.5GB`, `512MiB`, plain bytes); the default limit is
+  `DEFAULT_FRACTION` of physical RAM.
+* Counting keeps its running word-count table under `COUNT_TABLE_SHARE` of the limit and spills
+  the rest to the work directory (`corpus.spill`).
+* The merge loop's memory is a function of the words table: `MERGE_BYTES_PER_WORD` per distinct
+  word plus `MERGE_BYTES_PER_SYMBOL` per initial symbol. `check_merge_memory` refuses, before
+  the loop, a words table that would not fit; `keep_most_frequent` is `--max-words`."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import polars as pl
+
+from .errors import TokcolumnarError, TokcolumnarValueError
+
+#: The default --memory-limit: this fraction of the physical RAM (the rest is left to the
+#: page cache, which reading the corpus needs, and to other processes).
+DEFAULT_FRACTION = 0.5
+
+#: The share of the limit the running word-count table of counting may take before it is
+#: spilled. The rest of the limit holds one unit's partial tables (a 64 MiB unit of text), the
+#: group-by that folds a unit into the running table (about twice the table at its peak) and
+#: the interpreter with its libraries (~150 MB).
+COUNT_TABLE_SHARE = 0.2
+
+# The merge loop's memory (BPE loop, Polars engine), measured on this code: peak RSS of
+# `scripts/... train` minus the RSS after counting, on corpora of 0.1-1 GB (zipf en) with
+# different mixes of distinct words and symbols, fitted as a * words + b * symbols (least
+# squares; `/usr/bin/time -v`, `--vocab-size 30000`). The layout is 8 (sym) + 4 + 4 (links)
+# + 8 (word count) + 4 (word index) bytes per position, times ~3 for the pair grouping of the
+# initial count and the queue entries' positions; a word adds its row in the words table,
+# its string and its count/first_seen, and its entries in the per-word tables. The "mem"
+# helper is shrinking the layout: update these two numbers (ONE place) after remeasuring.
+MERGE_BYTES_PER_WORD = 200
+MERGE_BYTES_PER_SYMBOL = 90
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
+          "gib": 1 << 30, "tib": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$")
+
+
+def parse_size(text: str | int, what: str = "--memory-limit") -> int:
+    """`400MB`, `1.5GB`, `512MiB`, plain bytes (`1000000`) -> bytes. Decimal units
+    (kB, MB, GB, TB = powers of 1000) and binary ones (KiB, MiB, GiB, TiB = powers of 1024),
+    case-insensitive."""
+    if isinstance(text, bool):
+        raise TokcolumnarValueError(f"{what} must be a size such as 400MB, 1.5GB or 512MiB")
+    if isinstance(text, int):
+        value = text
+    else:
+        m = _SIZE.match(str(text).lower())
+        if m is None or m.group(2) not in _UNITS:
+            raise TokcolumnarValueError(f"{what} {text!r} is not a size (write e.g. 400MB, "
+                                        "1.5GB, 512MiB or a number of bytes)")
+        value = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if value < 1:
+        raise TokcolumnarValueError(f"{what} must be positive, got {text!r}")
+    return value
+
+
+def physical_memory() -> int | None:
+    """The machine's RAM in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_limit() -> int:
+    """`DEFAULT_FRACTION` of the physical RAM (8 GB where it cannot be read)."""
+    ram = physical_memory()
+    return int(ram * DEFAULT_FRACTION) if ram else 8 * 10**9
+
+
+def format_size(n: float) -> str:
+    """Bytes for messages: 1.50 GB, 420 MB, 12 kB (decimal units, as --memory-limit reads)."""
+    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}" if unit == "GB" else f"{n / size:.0f} {unit}"
+    return f"{int(n)} B"
+
+
+def merge_bytes(n_words: int, n_symbols: int) -> int:
+    """The merge loop's estimated memory for a words table of `n_words` words holding
+    `n_symbols` characters in all (see the constants above; the interpreter and libraries,
+    ~150 MB, are not counted: the limit is checked against the words table alone)."""
+    return MERGE_BYTES_PER_WORD * n_words + MERGE_BYTES_PER_SYMBOL * n_symbols
+
+
+def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
+    """Refuse, before the merge loop, a words table whose loop would not fit in `limit`: one
+    line naming the memory needed and the --max-words that would fit."""
+    n_words = words.height
+    n_symbols = int(words.select(pl.col("word").str.len_chars().sum()).item() or 0)
+    need = merge_bytes(n_words, n_symbols)
+    if need <= limit:
+        return
+    per_word = MERGE_BYTES_PER_WORD + MERGE_BYTES_PER_SYMBOL * n_symbols / max(n_words, 1)
+    fits = max(0, math.floor(limit / per_word))
+    raise TokcolumnarError(
+        f"the merge loop on {n_words:,} distinct words ({n_symbols:,} characters) needs about "
+        f"{format_size(need)}, over --memory-limit {format_size(limit)}: raise --memory-limit "
+        f"to at least {format_size(need)}, or pass --max-words {fits:,} (or fewer) to keep the "
+        "most frequent words (an approximation)")
+
+
+def keep_most_frequent(words: pl.DataFrame, max_words: int | None, tie: str | None = None
+                       ) -> pl.DataFrame:
+    """`--max-words N`: the N most frequent words; among equal counts the one seen first
+    (smallest first_seen; by word, byte order, without first_seen; `tie`: another column
+    ordered as first_seen) is kept. The table keeps its row order."""
+    if max_words is None or words.height <= max_words:
+        return words
+    if tie is None:
+        tie = "first_seen" if "first_seen" in words.columns else "word"
+    kept = words.with_row_index("_row").sort(["count", tie], descending=[True, False]
+                                             ).head(max_words)
+    return kept.sort("_row").drop("_row")

@@ -1,0 +1,43 @@
+"""The merge loop's checkpoint (`--resume`, `--checkpoint-every`; docs/architecture.md,
+"Memory and spilling / checkpoints"): every `every` seconds, between two passes, the BPE
+loop's whole state — the `BpeTrainer` (queue, pair counts, entries, merges so far) with the
+`Initial` it works on (vocab and layout) — is pickled into the work directory, atomically.
+A resumed run loads it and continues the loop where the checkpoint left it: no merge is
+replayed. The likelihood WordPiece loop has no checkpoint: it restarts from the counted words."""
+
+from __future__ import annotations
+
+import time
+
+from ..workdir import WorkDir, kill_point
+from .bpe import BpeTrainer
+from .symbols import Initial
+
+CHECKPOINT = "merge.pkl"
+
+
+class MergeCheckpoint:
+    """Writes (and, on a resumed work directory, restores) the merge loop's state."""
+
+    def __init__(self, work: WorkDir, every: float) -> None:
+        self.work = work
+        self.every = every
+        self.initial: Initial | None = None
+        self.last = time.monotonic()
+        self.passes = 0
+
+    def restore(self) -> tuple[Initial, BpeTrainer] | None:
+        """The state a killed run checkpointed (None when there is none to resume)."""
+        return self.work.read_pickle(CHECKPOINT) if self.work.resumed else None
+
+    def watch(self, initial: Initial) -> None:
+        """The `Initial` the loop works on (pickled with the trainer: they share the layout)."""
+        self.initial = initial
+
+    def __call__(self, trainer: BpeTrainer) -> None:
+        """Before each pass: checkpoint when `every` seconds have passed since the last one."""
+        self.passes += 1
+        if time.monotonic() - self.last >= self.every:
+            self.work.write_pickle(CHECKPOINT, (self.initial, trainer))
+            self.last = time.monotonic()
+        kill_point("merge", self.passes)

@@ -1,0 +1,194 @@
+"""The work directory of a training run (`--work-dir`, default `OUT.work` beside `--out`):
+spilled count runs, the counting manifest, the counted words and the merge loop's checkpoint
+(docs/architecture.md, "Memory and spilling / checkpoints").
+
+Safety follows the outputs' rules (`outputs`): the path is checked as an output is (never an
+input, inside an input directory, the current directory, `/` or a symbolic link); an existing
+directory is used only when it is empty or ours — it holds our marker `MARKER` naming the tool —
+and never while the process that marked it is alive. Every file is written to a temporary name
+and renamed into place, so a `kill -9` leaves either the old or the new file. Without
+`--resume` a work directory of ours left by a killed run is cleared; with it, its fingerprint
+(the options and, per input, size, mtime and a hash of the first block) must match this run's,
+or the run is refused naming what changed. It is removed when the run succeeds.
+
+Test-only: the environment variable `TOKCOLUMNAR_TEST_KILL=STAGE:N` (`count:N` after N units
+counted, `merge:N` at the N-th pass of the merge loop) makes the process SIGKILL itself, so that
+tests can kill a run at a chosen point (`kill_point`). Never set it otherwise."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .config import TrainConfig
+from .errors import TokcolumnarError
+from .outputs import _pid_alive, check_target
+from .presets import flag
+
+MARKER = "tokcolumnar-work.json"
+#: Bytes of each input hashed for the fingerprint.
+HEAD_BYTES = 1 << 20
+#: Options that change nothing in the outputs, left out of the fingerprint.
+UNFINGERPRINTED = ("show_progress",)
+TEST_KILL = "TOKCOLUMNAR_TEST_KILL"
+
+
+def default_work_dir(out_dir: str | os.PathLike) -> Path:
+    """`OUT.work` beside `--out OUT`."""
+    out = Path(os.path.abspath(os.fspath(out_dir)))
+    return out.parent / (out.name + ".work")
+
+
+def input_fingerprint(paths: list[Path]) -> list[dict[str, Any]]:
+    """Per input file: path, size, mtime (ns) and the SHA-256 of its first `HEAD_BYTES`."""
+    out = []
+    for p in paths:
+        st = p.stat()
+        with open(p, "rb") as f:
+            head = hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
+        out.append({"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                    "head_sha256": head})
+    return out
+
+
+def run_fingerprint(cfg: TrainConfig, paths: list[Path]) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues."""
+    options = {k: v for k, v in cfg.to_dict().items() if k not in UNFINGERPRINTED}
+    return {"options": options, "inputs": input_fingerprint(paths),
+            "polars": pl.__version__, "python": sys.version.split()[0]}
+
+
+def fingerprint_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """What differs between two fingerprints, in words (None when nothing does)."""
+    for key in sorted(set(old.get("options", {})) | set(new["options"])):
+        was, now = old.get("options", {}).get(key), new["options"].get(key)
+        if was != now:
+            return f"option {flag(key)} changed ({now!r}, was {was!r})"
+    was_inputs, inputs = old.get("inputs", []), new["inputs"]
+    if [x["path"] for x in was_inputs] != [x["path"] for x in inputs]:
+        return (f"the inputs changed ({len(inputs)} files: {_names(inputs)}; were "
+                f"{len(was_inputs)}: {_names(was_inputs)})")
+    for was, now in zip(was_inputs, inputs):
+        for key, what in (("size", "size"), ("mtime_ns", "modification time"),
+                          ("head_sha256", "first block")):
+            if was[key] != now[key]:
+                return f"input {now['path']} changed ({what})"
+    for key in ("polars", "python"):
+        if old.get(key) != new[key]:
+            return f"{key} changed ({new[key]}, was {old.get(key)})"
+    return None
+
+
+def _names(inputs: list[dict[str, Any]]) -> str:
+    names = [x["path"] for x in inputs]
+    return ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+
+
+def is_our_work_dir(path: Path) -> dict[str, Any] | None:
+    """The marker of a work directory of ours (None when `path` is not one)."""
+    try:
+        marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(marker, dict) and marker.get("tool") == "tokcolumnar" and \
+            marker.get("kind") == "work-dir":
+        return marker
+    return None
+
+
+class WorkDir:
+    """An open work directory (see the module docstring). `resumed`: it holds the state of an
+    earlier run with the same fingerprint, to be continued."""
+
+    def __init__(self, path: Path, resumed: bool) -> None:
+        self.path = path
+        self.resumed = resumed
+
+    @classmethod
+    def open(cls, target: str | os.PathLike, *, inputs: list[object], fingerprint: dict,
+             resume: bool) -> WorkDir:
+        # the output checks, without "not ours" (which `is_our_work_dir` decides here)
+        path = check_target(target, kind="dir", inputs=inputs, force=True, what="--work-dir")
+        marker = is_our_work_dir(path) if path.is_dir() else None
+        if path.is_dir() and marker is None and os.listdir(path):
+            raise TokcolumnarError(f"--work-dir {target} is not empty and not a tokcolumnar work "
+                                   "directory; give a new or empty directory")
+        if marker is not None:
+            pid = marker.get("pid")
+            if isinstance(pid, int) and pid != os.getpid() and _pid_alive(pid):
+                raise TokcolumnarError(f"--work-dir {target} is in use by the running process "
+                                       f"{pid}")
+        resumed = False
+        if resume and marker is not None:
+            change = fingerprint_change(marker.get("fingerprint", {}), fingerprint)
+            if change is not None:
+                raise TokcolumnarError(f"cannot --resume from {path}: {change}; run without "
+                                       "--resume to start again")
+            resumed = True
+        if not resumed:
+            shutil.rmtree(path, ignore_errors=True)  # ours (a killed run's) or empty
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            work = cls(path, resumed)
+            work.write_json(MARKER, {"tool": "tokcolumnar", "kind": "work-dir",
+                                     "pid": os.getpid(), "fingerprint": fingerprint})
+        except OSError as e:
+            raise TokcolumnarError(f"cannot write --work-dir {path}: {e.strerror or e}") from None
+        return work
+
+    # -- atomic files ----------------------------------------------------------------------
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def _replace(self, name: str, write: Any) -> None:
+        """Write `name` through a temporary file, fsync'd, then renamed over it."""
+        tmp = self.path / f".{name.replace('/', '_')}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path / name)
+
+    def write_json(self, name: str, obj: Any) -> None:
+        self._replace(name, lambda f: f.write(json.dumps(obj, indent=1).encode()))
+
+    def read_json(self, name: str) -> Any:
+        try:
+            return json.loads((self.path / name).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+    def write_pickle(self, name: str, obj: Any) -> None:
+        self._replace(name, lambda f: pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def read_pickle(self, name: str) -> Any:
+        try:
+            with open(self.path / name, "rb") as f:
+                return pickle.load(f)  # noqa: S301 - our own checkpoint, in our marked dir
+        except FileNotFoundError:
+            return None
+
+    def write_parquet(self, name: str, df: pl.DataFrame) -> None:
+        self._replace(name, lambda f: df.write_parquet(f, compression="zstd"))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def kill_point(stage: str, n: int) -> None:
+    """Test-only (see the module docstring): SIGKILL this process at `stage`'s N-th point."""
+    want = os.environ.get(TEST_KILL)
+    if want and want == f"{stage}:{n}":
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
