@@ -14,6 +14,7 @@ from ..distributed.spark import encode_files_spark
 from ..encode import DEFAULT_COLUMNS
 from ..encode.dataset import encode_files
 from ..errors import TokcolumnarError
+from ..memory import format_size
 from ..outputs import output_file, write_parquet
 from ..progress import StageTimer
 from ..training.pipeline import count_words, train
@@ -60,6 +61,8 @@ def cmd_train(args: argparse.Namespace) -> int:
               f"({result.merges.height:,} merges) from {result.words.height:,} distinct words "
               f"in {time.perf_counter() - t0:.2f}s"
               + (f" ({cfg.pre_tokenizer} {segmenter:.2f}s)" if segmenter is not None else "")
+              + (f", {format_size(result.spilled_bytes)} spilled" if result.spilled_bytes
+                 else "")
               + f" -> {args.out}", file=sys.stderr)
     return 0
 

@@ -29,8 +29,13 @@ from ..corpus.spill import count_bounded, unit_bytes_for
 from ..distributed.units import plan_units
 from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from ..export import build_tokenizer, export, write_outputs
-from ..memory import (COUNT_TABLE_SHARE, check_merge_memory, default_limit, keep_most_frequent,
-                      parse_size)
+from ..memory import (
+    COUNT_TABLE_SHARE,
+    check_merge_memory,
+    default_limit,
+    keep_most_frequent,
+    parse_size,
+)
 from ..outputs import output_dir
 from ..progress import StageTimer
 from ..text.normalizers import Normalizer
