@@ -1,0 +1,38 @@
+"""--memory-limit sizes and the merge loop's memory check (`memory`)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from tokcolumnar.errors import TokcolumnarError
+from tokcolumnar.memory import (DEFAULT_FRACTION, MERGE_BYTES_PER_SYMBOL, MERGE_BYTES_PER_WORD,
+                                check_merge_memory, default_limit, parse_size,
+                                physical_memory)
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("400MB", 400_000_000), ("1.5GB", 1_500_000_000), ("512MiB", 512 << 20),
+    ("1000000", 1_000_000), ("2gib", 2 << 30), ("64 kB", 64_000), (".5TB", 500 * 10**9),
+    (12345, 12345)])
+def test_parse_size(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "MB", "1.5XB", "-3MB", "0", "1e9", "0.0001B", True])
+def test_parse_size_refuses(text):
+    with pytest.raises(ValueError, match="--memory-limit"):
+        parse_size(text)
+
+
+def test_default_limit_is_the_documented_fraction_of_ram():
+    ram = physical_memory()
+    assert ram and default_limit() == int(ram * DEFAULT_FRACTION)
+
+
+def test_merge_check_names_the_memory_needed_and_max_words():
+    words = pl.DataFrame({"word": ["abcd"] * 1000, "count": [1] * 1000})
+    need = 1000 * MERGE_BYTES_PER_WORD + 4000 * MERGE_BYTES_PER_SYMBOL
+    check_merge_memory(words, need)  # fits exactly
+    with pytest.raises(TokcolumnarError, match=r"1,000 distinct words .* --max-words 999 "):
+        check_merge_memory(words, need - 1)
