@@ -6,9 +6,15 @@ import polars as pl
 import pytest
 
 from tokcolumnar.errors import TokcolumnarError
-from tokcolumnar.memory import (DEFAULT_FRACTION, MERGE_BYTES_PER_SYMBOL, MERGE_BYTES_PER_WORD,
-                                check_merge_memory, default_limit, parse_size,
-                                physical_memory)
+from tokcolumnar.memory import (
+    DEFAULT_FRACTION,
+    MERGE_BYTES_PER_SYMBOL,
+    MERGE_BYTES_PER_WORD,
+    check_merge_memory,
+    default_limit,
+    parse_size,
+    physical_memory,
+)
 
 
 @pytest.mark.parametrize(("text", "size"), [

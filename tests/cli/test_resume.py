@@ -1,0 +1,150 @@
+"""`train --memory-limit / --work-dir / --resume` in a subprocess: a spilled run gives the
+outputs of an in-memory one; a run SIGKILLed at chosen points of counting and of the merge loop
+(the test-only `TOKCOLUMNAR_TEST_KILL`, see `workdir`) and resumed gives byte-identical outputs
+(run.json aside from its creation time and timings); a changed input or option refuses to
+resume; the work directory follows the outputs' safety rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import assert_clean_error, run_cli, snapshot
+from tests.support.corpora import corpus
+
+pytestmark = pytest.mark.corpus
+
+# a budget that spills (units of ~100 kB, the running table over 200 kB) and a words table the
+# merge check accepts under it
+LIMITED = ["--vocab-size", "1200", "--max-words", "800", "--memory-limit", "1MB", "--quiet"]
+
+
+def outputs(d: Path) -> dict[str, object]:
+    """The output files; run.json without what differs between any two runs (and --quiet)."""
+    files: dict[str, object] = dict(snapshot(d))
+    run = json.loads(files.pop("run.json"))
+    for key in ("created", "timings_s"):
+        run.pop(key)
+    run["settings"].pop("show_progress")  # --quiet or not
+    files["run.json"] = run
+    return files
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory) -> Path:
+    """A copy of a real corpus (the tests change it to see resuming refused)."""
+    p = tmp_path_factory.mktemp("in") / "corpus.txt"
+    shutil.copy(corpus("small/en_shakespeare_500k.txt"), p)
+    return p
+
+
+@pytest.fixture(scope="module")
+def reference(text, tmp_path_factory) -> dict[str, object]:
+    """The outputs of an uninterrupted run that fits in memory."""
+    out = tmp_path_factory.mktemp("ref") / "out"
+    proc = run_cli("train", str(text), "--out", str(out), *LIMITED[:4], "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return outputs(out)
+
+
+def test_spilled_run_gives_the_in_memory_outputs(text, reference, tmp_path):
+    out = tmp_path / "out"
+    proc = run_cli("train", str(text), "--out", str(out), *LIMITED[:-1])
+    assert proc.returncode == 0, proc.stderr
+    assert "spilled" in proc.stderr
+    assert outputs(out) == reference
+    assert not (tmp_path / "out.work").exists()  # removed on success
+
+
+@pytest.mark.parametrize("point", ["count:1", "count:3", "merge:1", "merge:25", "merge:60"])
+@pytest.mark.parametrize("every", ["0", "1000"])
+def test_kill_then_resume_gives_identical_outputs(text, reference, tmp_path, point, every):
+    out = tmp_path / "out"
+    args = ["train", str(text), "--out", str(out), *LIMITED, "--checkpoint-every", every]
+    killed = run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not out.exists() and (tmp_path / "out.work").is_dir()
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert outputs(out) == reference
+    assert not (tmp_path / "out.work").exists()
+
+
+def test_resume_does_not_count_again(text, tmp_path):
+    """Killed in the merge loop, the resumed run reads neither the corpus nor redoes merges:
+    with the corpus made unreadable in place... is a changed input; instead the counted words
+    and the checkpoint are what it loads (the work directory holds them)."""
+    out = tmp_path / "out"
+    args = ["train", str(text), "--out", str(out), *LIMITED, "--checkpoint-every", "0"]
+    run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": "merge:50"})
+    work = tmp_path / "out.work"
+    assert (work / "words.parquet").is_file() and (work / "merge.pkl").is_file()
+    # a resumed run killed at its own first pass has not counted: its stderr is empty and the
+    # manifest is untouched
+    before = (work / "count.json").read_bytes()
+    again = run_cli(*args, "--resume", env={"TOKCOLUMNAR_TEST_KILL": "merge:1"})
+    assert again.returncode == -signal.SIGKILL
+    assert (work / "count.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("change", ["append", "touch", "option"])
+def test_changed_input_or_option_refuses_to_resume(text, tmp_path, change):
+    src = tmp_path / "c.txt"
+    shutil.copy(text, src)
+    out = tmp_path / "out"
+    args = ["train", str(src), "--out", str(out), *LIMITED]
+    assert run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": "count:2"}).returncode < 0
+    if change == "append":
+        with open(src, "a") as f:
+            f.write("more words\n")
+        needle = f"input {src} changed (size)"
+    elif change == "touch":
+        st = src.stat()
+        os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        needle = f"input {src} changed (modification time)"
+    else:
+        args[args.index("1200")] = "1300"
+        needle = "option --vocab-size changed (1300, was 1200)"
+    line = assert_clean_error(run_cli(*args, "--resume"), needle)
+    assert "run without --resume" in line
+    # without --resume the stale work directory is ours: cleared, and the run succeeds
+    assert run_cli(*args).returncode == 0
+    assert not (tmp_path / "out.work").exists()
+
+
+def test_work_dir_is_never_a_foreign_directory(text, tmp_path):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    proc = run_cli("train", str(text), "--out", str(tmp_path / "out"), "--work-dir",
+                   str(foreign), *LIMITED)
+    assert_clean_error(proc, "not a tokcolumnar work directory")
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    proc = run_cli("train", str(text), "--out", str(tmp_path / "out"), "--work-dir",
+                   str(text.parent), *LIMITED)
+    assert_clean_error(proc, "--work-dir")  # contains the input
+
+
+def test_resume_without_a_work_dir_is_a_fresh_run(text, reference, tmp_path):
+    out = tmp_path / "out"
+    proc = run_cli("train", str(text), "--out", str(out), *LIMITED, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(out) == reference
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-1MB"])
+def test_bad_memory_limit_is_one_line(text, tmp_path, value):
+    proc = run_cli("train", str(text), "--out", str(tmp_path / "o"), "--memory-limit", value)
+    assert_clean_error(proc, "--memory-limit")
+    assert not (tmp_path / "o.work").exists()
+
+
+def test_words_table_over_the_limit_is_refused_before_merging(text, tmp_path):
+    proc = run_cli("train", str(text), "--out", str(tmp_path / "o"), "--memory-limit", "1MB")
+    line = assert_clean_error(proc, "--max-words")
+    assert "raise --memory-limit to at least" in line
