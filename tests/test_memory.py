@@ -8,6 +8,7 @@ import pytest
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.memory import (
     DEFAULT_FRACTION,
+    MERGE_BYTES_PER_CJK_SYMBOL,
     MERGE_BYTES_PER_SYMBOL,
     MERGE_BYTES_PER_WORD,
     check_merge_memory,
@@ -41,4 +42,13 @@ def test_merge_check_names_the_memory_needed_and_max_words():
     need = 1000 * MERGE_BYTES_PER_WORD + 4000 * MERGE_BYTES_PER_SYMBOL
     check_merge_memory(words, need)  # fits exactly
     with pytest.raises(TokcolumnarError, match=r"1,000 distinct words .* --max-words 999 "):
+        check_merge_memory(words, need - 1)
+
+
+def test_cjk_characters_cost_their_own_measured_bytes():
+    words = pl.DataFrame({"word": ["ab文字"] * 10, "count": [1] * 10})
+    need = (10 * MERGE_BYTES_PER_WORD + 20 * MERGE_BYTES_PER_SYMBOL
+            + 20 * MERGE_BYTES_PER_CJK_SYMBOL)
+    check_merge_memory(words, need)
+    with pytest.raises(TokcolumnarError, match="needs about"):
         check_merge_memory(words, need - 1)

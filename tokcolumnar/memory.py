@@ -29,16 +29,21 @@ DEFAULT_FRACTION = 0.5
 #: the interpreter with its libraries (~150 MB).
 COUNT_TABLE_SHARE = 0.2
 
-# The merge loop's memory (BPE loop, Polars engine), measured on this code: peak RSS of
-# `scripts/... train` minus the RSS after counting, on corpora of 0.1-1 GB (zipf en) with
-# different mixes of distinct words and symbols, fitted as a * words + b * symbols (least
-# squares; `/usr/bin/time -v`, `--vocab-size 30000`). The layout is 8 (sym) + 4 + 4 (links)
-# + 8 (word count) + 4 (word index) bytes per position, times ~3 for the pair grouping of the
-# initial count and the queue entries' positions; a word adds its row in the words table,
-# its string and its count/first_seen, and its entries in the per-word tables. The "mem"
-# helper is shrinking the layout: update these two numbers (ONE place) after remeasuring.
-MERGE_BYTES_PER_WORD = 200
-MERGE_BYTES_PER_SYMBOL = 90
+# The merge loop's memory (BPE loop, Polars engine), measured on this code with
+# `scripts/measure_merge_memory.py` (peak RSS of initial symbols + merge loop + result tables
+# minus the RSS with the words table loaded; --vocab-size 30000; 2026-11-23):
+#   zipf_en_1g words (1,154,649 words, 9,261,313 symbols):         829 MB
+#   its first 300,000 words (2,172,912 symbols):                   232 MB
+#   first 30 MB of zipf_zh_1g (332,432 clauses, 10,172,914 chars): 2016 MB
+# Chinese clauses cost ~2.3x per character (a large alphabet: many distinct pairs, each with
+# its queue entry and positions), so CJK characters have their own constant. The values bound
+# all three measurements. The "mem" helper is shrinking the layout: remeasure and update
+# these three numbers (this is the ONE place they live).
+MERGE_BYTES_PER_WORD = 150
+MERGE_BYTES_PER_SYMBOL = 85
+MERGE_BYTES_PER_CJK_SYMBOL = 200
+#: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
+CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
           "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
@@ -87,22 +92,26 @@ def format_size(n: float) -> str:
     return f"{int(n)} B"
 
 
-def merge_bytes(n_words: int, n_symbols: int) -> int:
+def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0) -> int:
     """The merge loop's estimated memory for a words table of `n_words` words holding
-    `n_symbols` characters in all (see the constants above; the interpreter and libraries,
-    ~150 MB, are not counted: the limit is checked against the words table alone)."""
-    return MERGE_BYTES_PER_WORD * n_words + MERGE_BYTES_PER_SYMBOL * n_symbols
+    `n_symbols` characters in all, `n_cjk` of them CJK (see the constants above; the
+    interpreter and libraries, ~150 MB, are not counted: the limit is checked against the
+    words table alone)."""
+    return (MERGE_BYTES_PER_WORD * n_words + MERGE_BYTES_PER_SYMBOL * (n_symbols - n_cjk)
+            + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk)
 
 
 def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
     """Refuse, before the merge loop, a words table whose loop would not fit in `limit`: one
     line naming the memory needed and the --max-words that would fit."""
     n_words = words.height
-    n_symbols = int(words.select(pl.col("word").str.len_chars().sum()).item() or 0)
-    need = merge_bytes(n_words, n_symbols)
+    sizes = words.select(pl.col("word").str.len_chars().sum().alias("symbols"),
+                         pl.col("word").str.count_matches(CJK).sum().alias("cjk"))
+    n_symbols, n_cjk = (int(sizes.item(0, c) or 0) for c in ("symbols", "cjk"))
+    need = merge_bytes(n_words, n_symbols, n_cjk)
     if need <= limit:
         return
-    per_word = MERGE_BYTES_PER_WORD + MERGE_BYTES_PER_SYMBOL * n_symbols / max(n_words, 1)
+    per_word = need / max(n_words, 1)
     fits = max(0, math.floor(limit / per_word))
     raise TokcolumnarError(
         f"the merge loop on {n_words:,} distinct words ({n_symbols:,} characters) needs about "

@@ -71,7 +71,8 @@ def cmd_count(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     use_ray_address(args)
     with output_file(args.out, inputs=args.inputs, force=args.force) as tmp:
-        words = count_words(args.inputs, config=cfg)
+        words = count_words(args.inputs, config=cfg, memory_limit=args.memory_limit,
+                            work_dir=args.work_dir)
         write_parquet(words, tmp, "words")
     if not args.quiet:
         print(f"{words.height:,} distinct words, {int(words['count'].sum()):,} occurrences "

@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True, metavar="words.parquet")
     c.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(c)
+    c.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="count in bounded memory, spilling to --work-dir (as train)")
+    c.add_argument("--work-dir", default=None, metavar="DIR",
+                   help="where the count spills (default: a temporary directory)")
     add_input_options(c)
     add_ray_options(c)
     c.set_defaults(command_name="count")

@@ -111,12 +111,22 @@ def resolve_config(options: dict[str, Any]) -> TrainConfig:
     return cfg
 
 
-def count_words(inputs: Any, **options: Any) -> pl.DataFrame:
+def count_words(inputs: Any, *, memory_limit: str | int | None = None,
+                work_dir: str | Path | None = None, **options: Any) -> pl.DataFrame:
     """The counting stage alone: the `words` table (word, count, first_seen); `options` are
     the training options (`engine="duckdb"` counts in DuckDB, `engine="ray"` — or a
-    `ray.data.Dataset` as `inputs` — on Ray)."""
+    `ray.data.Dataset` as `inputs` — on Ray). With `memory_limit` or `work_dir`, the count
+    is bounded as `train`'s (spilled to `work_dir`, default a temporary directory)."""
     cfg = resolve_config(options)
-    return engine_of_run(inputs, cfg).count(inputs, cfg)
+    engine = engine_of_run(inputs, cfg)
+    if memory_limit is None and work_dir is None:
+        return engine.count(inputs, cfg)
+    limits = RunLimits(parse_size(memory_limit) if memory_limit is not None
+                       else default_limit(), checkpoint_every=float("inf"))
+    with work_directory(work_dir, inputs, None, input_list(inputs), cfg, False) as limits.work:
+        words = count_stage(engine, inputs, None, cfg, limits, StageTimer())
+    limits.work.remove()
+    return words
 
 
 @dataclass
