@@ -120,22 +120,23 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
 def _sum_runs(work: WorkDir, runs: list[str], running: pl.DataFrame | None,
               max_words: int | None) -> pl.DataFrame:
     """Every run plus the in-memory rest summed, one partition at a time. With `max_words`,
-    each partition keeps its `max_words` most frequent words (the key orders as first_seen
-    does), which hold the corpus's `max_words` most frequent ones; `keep_most_frequent`
-    then keeps those."""
+    the `max_words` most frequent words of the partitions so far are kept after each one
+    (`keep_most_frequent`; the key orders as first_seen does): a word's rows are all in one
+    partition, so its count is final there and the kept words are the corpus's."""
     empty = pl.DataFrame(schema={"word": pl.String, "count": pl.UInt64, "key": pl.UInt64})
     if not runs:
         summed = running if running is not None else empty
         return keep_most_frequent(summed, max_words, tie="key")
     if running is not None and running.height:
         runs = [*runs, _spill(work, running, len(runs))[0]]
-    out = []
+    summed = empty
     for p in range(RUN_PARTITIONS):
         files = [str(work.file(r) / f"p{p:03d}.parquet") for r in runs]
         part = pl.scan_parquet(files).group_by("word").agg(
             pl.col("count").sum(), pl.col("key").min()).collect()
-        out.append(keep_most_frequent(part, max_words, tie="key"))
-    return keep_most_frequent(pl.concat(out), max_words, tie="key")
+        # with --max-words, memory holds the N kept so far plus one partition
+        summed = keep_most_frequent(pl.concat([summed, part]), max_words, tie="key")
+    return summed
 
 
 def _drop_unlisted_runs(work: WorkDir, runs: list[str]) -> None:
