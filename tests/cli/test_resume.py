@@ -148,3 +148,27 @@ def test_words_table_over_the_limit_is_refused_before_merging(text, tmp_path):
     proc = run_cli("train", str(text), "--out", str(tmp_path / "o"), "--memory-limit", "1MB")
     line = assert_clean_error(proc, "--max-words")
     assert "raise --memory-limit to at least" in line
+
+
+@pytest.mark.duckdb
+def test_duckdb_engine_runs_within_the_limit_with_the_same_outputs(text, tmp_path):
+    args = ["train", str(text), "--engine", "duckdb", "--vocab-size", "600", "--quiet"]
+    assert run_cli(*args, "--out", str(tmp_path / "a")).returncode == 0
+    proc = run_cli(*args, "--out", str(tmp_path / "b"), "--memory-limit", "300MB")
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(tmp_path / "b") == outputs(tmp_path / "a")
+    assert not (tmp_path / "b.work").exists()
+
+
+@pytest.mark.duckdb
+def test_duckdb_connection_takes_memory_limit_and_temp_directory(tmp_path):
+    from tokcolumnar.duckdb.runner import connect
+
+    con = connect(300 * 2**20, str(tmp_path / "spill"))
+    try:
+        limit, temp = con.execute("select current_setting('memory_limit'), "
+                                  "current_setting('temp_directory')").fetchall()[0]
+    finally:
+        con.close()
+    assert limit == "300.0 MiB"
+    assert temp == str(tmp_path / "spill")
