@@ -51,6 +51,11 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$")
 
 
+class MemoryLimitError(TokcolumnarError):
+    """The words table would not fit the limit (the run's work directory is kept: `--resume`
+    with a larger limit does not count again)."""
+
+
 def parse_size(text: str | int, what: str = "--memory-limit") -> int:
     """`400MB`, `1.5GB`, `512MiB`, plain bytes (`1000000`) -> bytes. Decimal units
     (kB, MB, GB, TB = powers of 1000) and binary ones (KiB, MiB, GiB, TiB = powers of 1024),
@@ -113,7 +118,7 @@ def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
         return
     per_word = need / max(n_words, 1)
     fits = max(0, math.floor(limit / per_word))
-    raise TokcolumnarError(
+    raise MemoryLimitError(
         f"the merge loop on {n_words:,} distinct words ({n_symbols:,} characters) needs about "
         f"{format_size(need)}, over --memory-limit {format_size(limit)}: raise --memory-limit "
         f"to at least {format_size(need)}, or pass --max-words {fits:,} (or fewer) to keep the "

@@ -148,6 +148,16 @@ def test_words_table_over_the_limit_is_refused_before_merging(text, tmp_path):
     proc = run_cli("train", str(text), "--out", str(tmp_path / "o"), "--memory-limit", "1MB")
     line = assert_clean_error(proc, "--max-words")
     assert "raise --memory-limit to at least" in line
+    # kept, with the counted words: --resume with a larger limit does not count again
+    assert (tmp_path / "o.work" / "words.parquet").is_file()
+
+
+def test_refused_input_leaves_no_work_dir(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine words\n\xff\xfe broken\n")
+    proc = run_cli("train", str(bad), "--out", str(tmp_path / "o"), "--memory-limit", "1GB")
+    assert_clean_error(proc, "UTF-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
 
 
 @pytest.mark.duckdb

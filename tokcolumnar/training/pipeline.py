@@ -31,6 +31,7 @@ from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueErr
 from ..export import build_tokenizer, export, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
+    MemoryLimitError,
     check_merge_memory,
     default_limit,
     keep_most_frequent,
@@ -234,7 +235,15 @@ def work_directory(work_dir: str | Path | None, inputs: Any, from_counts: Any, r
         raise TokcolumnarError("--resume needs input files: standard input, a pipe, a data "
                                "frame or an iterator cannot be read again")
     fingerprint = run_fingerprint(cfg, paths or [])
-    yield WorkDir.open(work_dir, inputs=read, fingerprint=fingerprint, resume=resume)
+    work = WorkDir.open(work_dir, inputs=read, fingerprint=fingerprint, resume=resume)
+    try:
+        yield work
+    except TokcolumnarError as e:
+        # refused input or settings: nothing to resume (a kill, Ctrl-C or the memory check
+        # keep the directory for --resume)
+        if not isinstance(e, MemoryLimitError):
+            work.remove()
+        raise
 
 
 def input_list(inputs: Any) -> list[str]:
