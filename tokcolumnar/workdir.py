@@ -70,11 +70,12 @@ def run_fingerprint(cfg: TrainConfig, paths: list[Path]) -> dict[str, Any]:
 
 def fingerprint_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     """What differs between two fingerprints, in words (None when nothing does)."""
-    for key in sorted(set(old.get("options", {})) | set(new["options"])):
-        was, now = old.get("options", {}).get(key), new["options"].get(key)
-        if was != now:
-            return f"option {flag(key)} changed ({now!r}, was {was!r})"
-    was_inputs, inputs = old.get("inputs", []), new["inputs"]
+    was_options, options = old.get("options", {}), new.get("options", {})
+    for key in sorted(set(was_options) | set(options)):
+        if was_options.get(key) != options.get(key):
+            return (f"option {flag(key)} changed ({options.get(key)!r}, was "
+                    f"{was_options.get(key)!r})")
+    was_inputs, inputs = old.get("inputs", []), new.get("inputs", [])
     if [x["path"] for x in was_inputs] != [x["path"] for x in inputs]:
         return (f"the inputs changed ({len(inputs)} files: {_names(inputs)}; were "
                 f"{len(was_inputs)}: {_names(was_inputs)})")
@@ -84,8 +85,8 @@ def fingerprint_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
             if was[key] != now[key]:
                 return f"input {now['path']} changed ({what})"
     for key in ("polars", "python"):
-        if old.get(key) != new[key]:
-            return f"{key} changed ({new[key]}, was {old.get(key)})"
+        if old.get(key) != new.get(key):
+            return f"{key} changed ({new.get(key)}, was {old.get(key)})"
     return None
 
 

@@ -99,3 +99,25 @@ def test_manifest_lists_finished_units_and_runs(tmp_path):
     assert len(state["runs"]) == state["done"]  # a budget of 1 byte spills every unit
     assert state["spilled_bytes"] == spilled > 0
     assert all((wd.file(r) / "p000.parquet").is_file() for r in state["runs"])
+
+
+@pytest.mark.corpus
+def test_resumed_count_skips_finished_units_and_drops_unlisted_runs(tmp_path):
+    """A count killed after its first spill, with later runs half-written (not in the
+    manifest): resuming counts the remaining units only and gives the in-memory words."""
+    path = str(corpus("small/en_botchan.txt"))
+    expected = count_words([path], show_progress=False)
+    _, _, wd = bounded([path], tmp_path / "w", 1, unit_bytes=50_000)
+    state = wd.read_json(MANIFEST)
+    assert len(state["runs"]) > 2
+    cut = {**state, "done": 1, "unit_tokens": state["unit_tokens"][:1],
+           "runs": state["runs"][:1]}
+    wd.write_json(MANIFEST, cut)
+    cfg = TrainConfig(show_progress=False)
+    units = plan_units([path], None, 50_000)
+    resumed = WorkDir.open(tmp_path / "w", inputs=[path], fingerprint={}, resume=True)
+    assert resumed.resumed
+    got, _ = count_bounded(units, cfg, resumed, 1, checkpoint_every=1e9)
+    assert got.equals(expected)
+    # the stale runs were deleted and counted again: one run per unit, as before
+    assert resumed.read_json(MANIFEST)["runs"] == state["runs"]
