@@ -79,6 +79,8 @@ def merge_loop(initial: Initial, cfg: TrainConfig, checkpoint: MergeCheckpoint |
         vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
         prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
         max_merges=cfg.max_merges, show_progress=cfg.show_progress))
+    if restored is not None:  # progress is not in the fingerprint: this run's choice
+        restored.settings.show_progress = cfg.show_progress
     if checkpoint is not None:
         checkpoint.watch(initial)
     record = trainer.train(resumed=restored is not None, on_pass=checkpoint)
