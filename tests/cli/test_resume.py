@@ -76,9 +76,9 @@ def test_kill_then_resume_gives_identical_outputs(text, reference, tmp_path, poi
 
 
 def test_resume_does_not_count_again(text, tmp_path):
-    """Killed in the merge loop, the resumed run reads neither the corpus nor redoes merges:
-    with the corpus made unreadable in place... is a changed input; instead the counted words
-    and the checkpoint are what it loads (the work directory holds them)."""
+    """Killed in the merge loop, the work directory holds the counted words and the loop's
+    checkpoint; a resumed run loads them and does not count again (the count manifest is
+    left as it was)."""
     out = tmp_path / "out"
     args = ["train", str(text), "--out", str(out), *LIMITED, "--checkpoint-every", "0"]
     run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": "merge:50"})
