@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 import polars as pl
 
 from ..errors import TokcolumnarError, word_too_long
-from ..progress import Progress, StageTimer
+from ..progress import READING, Progress, StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
 from ..text.segmenters import Segmenter
@@ -128,13 +128,13 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     one. The single-machine count and a distributed unit's partial table both start here."""
     folder = CountFolder()
     total = 0
-    bar = Progress("counting words", enabled=progress)
+    bar = Progress("counting", unit="bytes", enabled=progress, meter=READING)
     for texts in batched_chunks(chunks):
         part, n = count_chunk(texts, normalizer, pretokenizer, total if first_seen else None)
         total += n
         if len(part):
             folder.add(part)
-        bar.update(total)
+        bar.update()  # a clock check; the position is read only when a line is due
     bar.close(total)
     return folder.result(), total
 
