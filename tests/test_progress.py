@@ -133,11 +133,18 @@ def test_wordpiece_merging_lines(tmp_path):
 
 
 @pytest.mark.corpus
-def test_compressed_input_counts_compressed_bytes(tmp_path):
-    # ~27 MB of text, ~10 MB gzipped: the total and every position are those of the .gz file
+@pytest.mark.parametrize("kind", ["gzip", "parquet"])
+def test_compressed_input_counts_compressed_bytes(tmp_path, kind):
+    # ~27 MB of text, ~10 MB gzipped or in Parquet: the total and every position are those of
+    # the file on disk (Parquet's by the rows read, in 20 row groups)
     text = corpus("medium/en.txt").read_bytes()
-    src = tmp_path / "en.txt.gz"
-    src.write_bytes(gzip.compress(text, compresslevel=1))
+    if kind == "gzip":
+        src = tmp_path / "en.txt.gz"
+        src.write_bytes(gzip.compress(text, compresslevel=1))
+    else:
+        src = tmp_path / "en.parquet"
+        lines = text.decode().splitlines()
+        pl.DataFrame({"text": lines}).write_parquet(src, row_group_size=len(lines) // 20 + 1)
     size = src.stat().st_size
     assert size < len(text) / 2
     proc = run_cli("count", str(src), "--out", str(tmp_path / "w.parquet"), env=EVERY)

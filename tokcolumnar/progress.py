@@ -72,8 +72,9 @@ class InputMeter:
     """Input bytes consumed so far: the sizes of the finished inputs plus the read position of
     the current one. The position is that of the input's open file descriptor (found once per
     input by its device and inode), so a compressed input counts compressed bytes and the
-    readers need no change; when no descriptor is found (an input read through a memory map)
-    the current input counts once it is finished."""
+    readers need no change. A Parquet file is read at offsets, which move no position: its
+    share is its size times the fraction of its rows read (from its footer's row count).
+    Anything else without a descriptor counts once it is finished."""
 
     def __init__(self) -> None:
         self.total: int | None = None
@@ -81,6 +82,9 @@ class InputMeter:
         self._current: Source | None = None
         self._fd: int | None = None
         self._stat: tuple[int, int] | None = None
+        self._rows = 0  # rows read of the current Parquet input
+        self._rows_total: int | None = None
+        self._size = 0  # the current Parquet input's size
 
     def begin(self, sources: list[Source]) -> None:
         """A new reading: the total is the sum of the sizes when every input is a whole
@@ -98,6 +102,7 @@ class InputMeter:
 
     def start(self, src: Source) -> None:
         self._current, self._fd = src, None
+        self._rows, self._rows_total = 0, None
         try:
             st = os.stat(src.path) if src.kind == "file" else None
         except OSError:
@@ -108,6 +113,10 @@ class InputMeter:
         """Bytes of text read from an input without a file position (standard input, a
         pipe): counted as they are read."""
         self._finished += nbytes
+
+    def read_rows(self, n: int) -> None:
+        """Rows read from the current input (a Parquet file: its position is by rows)."""
+        self._rows += n
 
     def finish(self, src: Source) -> None:
         if src.kind == "file":
@@ -122,6 +131,8 @@ class InputMeter:
     def _current_position(self) -> int:
         if self._current is None or self._stat is None:
             return 0
+        if self._current.fmt == "parquet":
+            return self._parquet_position(self._current)
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 if (os.fstat(self._fd).st_dev, os.fstat(self._fd).st_ino) == self._stat:
@@ -135,6 +146,20 @@ class InputMeter:
                     self._fd = fd
                     return os.lseek(fd, 0, os.SEEK_CUR)
         return 0
+
+
+    def _parquet_position(self, src: Source) -> int:
+        if self._rows_total is None:
+            import pyarrow.parquet as pq  # loaded already: the reader of this Parquet input
+
+            try:
+                self._rows_total = pq.read_metadata(src.path).num_rows
+                self._size = src.path.stat().st_size
+            except Exception:  # noqa: BLE001 - progress never fails a run
+                self._rows_total, self._size = 0, 0
+        if not self._rows_total:
+            return 0
+        return self._size * min(self._rows, self._rows_total) // self._rows_total
 
 
 def _open_fds() -> list[int]:

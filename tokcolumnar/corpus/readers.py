@@ -347,6 +347,8 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
             for texts in iter_source(src, column, pretokenizer, max_word_chars):
                 if src.kind != "file":  # no file position to read: count the text
                     READING.read_text(int(texts.str.len_bytes().sum() or 0))
+                elif src.fmt == "parquet":  # read by offset, not position: count the rows
+                    READING.read_rows(len(texts))
                 yield texts
             READING.finish(src)
         return
@@ -364,4 +366,6 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
             yield texts
             batch = []
     if batch:
-        yield pl.Series("text", batch, dtype=pl.String)
+        texts = pl.Series("text", batch, dtype=pl.String)
+        READING.read_text(int(texts.str.len_bytes().sum() or 0))
+        yield texts
