@@ -18,7 +18,15 @@ import pytest
 from tests.support.cli import cli_env, command, run_cli
 from tests.support.corpora import corpus
 from tokcolumnar import progress
+from tokcolumnar.cli import main
 from tokcolumnar.progress import Progress, format_bytes, format_duration, format_rate
+
+
+@pytest.fixture(autouse=True)
+def not_quiet(monkeypatch):
+    """Progress as a user gets it (the variable that silences it is not inherited)."""
+    monkeypatch.delenv("TOKCOLUMNAR_QUIET", raising=False)
+
 
 #: a line per update: every batch and every merge loop step writes one
 EVERY = {"TOKCOLUMNAR_PROGRESS_EVERY": "0.000001"}
@@ -199,6 +207,17 @@ def test_quiet_is_silent(tmp_path, quiet):
     en = run_cli("encode", str(src), "--tokenizer", str(tmp_path / "t"), "--out",
                  str(tmp_path / "e.parquet"), quiet, env=EVERY)
     assert en.returncode == 0 and en.stderr == "", en.stderr
+
+
+def test_main_with_quiet_leaves_progress_on_for_later_commands(tmp_path):
+    # before: main([..., "--quiet"]) set TOKCOLUMNAR_QUIET for the rest of the process
+    src = tmp_path / "c.txt"
+    src.write_text("low lower newest widest\n" * 3, encoding="utf-8")
+    assert main(["count", str(src), "--out", str(tmp_path / "w.parquet"), "--quiet"]) == 0
+    assert "TOKCOLUMNAR_QUIET" not in os.environ
+    out = io.StringIO()
+    Progress("merging", total=1, unit="merges", enabled=True, stream=out).close(1)
+    assert out.getvalue().startswith("merging: done, 1 merges in ")
 
 
 def test_an_error_after_progress_is_still_one_error_line(tmp_path):
