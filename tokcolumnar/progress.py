@@ -6,7 +6,8 @@ Two forms, chosen by where stderr goes:
   `counting: 412 MB / 1.07 GB (38.4%), 21.3 MB/s, ETA 31s`;
 - anything else (a log file, a pipe, CI): log-friendly lines, never a carriage return — at
   most one line every `LOG_EVERY_S` seconds while a stage runs, and one summary line when it
-  ends, e.g. `merging: done, 49,742 merges in 2m03s (404 merges/s), last pair count 18`.
+  ends, e.g. `merging: done, 49,742 merges in 2m03s (404 merges/s), last pair count 18`; a
+  stage shorter than the interval writes nothing (a short run's stderr stays one line).
 
 `enabled=None` (the Python API's default, `show_progress=None`) shows the terminal form on a
 terminal and nothing elsewhere; `enabled=True` (the CLI without `--quiet`) also writes the log
@@ -226,12 +227,18 @@ class Progress:
         self._write(self._line(now, final=False), final=False)
 
     def close(self, done: int | None = None) -> None:
-        """The stage ended: the summary line (on a terminal, the redrawn line's last state)."""
+        """The stage ended: the summary line (on a terminal, the redrawn line's last state).
+        Off a terminal, a stage shorter than the log interval writes nothing: a short run's
+        stderr stays its result line, or its one error line when a later check refuses it."""
         if self.mode is None:
+            return
+        now = time.monotonic()
+        if self.mode == "log" and now - self.start < self.every:
+            self.mode = None
             return
         if done is not None:
             self.done = done
-        self._write(self._line(time.monotonic(), final=True), final=True)
+        self._write(self._line(now, final=True), final=True)
         self.mode = None
 
     def _position(self) -> int:
