@@ -134,10 +134,11 @@ class InputMeter:
             return 0
         if self._current.fmt == "parquet":
             return self._parquet_position(self._current)
-        if self._fd is not None:
+        if self._fd is not None:  # still the input's descriptor (not closed and reused)?
             with contextlib.suppress(OSError):
-                if (os.fstat(self._fd).st_dev, os.fstat(self._fd).st_ino) == self._stat:
-                    return os.lseek(self._fd, 0, os.SEEK_CUR)
+                st = os.fstat(self._fd)
+                if (st.st_dev, st.st_ino) == self._stat:
+                    return os.lseek(self._fd, 0, os.SEEK_CUR)  # reads, never moves, it
             self._fd = None
         # find the descriptor of the current input among the open ones (once per input)
         for fd in _open_fds():
@@ -147,7 +148,6 @@ class InputMeter:
                     self._fd = fd
                     return os.lseek(fd, 0, os.SEEK_CUR)
         return 0
-
 
     def _parquet_position(self, src: Source) -> int:
         if self._rows_total is None:
