@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from measure import run  # wall, CPU and peak RSS of one child process
 
 HF_SCRIPT = r"""
 import sys
@@ -74,18 +74,6 @@ for k in range(0, len(lines), 10000):
     n += sum(map(len, enc.encode_ordinary_batch(lines[k:k + 10000], num_threads=1)))
 print(n)
 """
-
-
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + sys) and peak RSS (MiB) of one child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if status != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> None:

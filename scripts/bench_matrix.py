@@ -26,11 +26,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from measure import run as run_child  # wall, CPU and peak RSS of one child process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,14 +95,8 @@ def corpora_dir() -> Path:
 def run(cmd: list[str]) -> tuple[float, float, float]:
     """Wall seconds, peak RSS (MiB) and CPU seconds (user + system) of one child process. On a
     shared machine the CPU time is the fairer figure: wall time includes waiting for a core."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if status != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+    m = run_child(cmd)
+    return m.wall, m.rss_mib, m.cpu
 
 
 def hf_inputs(path: Path) -> list[str]:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from measure import run  # wall, CPU and peak RSS of one child process
 
 HF_SCRIPT = r"""
 import sys
@@ -43,18 +42,6 @@ else:
 tok.train([path], tr)
 tok.save(out)
 """
-
-
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if status != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -84,7 +71,8 @@ def main() -> None:
     names = list(cmds)
     for r in range(args.rounds):
         for name in names if r % 2 == 0 else names[::-1]:  # alternate the order
-            wall, rss = run(cmds[name])
+            m = run(cmds[name])
+            wall, rss = m.wall, m.rss_mib
             results[name].append((wall, rss))
             if name != "hf":
                 stages[name].append(

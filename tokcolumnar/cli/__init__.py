@@ -100,8 +100,9 @@ def _run(argv: list[str] | None) -> int:
     parser = import_module(".parser", __name__)
     commands = import_module(".commands", __name__)
     args = parser.build_parser().parse_args(argv)
+    quiet_before = os.environ.get("TOKCOLUMNAR_QUIET")
     if getattr(args, "quiet", False):
-        os.environ["TOKCOLUMNAR_QUIET"] = "1"
+        os.environ["TOKCOLUMNAR_QUIET"] = "1"  # for this command only (restored below)
     try:
         with notes_to_stderr(getattr(args, "quiet", False)):
             return commands.COMMANDS[args.command_name](args)
@@ -126,6 +127,12 @@ def _run(argv: list[str] | None) -> int:
         print(f"tokcolumnar: internal error: {type(e).__name__}: {e} "
               "(set TOKCOLUMNAR_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1
+    finally:
+        # `main([..., "--quiet"])` called from Python leaves the process's progress as it was
+        if quiet_before is None:
+            os.environ.pop("TOKCOLUMNAR_QUIET", None)
+        else:
+            os.environ["TOKCOLUMNAR_QUIET"] = quiet_before
 
 
 if __name__ == "__main__":  # pragma: no cover

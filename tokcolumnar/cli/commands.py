@@ -30,8 +30,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     kw = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
     if getattr(args, "initial_alphabet", None) is not None:
         kw["initial_alphabet"] = args.initial_alphabet
-    if getattr(args, "quiet", False):
-        kw["show_progress"] = False
+    # the CLI shows progress off a terminal too (log lines), unless --quiet
+    kw["show_progress"] = not getattr(args, "quiet", False)
     return TrainConfig(**kw)
 
 
@@ -98,14 +98,14 @@ def cmd_encode(args: argparse.Namespace) -> int:
         encode = {"ray": encode_files_ray, "spark": encode_files_spark}[args.engine]
         rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
                       column=args.column or "text", keep_newlines=args.keep_newlines,
-                      force=args.force, progress=None if not args.quiet else False)
+                      force=args.force, progress=not args.quiet)
         if not args.quiet:
             print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
         return 0
     timer = StageTimer()
     rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
-                        force=args.force, progress=None if not args.quiet else False,
+                        force=args.force, progress=not args.quiet,
                         columns=columns, keep_text=not args.drop_text,
                         add_special_tokens=not args.no_special_tokens,
                         max_line_bytes=args.max_line_bytes,

@@ -95,7 +95,8 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="input format (default: from the file extension)")
     p.add_argument("--column", default=None, help="text column of parquet/jsonl/csv (text)")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines and no summary line (errors only)")
 
 
 def add_text_options(p: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 import polars as pl
 
 from ..errors import TokcolumnarError, word_too_long
-from ..progress import Progress, StageTimer
+from ..progress import READING, Progress, StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
 from ..text.segmenters import Segmenter
@@ -122,20 +122,22 @@ class CountFolder:
 
 def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                 pretokenizer: PreTokenizer, first_seen: bool = False,
-                progress: bool | None = None) -> tuple[pl.DataFrame | None, int]:
+                progress: bool | None = None, bar: Progress | None = None
+                ) -> tuple[pl.DataFrame | None, int]:
     """The chunks counted and folded into one table (chunk, count[, first_seen]: positions from
     0; chunks not yet mapped to words) and the number of pre-tokens; None when no chunk has
-    one. The single-machine count and a distributed unit's partial table both start here."""
+    one. The single-machine count and a distributed unit's partial table both start here.
+    Progress goes to `bar` (the caller closes it when the count is done), else to a new one
+    (`progress`), left open: a unit's count is a part of a stage."""
     folder = CountFolder()
     total = 0
-    bar = Progress("counting words", enabled=progress)
+    bar = bar or Progress("counting", unit="bytes", enabled=progress, meter=READING)
     for texts in batched_chunks(chunks):
         part, n = count_chunk(texts, normalizer, pretokenizer, total if first_seen else None)
         total += n
         if len(part):
             folder.add(part)
-        bar.update(total)
-    bar.close(total)
+        bar.update()  # a clock check; the position is read only when a line is due
     return folder.result(), total
 
 
@@ -145,7 +147,9 @@ def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                  timer: StageTimer | None = None) -> pl.DataFrame:
     """Build the `words` table, sorted by first appearance when tracked, else by word. A
     segmenter's time goes to `timer`'s stage `count_segmenter` (a part of `count`)."""
-    merged, _ = fold_chunks(chunks, normalizer, pretokenizer, first_seen, progress)
+    # the stage's summary line waits for its checks: a refused count ends with the error alone
+    bar = Progress("counting", unit="bytes", enabled=progress, meter=READING)
+    merged, _ = fold_chunks(chunks, normalizer, pretokenizer, first_seen, bar=bar)
     if merged is None:
         raise TokcolumnarError(NO_WORDS)
     segmenting = timer is not None and isinstance(pretokenizer, Segmenter)
@@ -154,6 +158,7 @@ def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     words = words.filter(pl.col("word").str.len_bytes() > 0)
     check_words(words.height, words.select(pl.col("word").str.len_chars().max()).item(),
                 max_word_chars)
+    bar.close()
     return sort_words(words)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from ..errors import TokcolumnarError, word_too_long
+from ..progress import READING
 from ..text.pretokenizers import LineCut, PreTokenizer, WholeSequence
 from .sources import Source, expand_inputs, open_binary
 
@@ -320,6 +321,7 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
     4 x `max_word_chars` bytes without such a place is refused (see `iter_text_file`); a
     pre-tokenizer with `line_sensitive=False` gets line-aligned pieces of many lines per value
     (less memory). Without one, every line is one value, however long."""
+    READING.begin([])  # progress: no total until the inputs are files
     if isinstance(inputs, pl.LazyFrame):
         names = inputs.collect_schema().names()
         if column not in names:
@@ -338,8 +340,17 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
         inputs = [inputs]
     if isinstance(inputs, (list, tuple)) and all(isinstance(x, (str, os.PathLike))
                                                  for x in inputs):
-        for src in expand_inputs(inputs, fmt):
-            yield from iter_source(src, column, pretokenizer, max_word_chars)
+        sources = expand_inputs(inputs, fmt)
+        READING.begin(sources)  # progress: input bytes read of the total
+        for src in sources:
+            READING.start(src)
+            for texts in iter_source(src, column, pretokenizer, max_word_chars):
+                if src.kind != "file":  # no file position to read: count the text
+                    READING.read_text(int(texts.str.len_bytes().sum() or 0))
+                elif src.fmt == "parquet":  # read by offset, not position: count the rows
+                    READING.read_rows(len(texts))
+                yield texts
+            READING.finish(src)
         return
     if not isinstance(inputs, Iterable):
         raise TokcolumnarError(f"unsupported input {type(inputs).__name__} (give paths, a data "
@@ -350,7 +361,11 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
             raise TokcolumnarError(f"expected strings in the iterator, got {type(x).__name__}")
         batch.append(x)
         if len(batch) >= 65536:
-            yield pl.Series("text", batch, dtype=pl.String)
+            texts = pl.Series("text", batch, dtype=pl.String)
+            READING.read_text(int(texts.str.len_bytes().sum() or 0))
+            yield texts
             batch = []
     if batch:
-        yield pl.Series("text", batch, dtype=pl.String)
+        texts = pl.Series("text", batch, dtype=pl.String)
+        READING.read_text(int(texts.str.len_bytes().sum() or 0))
+        yield texts

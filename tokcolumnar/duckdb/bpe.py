@@ -183,7 +183,8 @@ class Passes(Protocol):
 
 def run_passes(loop: Passes, label: str) -> None:
     """Run passes until the loop says training is over, showing the vocabulary size."""
-    bar = Progress(label, total=loop.cfg.vocab_size, enabled=loop.cfg.show_progress)
+    bar = Progress(label, total=loop.cfg.vocab_size, unit="tokens",
+                   enabled=loop.cfg.show_progress)
     while loop.step():
         bar.update(loop.vocab_n)
     bar.close(loop.vocab_n)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from ..corpus.readers import BYTES_PER_CHAR, iter_sequences
 from ..errors import TokcolumnarError
 from ..outputs import PARQUET_MARKER, PARTS_MARKER, output_dir, output_file
-from ..progress import Progress, StageTimer
+from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
 from ..tokenizer import Tokenizer
 from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
@@ -165,7 +165,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     guarded: list[Any] = list(inputs)
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
-    bar = Progress("encoding rows", enabled=progress)
+    bar = Progress("encoding", unit="bytes", enabled=progress, meter=READING)
     rows = 0
     target = (output_file(out, inputs=guarded, force=force) if rows_per_file is None
               else output_dir(out, inputs=guarded, force=force))
@@ -203,7 +203,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                         written.result()  # one batch being written: memory stays bounded
                     written = pool.submit(sink.write, table)
                 rows += table.num_rows
-                bar.update(rows)
+                bar.update(rows=rows)
             if not rows:
                 raise TokcolumnarError("the input contains no rows to encode")
             with timer.stage("write"):
@@ -220,7 +220,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     job.cancel()
                     job.exception()  # wait for the workers before closing the writer
             sink.close()
-    bar.close(rows)
+    bar.rows = rows
+    bar.close()
     return rows
 
 

@@ -441,8 +441,9 @@ class BpeTrainer:
         if not resumed:
             self.count_initial_pairs()
         settings, vocab, record = self.settings, self.vocab, self.merges
-        bar = Progress("merging", total=settings.vocab_size, enabled=settings.show_progress)
         max_merges = settings.max_merges if settings.max_merges is not None else 1 << 62
+        bar = Progress("merging", total=min(settings.vocab_size - len(vocab), max_merges),
+                       unit="merges", enabled=settings.show_progress)
         while len(vocab) < settings.vocab_size and len(record.left) < max_merges:
             if on_pass is not None:
                 on_pass(self)
@@ -498,6 +499,6 @@ class BpeTrainer:
             else:
                 words = [0] * len(batch)
             record.words.extend(words)
-            bar.update(len(vocab))
-        bar.close(len(vocab))
+            bar.update(len(record.left), pair=record.count[-1])  # a clock check between lines
+        bar.close(len(record.left))
         return self.merges

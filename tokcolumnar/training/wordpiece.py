@@ -510,7 +510,10 @@ class LikelihoodTrainer:
     def train(self) -> LikelihoodRecord:
         self.count_initial()
         settings, vocab, rec, pairs = self.settings, self.vocab, self.rec, self.pairs
-        bar = Progress("merging", total=settings.vocab_size, enabled=settings.show_progress)
+        target = settings.vocab_size - len(vocab)
+        if settings.max_merges is not None:
+            target = min(target, settings.max_merges)
+        bar = Progress("merging", total=target, unit="merges", enabled=settings.show_progress)
         while len(vocab) < settings.vocab_size:
             if settings.max_merges is not None and len(rec.left) >= settings.max_merges:
                 break
@@ -533,6 +536,6 @@ class LikelihoodTrainer:
             rec.left_count.append(int(self.token_count[a]))
             rec.right_count.append(int(self.token_count[b]))
             rec.words.append(self._merge(slot, a, b, new))
-            bar.update(len(vocab))
-        bar.close(len(vocab))
+            bar.update(len(rec.left), pair=count)  # a clock check between lines
+        bar.close(len(rec.left))
         return rec
