@@ -16,6 +16,7 @@ again, runs not in the manifest (a spill cut short) are deleted."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -64,6 +65,30 @@ def _spill(work: WorkDir, running: pl.DataFrame, run: int) -> tuple[str, int]:
     return name, size
 
 
+def unit_sizes(units: list[Unit]) -> list[int]:
+    """Each unit's share of the input bytes, for progress: its byte range; for Parquet row
+    groups, the file's size split by the number of row groups (the units of a file cover all
+    of them); a whole file's size; 0 for a pipe or standard input (no total then)."""
+    groups: dict[Path, int] = {}
+    for unit in units:
+        if unit.source.row_groups is not None:
+            groups[unit.source.path] = groups.get(unit.source.path, 0) \
+                + len(unit.source.row_groups)
+    sizes = []
+    for unit in units:
+        src = unit.source
+        try:
+            size = src.path.stat().st_size if src.kind == "file" else 0
+        except OSError:
+            size = 0
+        if src.byte_range is not None:
+            size = src.byte_range[1] - src.byte_range[0]
+        elif src.row_groups is not None:
+            size = size * len(src.row_groups) // max(groups[src.path], 1)
+        sizes.append(size)
+    return sizes
+
+
 def unit_bytes_for(budget: int) -> int:
     """The size of a unit for a running-table budget: a unit's partial table must fit beside
     the running table (64 MiB units, smaller under a small --memory-limit; 16 KiB at least)."""
@@ -84,7 +109,10 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
     _drop_unlisted_runs(work, state["runs"])
     running: pl.DataFrame | None = None
     last = time.monotonic()
-    bar = Progress("counting units", total=len(units), enabled=cfg.show_progress)
+    sizes = unit_sizes(units)
+    read_after = list(itertools.accumulate(sizes, initial=0))  # bytes read after unit i
+    bar = Progress("counting", total=sum(sizes) if all(u.source.kind == "file" for u in units)
+                   else None, unit="bytes", enabled=cfg.show_progress)
     for unit in units[state["done"]:]:
         part = count_unit(unit, cfg)
         # the sentinel (null word) holds the unit's number of pre-tokens
@@ -103,9 +131,9 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
             state["done"] = done
             work.write_json(MANIFEST, state)
             last = time.monotonic()
-        bar.update(done)
+        bar.update(read_after[done])
         kill_point("count", done)
-    bar.close(len(units))
+    bar.close(read_after[-1])
     summed = _sum_runs(work, state["runs"], running, cfg.max_words)
     # the sentinels back, one per unit, for finish_count's offsets
     sentinels = pl.DataFrame({
