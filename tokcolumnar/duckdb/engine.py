@@ -50,7 +50,10 @@ class DuckDBEngine:
             load_words(sql, words)
             if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
                 return train_wordpiece(sql, cfg, timer)
-            tables = train_bpe(sql, cfg, timer)
+            if cfg.tie_break in ("lexical-max", "first-seen"):  # one entry per pair: a chain
+                tables = train_wordpiece(sql, cfg, timer, order=cfg.tie_break)
+            else:
+                tables = train_bpe(sql, cfg, timer)
         if cfg.model == "wordpiece":  # the score of frequency scoring is the pair count
             tables.merges = tables.merges.with_columns(
                 pl.col("count").cast(pl.Float64).alias("score"))
