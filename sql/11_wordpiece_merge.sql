@@ -95,19 +95,24 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
         SELECT * FROM scored
         WHERE $order::VARCHAR = 'likelihood' OR cnt = (SELECT max(cnt) FROM scored)
     ),
+    fs_top AS (SELECT l, r FROM at_top WHERE $order::VARCHAR = 'first-seen'),
     first_words AS (  -- first-seen: the words holding them now (unmerged words as before)
-        SELECT a.l, a.r, o.w FROM at_top a JOIN tc_wp_occ o ON o.l = a.l AND o.r = a.r
-        WHERE $order::VARCHAR = 'first-seen' AND o.w NOT IN (SELECT w FROM seg)
+        SELECT a.l, a.r, o.w FROM fs_top a JOIN tc_wp_occ o ON o.l = a.l AND o.r = a.r
+        WHERE o.w NOT IN (SELECT w FROM seg)
         UNION ALL
-        SELECT a.l, a.r, sg.w FROM at_top a JOIN seg sg
+        SELECT a.l, a.r, sg.w FROM fs_top a JOIN seg sg
             ON contains(sg.s, ',' || a.l || ',,' || a.r || ',')
-        WHERE $order::VARCHAR = 'first-seen'
+    ),
+    lex_top AS (  -- lexical-max: their strings
+        SELECT a.l, a.r, nl.token AS ltok, nr.token AS rtok
+        FROM (SELECT l, r FROM at_top WHERE $order::VARCHAR = 'lexical-max') a
+        JOIN names nl ON nl.id = a.l
+        JOIN names nr ON nr.id = a.r
     ),
     keyed AS (
-        SELECT a.*, coalesce(nl.token, '') AS ltok, coalesce(nr.token, '') AS rtok, f.fw
+        SELECT a.*, coalesce(x.ltok, '') AS ltok, coalesce(x.rtok, '') AS rtok, f.fw
         FROM at_top a
-        LEFT JOIN names nl ON nl.id = a.l AND $order::VARCHAR = 'lexical-max'
-        LEFT JOIN names nr ON nr.id = a.r AND $order::VARCHAR = 'lexical-max'
+        LEFT JOIN lex_top x ON x.l = a.l AND x.r = a.r
         LEFT JOIN (SELECT l, r, min(w) AS fw FROM first_words GROUP BY l, r) f
             ON f.l = a.l AND f.r = a.r
     ),
