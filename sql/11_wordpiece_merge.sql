@@ -57,13 +57,15 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
         WHERE l NOT IN (SELECT id FROM td) AND r NOT IN (SELECT id FROM td)
         ORDER BY i LIMIT 1
     ),
-    unaff AS (  -- (first-seen: its first position, in its first word's current string)
-        SELECT u.*, CASE WHEN $order::VARCHAR = 'first-seen'
-                         THEN strpos(coalesce(sg.s, t.s), ',' || u.l || ',,' || u.r || ',')
-                    END AS pos, 0 AS src
-        FROM unaff0 u
+    unaff_pos AS (  -- first-seen: its first position, in its first word's current string
+                    -- (inner joins from an empty side cost nothing in the other orders)
+        SELECT u.l, u.r, strpos(coalesce(sg.s, t.s), ',' || u.l || ',,' || u.r || ',') AS pos
+        FROM (SELECT * FROM unaff0 WHERE $order::VARCHAR = 'first-seen') u
+        JOIN tc_wp_seg t ON t.w = u.fw
         LEFT JOIN seg sg ON sg.w = u.fw
-        LEFT JOIN tc_wp_seg t ON t.w = u.fw
+    ),
+    unaff AS (
+        SELECT u.*, p.pos, 0 AS src FROM unaff0 u LEFT JOIN unaff_pos p ON true
     ),
     changed AS (  -- the pairs with a changed token (and the new ones), rescored: counts
                   -- before the pass plus the changes (every changed pair holds such a token)
@@ -116,13 +118,15 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
         LEFT JOIN (SELECT l, r, min(w) AS fw FROM first_words GROUP BY l, r) f
             ON f.l = a.l AND f.r = a.r
     ),
-    best_changed AS (
-        SELECT k.*, CASE WHEN $order::VARCHAR = 'first-seen'
-                         THEN strpos(coalesce(sg.s, t.s), ',' || k.l || ',,' || k.r || ',')
-                    END AS pos, 1 AS src
-        FROM keyed k
+    keyed_pos AS (  -- first-seen: their first positions (fw is NULL in the other orders)
+        SELECT k.l, k.r, strpos(coalesce(sg.s, t.s), ',' || k.l || ',,' || k.r || ',') AS pos
+        FROM (SELECT l, r, fw FROM keyed WHERE fw IS NOT NULL) k
+        JOIN tc_wp_seg t ON t.w = k.fw
         LEFT JOIN seg sg ON sg.w = k.fw
-        LEFT JOIN tc_wp_seg t ON t.w = k.fw
+    ),
+    best_changed AS (
+        SELECT k.*, p.pos, 1 AS src
+        FROM keyed k LEFT JOIN keyed_pos p ON p.l = k.l AND p.r = k.r
         ORDER BY score DESC, cnt DESC, ltok DESC, rtok DESC, fw, pos, l, r
         LIMIT 1
     ),
