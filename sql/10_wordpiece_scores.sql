@@ -45,7 +45,8 @@ SELECT l, r, sum(cnt)::BIGINT AS cnt FROM tc_wp_occ GROUP BY l, r;
 ALTER TABLE tc_wp_occ DROP COLUMN cnt;
 -- the best candidates before a pass
 CREATE OR REPLACE TABLE tc_wp_cand (i INTEGER, l INTEGER, r INTEGER, cnt BIGINT, score DOUBLE,
-                                    lc BIGINT, rc BIGINT, blen INTEGER);
+                                    lc BIGINT, rc BIGINT, blen INTEGER, ltok VARCHAR,
+                                    rtok VARCHAR, fw INTEGER);
 -- the state after a pass's chain of merges (stage 11)
 CREATE OR REPLACE TABLE tc_wp_chain (i INTEGER, kind VARCHAR, w INTEGER, wc BIGINT, s VARCHAR,
                                      l INTEGER, r INTEGER, n INTEGER, d BIGINT, cnt BIGINT,
@@ -56,12 +57,18 @@ CREATE OR REPLACE TABLE tc_wp_log (rank INTEGER, left_id INTEGER, right_id INTEG
                                    right_count BIGINT);
 
 -- name: candidates
+-- $order: 'likelihood' (WordPiece: score, count, then (left id, right id)); the BPE orders that
+-- keep one entry per pair and merge every occurrence (docs/architecture.md, "The chain for
+-- lexical-max and first-seen"): 'lexical-max' (count, then the greater (left, right) strings),
+-- 'first-seen' (count, then the pair whose first occurrence comes first: the first word
+-- holding it, fw, then its first position there, compared within that word's current
+-- segmentation string by the chain). The BPE orders score 0.
 DELETE FROM tc_wp_cand;
 INSERT INTO tc_wp_cand
-SELECT (row_number() OVER (ORDER BY score DESC, cnt DESC, l, r) - 1)::INTEGER AS i,
-       l, r, cnt, score, lc, rc, blen
-FROM (
-    SELECT p.l, p.r, p.cnt, p.cnt / (tl.cnt::DOUBLE * tr.cnt::DOUBLE) AS score,
+WITH eligible AS (
+    SELECT p.l, p.r, p.cnt,
+           CASE WHEN $order::VARCHAR = 'likelihood'
+                THEN p.cnt / (tl.cnt::DOUBLE * tr.cnt::DOUBLE) ELSE 0.0 END AS score,
            tl.cnt AS lc, tr.cnt AS rc, tl.blen + tr.blen AS blen
     FROM tc_wp_pairs p
     JOIN tc_wp_tok tl ON tl.id = p.l
@@ -69,6 +76,30 @@ FROM (
     WHERE p.cnt > 0 AND p.cnt >= $minimum::BIGINT
       AND ($max_token_length::BIGINT IS NULL
            OR tl.blen + tr.blen <= $max_token_length::BIGINT)
-    ORDER BY score DESC, p.cnt DESC, p.l, p.r
-    LIMIT $n::INTEGER
-);
+),
+-- the BPE orders: only pairs at a count the first $n reach can be among them
+floor AS (
+    SELECT cnt FROM eligible WHERE $order::VARCHAR <> 'likelihood'
+    ORDER BY cnt DESC LIMIT 1 OFFSET $n::INTEGER - 1
+),
+keyed AS (
+    SELECT e.*,
+           coalesce(vl.token, '') AS ltok, coalesce(vr.token, '') AS rtok, f.fw
+    FROM eligible e
+    LEFT JOIN tc_vocab vl ON vl.id = e.l AND $order::VARCHAR = 'lexical-max'
+    LEFT JOIN tc_vocab vr ON vr.id = e.r AND $order::VARCHAR = 'lexical-max'
+    LEFT JOIN (SELECT l, r, min(w) AS fw FROM tc_wp_occ WHERE $order::VARCHAR = 'first-seen'
+               GROUP BY l, r) f ON f.l = e.l AND f.r = e.r
+    WHERE $order::VARCHAR = 'likelihood' OR e.cnt >= coalesce((SELECT cnt FROM floor), 0)
+),
+placed AS (  -- first-seen: the first position in the first word (in its segmentation string)
+    SELECT k.*, CASE WHEN $order::VARCHAR = 'first-seen'
+                     THEN strpos(s.s, ',' || k.l || ',,' || k.r || ',') END AS pos
+    FROM keyed k LEFT JOIN tc_wp_seg s ON s.w = k.fw
+)
+SELECT (row_number() OVER (ORDER BY score DESC, cnt DESC, ltok DESC, rtok DESC, fw, pos, l, r)
+        - 1)::INTEGER AS i,
+       l, r, cnt, score, lc, rc, blen, ltok, rtok, fw
+FROM placed
+ORDER BY score DESC, cnt DESC, ltok DESC, rtok DESC, fw, pos, l, r
+LIMIT $n::INTEGER;

@@ -48,10 +48,24 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
     ),
     td AS (SELECT n AS id, d, blen, tok FROM prev WHERE kind = 'td'),
     pd AS (SELECT l, r, d FROM prev WHERE kind = 'pd'),
-    unaff AS (  -- the best candidate without a changed token: as it was before the pass
-        SELECT l, r, cnt, score, lc, rc, blen, 0 AS src FROM tc_wp_cand
+    names AS (  -- the vocabulary and the tokens the pass made
+        SELECT id, token, blen FROM tc_vocab
+        UNION ALL SELECT id, tok, blen FROM td WHERE tok IS NOT NULL
+    ),
+    unaff0 AS (  -- the best candidate without a changed token: as it was before the pass
+        SELECT l, r, cnt, score, lc, rc, blen, ltok, rtok, fw FROM tc_wp_cand
         WHERE l NOT IN (SELECT id FROM td) AND r NOT IN (SELECT id FROM td)
         ORDER BY i LIMIT 1
+    ),
+    unaff_pos AS (  -- first-seen: its first position, in its first word's current string
+                    -- (inner joins from an empty side cost nothing in the other orders)
+        SELECT u.l, u.r, strpos(coalesce(sg.s, t.s), ',' || u.l || ',,' || u.r || ',') AS pos
+        FROM (SELECT * FROM unaff0 WHERE $order::VARCHAR = 'first-seen') u
+        JOIN tc_wp_seg t ON t.w = u.fw
+        LEFT JOIN seg sg ON sg.w = u.fw
+    ),
+    unaff AS (
+        SELECT u.*, p.pos, 0 AS src FROM unaff0 u LEFT JOIN unaff_pos p ON true
     ),
     changed AS (  -- the pairs with a changed token (and the new ones), rescored: counts
                   -- before the pass plus the changes (every changed pair holds such a token)
@@ -71,31 +85,69 @@ WITH RECURSIVE st(i, kind, w, wc, s, l, r, n, d, cnt, score, lc, rc, blen, tok, 
         LEFT JOIN td dl ON dl.id = x.l
         LEFT JOIN td dr ON dr.id = x.r
     ),
-    best_changed AS (
-        SELECT l, r, cnt, cnt / (lc::DOUBLE * rc::DOUBLE) AS score, lc, rc, blen, 1 AS src
+    scored AS (
+        SELECT l, r, cnt,
+               CASE WHEN $order::VARCHAR = 'likelihood'
+                    THEN cnt / (lc::DOUBLE * rc::DOUBLE) ELSE 0.0 END AS score, lc, rc, blen
         FROM changed
         WHERE cnt > 0 AND cnt >= $minimum::BIGINT
           AND ($max_token_length::BIGINT IS NULL OR blen <= $max_token_length::BIGINT)
-        ORDER BY score DESC, cnt DESC, l, r
+    ),
+    at_top AS (  -- the BPE orders: only a pair at the best count can come first
+        SELECT * FROM scored
+        WHERE $order::VARCHAR = 'likelihood' OR cnt = (SELECT max(cnt) FROM scored)
+    ),
+    fs_top AS (SELECT l, r FROM at_top WHERE $order::VARCHAR = 'first-seen'),
+    first_words AS (  -- first-seen: the words holding them now (unmerged words as before)
+        SELECT a.l, a.r, o.w FROM fs_top a JOIN tc_wp_occ o ON o.l = a.l AND o.r = a.r
+        WHERE o.w NOT IN (SELECT w FROM seg)
+        UNION ALL
+        SELECT a.l, a.r, sg.w FROM fs_top a JOIN seg sg
+            ON contains(sg.s, ',' || a.l || ',,' || a.r || ',')
+    ),
+    lex_top AS (  -- lexical-max: their strings
+        SELECT a.l, a.r, nl.token AS ltok, nr.token AS rtok
+        FROM (SELECT l, r FROM at_top WHERE $order::VARCHAR = 'lexical-max') a
+        JOIN names nl ON nl.id = a.l
+        JOIN names nr ON nr.id = a.r
+    ),
+    keyed AS (
+        SELECT a.*, coalesce(x.ltok, '') AS ltok, coalesce(x.rtok, '') AS rtok, f.fw
+        FROM at_top a
+        LEFT JOIN lex_top x ON x.l = a.l AND x.r = a.r
+        LEFT JOIN (SELECT l, r, min(w) AS fw FROM first_words GROUP BY l, r) f
+            ON f.l = a.l AND f.r = a.r
+    ),
+    keyed_pos AS (  -- first-seen: their first positions (fw is NULL in the other orders)
+        SELECT k.l, k.r, strpos(coalesce(sg.s, t.s), ',' || k.l || ',,' || k.r || ',') AS pos
+        FROM (SELECT l, r, fw FROM keyed WHERE fw IS NOT NULL) k
+        JOIN tc_wp_seg t ON t.w = k.fw
+        LEFT JOIN seg sg ON sg.w = k.fw
+    ),
+    best_changed AS (
+        SELECT k.*, p.pos, 1 AS src
+        FROM keyed k LEFT JOIN keyed_pos p ON p.l = k.l AND p.r = k.r
+        ORDER BY score DESC, cnt DESC, ltok DESC, rtok DESC, fw, pos, l, r
         LIMIT 1
     ),
     top AS (
-        SELECT * FROM (SELECT * FROM unaff UNION ALL SELECT * FROM best_changed)
-        ORDER BY score DESC, cnt DESC, l, r
+        SELECT * FROM (SELECT * FROM unaff UNION ALL BY NAME SELECT * FROM best_changed)
+        ORDER BY score DESC, cnt DESC, ltok DESC, rtok DESC, fw, pos, l, r
         LIMIT 1
     ),
     last_cand AS (  -- present when tc_wp_cand is full (pairs beyond it rank below it)
-        SELECT score, cnt, l, r FROM tc_wp_cand WHERE i = $n::INTEGER - 1
+        SELECT score, cnt, l, r, ltok, rtok FROM tc_wp_cand WHERE i = $n::INTEGER - 1
     ),
     chosen AS (  -- the best pair now, when it is known, and it scores at least min_score
+                 -- (first-seen: a first position is compared only within one chain state,
+                 -- so above the last candidate means a greater count)
         SELECT t.* FROM top t LEFT JOIN last_cand x ON true
         WHERE (t.src = 0 OR (SELECT count(*) FROM unaff) > 0 OR x.l IS NULL
-               OR (t.score, t.cnt, -t.l, -t.r) > (x.score, x.cnt, -x.l, -x.r))
+               OR CASE $order::VARCHAR
+                  WHEN 'likelihood' THEN (t.score, t.cnt, -t.l, -t.r) > (x.score, x.cnt, -x.l, -x.r)
+                  WHEN 'lexical-max' THEN (t.cnt, t.ltok, t.rtok) > (x.cnt, x.ltok, x.rtok)
+                  ELSE t.cnt > x.cnt END)
           AND ($min_score::DOUBLE IS NULL OR t.score >= $min_score::DOUBLE)
-    ),
-    names AS (  -- the vocabulary and the tokens the pass made
-        SELECT id, token, blen FROM tc_vocab
-        UNION ALL SELECT id, tok, blen FROM td WHERE tok IS NOT NULL
     ),
     mtok AS (
         SELECT c.*, nl.blen AS lblen, nr.blen AS rblen,
@@ -218,6 +270,17 @@ SELECT m.rank::UINTEGER AS rank, vl.token AS "left", vr.token AS "right", vn.tok
        m.left_id::UINTEGER AS left_id, m.right_id::UINTEGER AS right_id, m.id::UINTEGER AS id,
        m.count::UBIGINT AS count, m.score AS score, m.words::UBIGINT AS words,
        m.left_count::UBIGINT AS left_count, m.right_count::UBIGINT AS right_count
+FROM tc_wp_log m
+JOIN tc_vocab vl ON vl.id = m.left_id
+JOIN tc_vocab vr ON vr.id = m.right_id
+JOIN tc_vocab vn ON vn.id = m.id
+ORDER BY m.rank;
+
+-- name: merges_out_bpe
+-- the BPE orders: the BPE merges schema (score NULL, no token counts)
+SELECT m.rank::UINTEGER AS rank, vl.token AS "left", vr.token AS "right", vn.token AS token,
+       m.left_id::UINTEGER AS left_id, m.right_id::UINTEGER AS right_id, m.id::UINTEGER AS id,
+       m.count::UBIGINT AS count, NULL::DOUBLE AS score, m.words::UBIGINT AS words
 FROM tc_wp_log m
 JOIN tc_vocab vl ON vl.id = m.left_id
 JOIN tc_vocab vr ON vr.id = m.right_id

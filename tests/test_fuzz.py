@@ -17,8 +17,8 @@ _spec = importlib.util.spec_from_file_location(
 fuzz = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fuzz)
 
-# seconds per engine run: the bound is 10 s on an idle machine; the suite runs on
-# shared CI machines, so the slices allow more (scripts/fuzz.py uses 10 by default)
+# CPU seconds per engine run: the bound is 10 s on an idle machine; CI machines are
+# slower, so the slices allow more (scripts/fuzz.py uses 10 by default)
 TIME_LIMIT = 60.0
 
 

@@ -21,6 +21,7 @@ from tests.support.markers import tiered
 from tests.support.strategies import as_table, corpora, options
 from tokcolumnar.cli import main
 from tokcolumnar.config import TrainConfig
+from tokcolumnar.duckdb import wordpiece as dw
 from tokcolumnar.duckdb.crosscheck import compare_results
 from tokcolumnar.duckdb.engine import DuckDBEngine
 from tokcolumnar.errors import TokcolumnarError
@@ -179,9 +180,28 @@ def test_train_options_match_polars(opts, tmp_path):
                                              lambda t: t == "lexical-max"))
 def test_exact_tie_breaks_match_polars(tie_break):
     words = polars_count(str(small("en_botchan.txt")), TrainConfig(show_progress=False))
-    words = words.head(800)  # one merge per pass in these modes: keep it small
-    a, b = both(from_counts=words, vocab_size=300, tie_break=tie_break)
+    a, b = both(from_counts=words.head(1500), vocab_size=800, tie_break=tie_break)
     assert_same(a, b)
+
+
+@pytest.mark.parametrize("tie_break", ["lexical-max", "first-seen"])
+def test_exact_tie_break_chains_cut_anywhere_give_the_same_tables(tie_break, monkeypatch):
+    # lexical-max / first-seen run the chain of stage 11 (docs/architecture.md, "The chain for
+    # lexical-max and first-seen"): one merge per pass, passes cut by the word limit, and a
+    # single candidate (chains go on only above it, or past it while it is unchanged) give the
+    # Polars engine's tables; many equal counts, so the tie-break decides most merges
+    words = as_table([(w, c) for w, c in zip(
+        "ab abc bca cab aabb abab bbba caca ba cb ac abcabc".split(),
+        [5, 3, 5, 2, 3, 1, 4, 2, 1, 1, 3, 2])])
+    ref, b = both(from_counts=words, vocab_size=40, tie_break=tie_break)
+    assert_same(ref, b)
+    for steps, max_words, candidates in ((1, 4096, 256), (3, 1, 256), (256, 2, 256),
+                                         (256, 4096, 1)):
+        monkeypatch.setattr(dw, "STEPS", steps)
+        monkeypatch.setattr(dw, "MAX_WORDS", max_words)
+        monkeypatch.setattr(dw, "CANDIDATES", candidates)
+        _, b = both(from_counts=words, vocab_size=40, tie_break=tie_break)
+        assert_same(ref, b)
 
 
 @pytest.mark.slow

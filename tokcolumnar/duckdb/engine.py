@@ -8,6 +8,7 @@ engine."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +19,13 @@ from ..progress import StageTimer
 from ..training.tables import TrainTables
 from .bpe import train_bpe
 from .count import count_into, counted_words, load_words
-from .runner import Scripts, connect
+from .runner import THREADS_VARIABLE, Scripts, connect
 from .wordpiece import train_wordpiece
+
+# Below this many distinct words, the merge passes run on one thread: their tables are tiny, so a
+# statement's cost is DuckDB's fixed work per operator, which more threads only add to (5-15%
+# of the CPU time of a pass, measured on 1-3 KB inputs); TOKCOLUMNAR_DUCKDB_THREADS overrides.
+SMALL_WORDS = 20_000
 
 
 @contextlib.contextmanager
@@ -54,9 +60,14 @@ class DuckDBEngine:
         (stages 4-9), likelihood WordPiece through its own (stages 4-5, 10-11)."""
         with scripts(self.memory_limit, self.temp_directory) as sql:
             load_words(sql, words)
+            if words.height < SMALL_WORDS and not os.environ.get(THREADS_VARIABLE):
+                sql.con.execute("SET threads = 1")
             if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
                 return train_wordpiece(sql, cfg, timer)
-            tables = train_bpe(sql, cfg, timer)
+            if cfg.tie_break in ("lexical-max", "first-seen"):  # one entry per pair: a chain
+                tables = train_wordpiece(sql, cfg, timer, order=cfg.tie_break)
+            else:
+                tables = train_bpe(sql, cfg, timer)
         if cfg.model == "wordpiece":  # the score of frequency scoring is the pair count
             tables.merges = tables.merges.with_columns(
                 pl.col("count").cast(pl.Float64).alias("score"))

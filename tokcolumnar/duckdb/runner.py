@@ -17,6 +17,7 @@ _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _SECTION = re.compile(r"^-- name: ([A-Za-z0-9_]+)\s*$", re.M)
 _UNSET = object()
 VARIABLE_TYPES = {"n": "INTEGER", "prefix": "VARCHAR", "theta": "BIGINT"}
+THREADS_VARIABLE = "TOKCOLUMNAR_DUCKDB_THREADS"  # DuckDB's thread count (default: its own)
 
 
 class Scripts:
@@ -120,7 +121,7 @@ def _strip_strings(q: str) -> str:
 
 
 def connect(memory_limit: int | None = None, temp_directory: str | None = None) -> Any:
-    threads = os.environ.get("TOKCOLUMNAR_DUCKDB_THREADS")
+    threads = os.environ.get(THREADS_VARIABLE)
     config: dict[str, Any] = {"threads": int(threads)} if threads else {}
     if memory_limit is not None:
         config["memory_limit"] = f"{memory_limit}B"

@@ -40,15 +40,17 @@ class LikelihoodLoop:
     """Drives stages 10-11: one SQL pass per chain of merges until the vocabulary is full, the
     merge limit is reached, no eligible pair is left or the best score is below min_score."""
 
-    def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int):
+    def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int, order: str = "likelihood"):
         self.sql = sql
         self.cfg = cfg
         self.vocab_n = vocab_n
         self.merges_n = 0
         self.passes = 0
         self.max_merges = cfg.max_merges if cfg.max_merges is not None else 1 << 62
+        self.min_score = cfg.min_score if order == "likelihood" else None
         self.params = {"minimum": max(1, cfg.min_frequency),
-                       "max_token_length": cfg.max_token_length, "n": CANDIDATES}
+                       "max_token_length": cfg.max_token_length, "n": CANDIDATES,
+                       "order": order}
         sql.run("wordpiece_scores", "init")
 
     def step(self) -> bool:
@@ -61,7 +63,7 @@ class LikelihoodLoop:
         sql.run("wordpiece_merge", "chain", vocab_n=self.vocab_n, merges_n=self.merges_n,
                 room_vocab=cfg.vocab_size - self.vocab_n,
                 room_merges=min(self.max_merges - self.merges_n, 1 << 62), steps=STEPS,
-                max_words=MAX_WORDS, min_score=cfg.min_score,
+                max_words=MAX_WORDS, min_score=self.min_score,
                 prefix=cfg.continuing_subword_prefix, **self.params)
         (merges, fresh), = sql.rows("wordpiece_merge", "made")
         if merges == 0:  # no pair left, or the best scores below min_score
@@ -75,15 +77,19 @@ class LikelihoodLoop:
         run_passes(self, "merging (duckdb wordpiece)")
 
 
-def train_wordpiece(sql: Scripts, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
-    """Stages 4-5 and 10-11 (likelihood WordPiece) on the words in tc_words; the result
-    tables."""
+def train_wordpiece(sql: Scripts, cfg: TrainConfig, timer: StageTimer,
+                    order: str = "likelihood") -> TrainTables:
+    """Stages 4-5 and 10-11 on the words in tc_words; the result tables. `order` is
+    'likelihood' (WordPiece) or a BPE tie-break that keeps one entry per pair and merges every
+    occurrence ('lexical-max', 'first-seen': docs/architecture.md, "The chain for lexical-max
+    and first-seen"), with the BPE merges table."""
     with timer.stage("initial"):
         n_initial = initial_symbols(sql, cfg)
     with timer.stage("merge"):
-        loop = LikelihoodLoop(sql, cfg, n_initial)
+        loop = LikelihoodLoop(sql, cfg, n_initial, order)
         loop.run()
     timer.seconds["passes"] = float(loop.passes)
+    merges = "merges_out" if order == "likelihood" else "merges_out_bpe"
     with timer.stage("tables"):
         return TrainTables(*(sql.table("wordpiece_merge", s)
-                             for s in ("words_out", "merges_out", "vocab_out")))
+                             for s in ("words_out", merges, "vocab_out")))
