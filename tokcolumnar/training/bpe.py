@@ -268,7 +268,7 @@ class BpeTrainer:
         token, whose id is larger and whose count is part of its old symbol's count, so the
         bounds stay upper bounds and the smallest x a lower bound."""
         layout = self.layout
-        weight = layout.wcount[pos]
+        weight = layout.weights(pos)
         out = []
         for neighbour in (layout.sym[layout.nxt[layout.nxt[pos]]], layout.sym[layout.prv[pos]]):
             # weighted count per (member, neighbour symbol): keys sort by member, then symbol

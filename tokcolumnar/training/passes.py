@@ -38,8 +38,9 @@ PairFilter = Callable[[np.ndarray, np.ndarray], np.ndarray] | None
 
 def pair_key(left: np.ndarray | int, right: np.ndarray | int) -> np.ndarray | int:
     """The key of pair (left, right): ascending key order is (left_id, right_id) order."""
-    if isinstance(left, np.ndarray):
-        return (left.astype(np.int64) << 32) | right
+    if isinstance(left, np.ndarray) or isinstance(right, np.ndarray):
+        # int64 before the shift: layout ids are int32, and an int scalar would take their type
+        return (np.asarray(left, dtype=np.int64) << 32) | right
     return (left << 32) | right
 
 
@@ -69,7 +70,8 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         ok = allowed(left, right)
         positions, left, right = positions[ok], left[ok], right[ok]
     if n_tokens * n_tokens < (1 << 32):
-        dense = (left * n_tokens + right).astype(np.uint32)
+        # in int64: left * n_tokens overflows the layout's int32 ids above 2**31
+        dense = (left.astype(np.int64) * n_tokens + right).astype(np.uint32)
         del left, right
         # radix sort, low digit first; a stable sort keeps positions ascending within a key
         order = np.argsort((dense & 0xFFFF).astype(np.uint16), kind="stable")
@@ -87,11 +89,11 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         ends = np.append(starts[1:], dense.size)
         unique = dense[starts].astype(np.int64)
         keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
-        counts = (np.add.reduceat(layout.wcount[positions], starts) if positions.size
+        counts = (np.add.reduceat(layout.weights(positions), starts) if positions.size
                   else np.zeros(0, np.int64))
         return PairGroups(keys, counts, positions, starts, ends)
     frame = pl.DataFrame({"key": pair_key(left, right), "pos": positions,
-                          "w": layout.wcount[positions]}).sort("key", "pos")
+                          "w": layout.weights(positions)}).sort("key", "pos")
     groups = frame.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
     ends = np.cumsum(groups.get_column("len").to_numpy())
     starts = ends - groups.get_column("len").to_numpy()
@@ -125,7 +127,7 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     # rewrite the links; `right_sym` is each right neighbour's symbol before the pass
     left_pos, right_sym = layout.merge_at(pos, new)
     left_sym = layout.sym[left_pos]
-    weight = layout.wcount[pos]
+    weight = layout.weights(pos)
     has_left = left_sym >= 0
     has_right = right_sym >= 0
 
