@@ -184,9 +184,11 @@ class NewPairs:
     ends: list[int]
 
 
-def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
-    """Sort a pass's new pairs by (key, position), drop repeats (a batch can name one
-    occurrence twice), and slice the positions per pair."""
+def sort_new_pairs(keys: np.ndarray, positions: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort a pass's new pairs by (key, position) and drop repeats (a batch can name one
+    occurrence twice). Returns the positions (int32), the distinct keys (ascending) and the
+    bounds: `positions[bounds[i]:bounds[i + 1]]` are the left positions of pair `keys[i]`."""
     order = np.lexsort((positions, keys))
     keys, positions = keys[order], positions[order]
     if keys.size > 1:
@@ -194,9 +196,14 @@ def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
         keep[1:] = (keys[1:] != keys[:-1]) | (positions[1:] != positions[:-1])
         if not keep.all():
             keys, positions = keys[keep], positions[keep]
-    first = np.ones(keys.size, dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    starts = np.flatnonzero(first)
-    ends = np.append(starts[1:], keys.size)
-    return NewPairs(positions.astype(np.int32), keys[starts].tolist(), starts.tolist(),
-                    ends.tolist())
+    first = np.ones(keys.size + 1, dtype=bool)
+    first[1:-1] = keys[1:] != keys[:-1]
+    bounds = np.flatnonzero(first).astype(np.int32)
+    return positions.astype(np.int32), keys[bounds[:-1]], bounds
+
+
+def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
+    """`sort_new_pairs` with the keys and slices as lists."""
+    positions, keys, bounds = sort_new_pairs(keys, positions)
+    limits = bounds.tolist()
+    return NewPairs(positions, keys.tolist(), limits[:-1], limits[1:])
