@@ -70,7 +70,7 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         ok = allowed(left, right)
         positions, left, right = positions[ok], left[ok], right[ok]
     if n_tokens * n_tokens < (1 << 32):
-        # in int64: left * n_tokens overflows the layout's int32 ids above 2**31
+        # the product in int64: with the layout's int32 ids it would wrap past 2**31
         dense = (left.astype(np.int64) * n_tokens + right).astype(np.uint32)
         del left, right
         # radix sort, low digit first; a stable sort keeps positions ascending within a key
