@@ -19,6 +19,7 @@ from importlib import import_module
 from typing import Any
 
 from ..errors import Terminated, TokcolumnarError, TokcolumnarWarning, environment_message
+from ..malloc import fix_mmap_threshold
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     sys.unraisablehook = _on_unraisable
+    fix_mmap_threshold()  # freed arrays go back to the system (tokcolumnar.malloc)
     try:
         return _run(argv)
     except KeyboardInterrupt:

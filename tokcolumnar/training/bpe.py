@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..progress import Progress
-from .passes import M32, PairFilter, group_new_pairs, group_pairs, merge_pass, sum_by_key
+from .passes import M32, PairFilter, group_pairs, merge_pass, sort_new_pairs, sum_by_key
 from .symbols import Initial, Layout, Vocab
 
 M24 = (1 << 24) - 1
@@ -61,30 +61,30 @@ class BpeSettings:
 
 class QueueEntries:
     """The position slices of all queue entries. Each pass stores one sorted position array
-    (a *base*) with, per pair it created, the pair key and the slice of its positions; an
-    entry id is `base << 24 | index`."""
+    (a *base*) with, per pair it created, the pair key and the bounds of its slice (NumPy
+    arrays: 12 bytes per pair, where lists of Python ints took ~110); an entry id is
+    `base << 24 | index`."""
 
     def __init__(self) -> None:
         self.positions_of_base: list[np.ndarray] = []
-        self.keys: list[list[int]] = []
-        self.starts: list[list[int]] = []
-        self.ends: list[list[int]] = []
+        self.keys: list[np.ndarray] = []
+        self.bounds: list[np.ndarray] = []
 
-    def add_base(self, positions: np.ndarray, keys: list[int], starts: list[int],
-                 ends: list[int]) -> int:
-        """Store a pass's positions; returns the id of its first entry."""
+    def add_base(self, positions: np.ndarray, keys: np.ndarray, bounds: np.ndarray) -> int:
+        """Store a pass's positions, its pair keys (int64) and slice bounds (`keys.size + 1`
+        ascending offsets into `positions`); returns the id of its first entry."""
         self.positions_of_base.append(positions)
         self.keys.append(keys)
-        self.starts.append(starts)
-        self.ends.append(ends)
+        self.bounds.append(bounds)
         return (len(self.positions_of_base) - 1) << 24
 
     def positions(self, entry: int) -> np.ndarray:
         base, i = entry >> 24, entry & M24
-        return self.positions_of_base[base][self.starts[base][i]:self.ends[base][i]]
+        bounds = self.bounds[base]
+        return self.positions_of_base[base][bounds[i]:bounds[i + 1]]
 
     def pair(self, entry: int) -> int:
-        return self.keys[entry >> 24][entry & M24]
+        return int(self.keys[entry >> 24][entry & M24])
 
 
 def _first_live(layout: Layout, pos: np.ndarray, a: int, b: int) -> int:
@@ -169,8 +169,10 @@ class BpeTrainer:
         groups = group_pairs(self.layout, len(self.vocab), self._length_filter())
         keys = groups.keys.tolist()
         counts = groups.counts.tolist()
-        first_entry = self.entries.add_base(groups.positions, keys, groups.starts.tolist(),
-                                            groups.ends.tolist())
+        # pairs are contiguous slices: the bounds are the starts and the last end
+        bounds = np.append(groups.starts, groups.positions.size).astype(np.int32)
+        first_entry = self.entries.add_base(groups.positions,
+                                            np.asarray(groups.keys, dtype=np.int64), bounds)
         entries = range(first_entry, first_entry + len(keys))
         self.entries_of_pair = dict(zip(keys, entries))
         self.pair_counts = dict(zip(keys, counts))
@@ -269,7 +271,7 @@ class BpeTrainer:
         token, whose id is larger and whose count is part of its old symbol's count, so the
         bounds stay upper bounds and the smallest x a lower bound."""
         layout = self.layout
-        weight = layout.wcount[pos]
+        weight = layout.weights(pos)
         out = []
         for neighbour in (layout.sym[layout.nxt[layout.nxt[pos]]], layout.sym[layout.prv[pos]]):
             # weighted count per (member, neighbour symbol): keys sort by member, then symbol
@@ -314,30 +316,31 @@ class BpeTrainer:
         return keep
 
     def _queue_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
-        new = group_new_pairs(keys, positions)
+        positions, key_arr, bounds = sort_new_pairs(keys, positions)
+        new_keys = key_arr.tolist()
         get = self.pair_counts.get
-        counts = [get(k, 0) for k in new.keys]
-        first_entry = self.entries.add_base(new.positions, new.keys, new.starts, new.ends)
+        counts = [get(k, 0) for k in new_keys]
+        first_entry = self.entries.add_base(positions, key_arr, bounds)
         if self.hf_semantics:
             if self.threshold > 1:  # pairs below the threshold go to the cold store
                 count_arr = np.array(counts, dtype=np.int64)
                 cold = (count_arr > 0) & (count_arr < self.threshold)
                 if cold.any():
                     idx = np.flatnonzero(cold)
-                    self.cold.append((np.array(new.keys, dtype=np.int64)[idx],
+                    self.cold.append((key_arr[idx],
                                       first_entry + idx, count_arr[idx]))
                     counts = np.where(cold, 0, count_arr).tolist()
             if self.reused_token_in_pass and self.cold:  # a re-created token: its pairs may
-                self._revive(0, only=np.array(new.keys, dtype=np.int64))  # be cold
+                self._revive(0, only=key_arr)  # be cold
             heap, push = self.heap, heapq.heappush
-            for i, (key, c) in enumerate(zip(new.keys, counts)):
+            for i, (key, c) in enumerate(zip(new_keys, counts)):
                 if c <= 0:
                     continue
                 entry = first_entry + i
                 self._add_entry(key, entry)
                 push(heap, ((CMAX - c) << 128) | (key << 64) | entry)
             return
-        for i, (key, c) in enumerate(zip(new.keys, counts)):
+        for i, (key, c) in enumerate(zip(new_keys, counts)):
             if c <= 0:
                 continue
             entry = first_entry + i
@@ -345,7 +348,8 @@ class BpeTrainer:
             if old:  # one live entry per pair: fold older positions into the new entry
                 merged = np.unique(np.concatenate(
                     [self.entries.positions(x) for x in old] + [self.entries.positions(entry)]))
-                entry = self.entries.add_base(merged, [key], [0], [merged.size])
+                entry = self.entries.add_base(merged, np.array([key], dtype=np.int64),
+                                               np.array([0, merged.size], dtype=np.int32))
             self.entries_of_pair[key] = entry
             self._push(c, key, entry)
 

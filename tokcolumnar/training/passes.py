@@ -38,8 +38,9 @@ PairFilter = Callable[[np.ndarray, np.ndarray], np.ndarray] | None
 
 def pair_key(left: np.ndarray | int, right: np.ndarray | int) -> np.ndarray | int:
     """The key of pair (left, right): ascending key order is (left_id, right_id) order."""
-    if isinstance(left, np.ndarray):
-        return (left.astype(np.int64) << 32) | right
+    if isinstance(left, np.ndarray) or isinstance(right, np.ndarray):
+        # int64 before the shift: layout ids are int32, and an int scalar would take their type
+        return (np.asarray(left, dtype=np.int64) << 32) | right
     return (left << 32) | right
 
 
@@ -69,7 +70,8 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         ok = allowed(left, right)
         positions, left, right = positions[ok], left[ok], right[ok]
     if n_tokens * n_tokens < (1 << 32):
-        dense = (left * n_tokens + right).astype(np.uint32)
+        # the product in int64: with the layout's int32 ids it would wrap past 2**31
+        dense = (left.astype(np.int64) * n_tokens + right).astype(np.uint32)
         del left, right
         # radix sort, low digit first; a stable sort keeps positions ascending within a key
         order = np.argsort((dense & 0xFFFF).astype(np.uint16), kind="stable")
@@ -87,11 +89,11 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         ends = np.append(starts[1:], dense.size)
         unique = dense[starts].astype(np.int64)
         keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
-        counts = (np.add.reduceat(layout.wcount[positions], starts) if positions.size
+        counts = (np.add.reduceat(layout.weights(positions), starts) if positions.size
                   else np.zeros(0, np.int64))
         return PairGroups(keys, counts, positions, starts, ends)
     frame = pl.DataFrame({"key": pair_key(left, right), "pos": positions,
-                          "w": layout.wcount[positions]}).sort("key", "pos")
+                          "w": layout.weights(positions)}).sort("key", "pos")
     groups = frame.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
     ends = np.cumsum(groups.get_column("len").to_numpy())
     starts = ends - groups.get_column("len").to_numpy()
@@ -125,7 +127,7 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     # rewrite the links; `right_sym` is each right neighbour's symbol before the pass
     left_pos, right_sym = layout.merge_at(pos, new)
     left_sym = layout.sym[left_pos]
-    weight = layout.wcount[pos]
+    weight = layout.weights(pos)
     has_left = left_sym >= 0
     has_right = right_sym >= 0
 
@@ -182,9 +184,11 @@ class NewPairs:
     ends: list[int]
 
 
-def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
-    """Sort a pass's new pairs by (key, position), drop repeats (a batch can name one
-    occurrence twice), and slice the positions per pair."""
+def sort_new_pairs(keys: np.ndarray, positions: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort a pass's new pairs by (key, position) and drop repeats (a batch can name one
+    occurrence twice). Returns the positions (int32), the distinct keys (ascending) and the
+    bounds: `positions[bounds[i]:bounds[i + 1]]` are the left positions of pair `keys[i]`."""
     order = np.lexsort((positions, keys))
     keys, positions = keys[order], positions[order]
     if keys.size > 1:
@@ -192,9 +196,14 @@ def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
         keep[1:] = (keys[1:] != keys[:-1]) | (positions[1:] != positions[:-1])
         if not keep.all():
             keys, positions = keys[keep], positions[keep]
-    first = np.ones(keys.size, dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    starts = np.flatnonzero(first)
-    ends = np.append(starts[1:], keys.size)
-    return NewPairs(positions.astype(np.int32), keys[starts].tolist(), starts.tolist(),
-                    ends.tolist())
+    first = np.ones(keys.size + 1, dtype=bool)
+    first[1:-1] = keys[1:] != keys[:-1]
+    bounds = np.flatnonzero(first).astype(np.int32)
+    return positions.astype(np.int32), keys[bounds[:-1]], bounds
+
+
+def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
+    """`sort_new_pairs` with the keys and slices as lists."""
+    positions, keys, bounds = sort_new_pairs(keys, positions)
+    limits = bounds.tolist()
+    return NewPairs(positions, keys.tolist(), limits[:-1], limits[1:])

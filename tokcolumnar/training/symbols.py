@@ -53,27 +53,36 @@ class Vocab:
 class Layout:
     """All words in one flat array: `[SEP] w0 symbols [SEP] w1 symbols ... [SEP]`.
 
-    `nxt`/`prv` link the live symbols of each word; `wcount` and `word_of` give each position's
-    word count and word index. A pair is named by the position of its left symbol."""
+    `nxt`/`prv` link the live symbols of each word; `word_of` gives each position's word
+    index and `word_count` each word's count (`weights(pos)`: the count of each position's
+    word). A pair is named by the position of its left symbol.
+
+    Memory (docs/architecture.md, "Memory"): `sym`, `nxt`, `prv` and `word_of` are int32, so
+    16 bytes per position (a symbol, or the SEP before each word) plus 8 per word for its
+    count; a training layout keeps ids as int32 (`sym_dtype`), the encoders' int64."""
 
     sym: np.ndarray
     nxt: np.ndarray
     prv: np.ndarray
-    wcount: np.ndarray
     word_of: np.ndarray
+    word_count: np.ndarray
 
     @classmethod
-    def from_symbols(cls, lengths: np.ndarray, ids: np.ndarray, counts: np.ndarray) -> Layout:
+    def from_symbols(cls, lengths: np.ndarray, ids: np.ndarray, counts: np.ndarray,
+                     sym_dtype: type = np.int64) -> Layout:
         """Lay out words given their symbol counts, the flat symbol ids and the word counts.
         Symbol k of the flat array (word w) sits at position k + w + 1: one SEP before each
-        word. Links and word indexes are int32 to keep the layout small."""
+        word. Links and word indexes are int32 (positions must stay below 2**31)."""
         n_words = len(lengths)
         size = int(lengths.sum()) + n_words + 1
+        if size >= 1 << 31:
+            raise TokcolumnarError(
+                f"the corpus has {size:,} symbols in its distinct words, over the 2**31 the "
+                "merge loop's int32 positions hold")
         word_index = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
-        positions = np.arange(len(ids), dtype=np.int64)
+        positions = np.arange(1, len(ids) + 1, dtype=np.int32)
         positions += word_index
-        positions += 1
-        sym = np.full(size, SEP, dtype=np.int64)
+        sym = np.full(size, SEP, dtype=sym_dtype)
         sym[positions] = ids
         nxt = np.arange(1, size + 1, dtype=np.int32)
         nxt[-1] = size - 1
@@ -81,9 +90,11 @@ class Layout:
         prv[0] = 0
         word_of = np.full(size, -1, dtype=np.int32)
         word_of[positions] = word_index
-        wcount = np.zeros(size, dtype=np.int64)
-        wcount[positions] = counts[word_index]
-        return cls(sym, nxt, prv, wcount, word_of)
+        return cls(sym, nxt, prv, word_of, np.asarray(counts, dtype=np.int64))
+
+    def weights(self, pos: np.ndarray) -> np.ndarray:
+        """The count of the word of each of `pos` (int64; positions of symbols, not SEPs)."""
+        return self.word_count[self.word_of[pos]]
 
     def live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
         """The positions among `pos` (sorted) where the pair (a, b) still occurs; in runs
@@ -219,7 +230,8 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
         word_index = np.insert(word_index, ends, np.arange(len(lengths)))
     sym_lengths = np.bincount(word_index, minlength=len(lengths)).astype(np.int64)
     del word_index
-    layout = Layout.from_symbols(sym_lengths, ids, counts)
+    # ids as int32: 4 bytes per symbol in the merge loop (a vocabulary stays far below 2**31)
+    layout = Layout.from_symbols(sym_lengths, ids, counts, sym_dtype=np.int32)
     return Initial(vocab, layout, len(words))
 
 

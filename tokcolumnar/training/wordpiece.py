@@ -257,7 +257,7 @@ class LikelihoodTrainer:
         layout = self.layout
         live = layout.sym >= 0
         n = len(self.vocab)
-        counts = np.bincount(layout.sym[live], weights=layout.wcount[live],
+        counts = np.bincount(layout.sym[live], weights=layout.weights(np.flatnonzero(live)),
                              minlength=n).astype(np.int64)
         self.token_count[:n] = counts
         self.ref[:n] = counts
@@ -455,7 +455,7 @@ class LikelihoodTrainer:
         pos = self.layout.live_occurrences(pos, a, b)
         if pos.size == 0:
             return 0, 0, None, None
-        weight = self.layout.wcount[pos]
+        weight = self.layout.weights(pos)
         word = self.layout.word_of[pos]
         n_words = 1 + int(np.count_nonzero(word[1:] != word[:-1]))
         changes = merge_pass(self.layout, pos, a, b, new)

@@ -1,0 +1,33 @@
+"""What a `train` run with the Polars engine loads: no DuckDB (only `--engine duckdb` needs it)
+and no pandas (pyarrow imports it on its first conversion of NumPy input when it is installed:
++42 MiB of peak RSS for nothing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.corpora import corpus
+
+pytestmark = pytest.mark.corpus
+
+SCRIPT = """
+import json, sys
+from tokcolumnar.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "loaded": [m for m in ("duckdb", "pandas") if m in sys.modules]}))
+"""
+
+
+def test_train_loads_neither_duckdb_nor_pandas(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "train", str(corpus("small/en_botchan.txt")), "--out",
+         str(out), "--vocab-size", "2000", "--quiet"],
+        capture_output=True, text=True, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "loaded": []}
+    assert (out / "tokenizer.json").exists()
