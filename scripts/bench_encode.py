@@ -15,8 +15,10 @@ mergeable ranks from the byte values of the tokens, the GPT-2 pattern) with that
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -69,11 +71,33 @@ pat = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\
 enc = tiktoken.Encoding("ours-gpt2", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
 with open(sys.argv[2], encoding="utf-8") as f:
     lines = [line.rstrip("\r\n") for line in f]
+if len(sys.argv) > 3:  # a sample's ids as JSON lines instead of timing (the --tiktoken check)
+    for line in lines[:int(sys.argv[3])]:
+        print(json.dumps(enc.encode_ordinary(line)))
+    sys.exit(0)
 n = 0
 for k in range(0, len(lines), 10000):
     n += sum(map(len, enc.encode_ordinary_batch(lines[k:k + 10000], num_threads=1)))
 print(n)
 """
+
+
+def check_tiktoken(python: str, script: Path, tok_json: str, text: str, n_lines: int) -> None:
+    """Refuse to time tiktoken unless the Encoding built from our vocabulary gives HF's ids on
+    the first `n_lines` lines of the input."""
+    from tokenizers import Tokenizer  # the reference, needed only for this check
+
+    out = subprocess.run([python, str(script), tok_json, text, str(n_lines)], check=True,
+                         capture_output=True, text=True).stdout
+    theirs = [json.loads(line) for line in out.splitlines()]
+    with open(text, encoding="utf-8") as f:
+        lines = [line.rstrip("\r\n") for _, line in zip(range(n_lines), f)]
+    hf = [e.ids for e in Tokenizer.from_file(tok_json).encode_batch(lines)]
+    bad = sum(a != b for a, b in zip(hf, theirs))
+    if bad or len(theirs) != len(hf):
+        sys.exit(f"tiktoken's ids differ from HF's on {bad} of the first {len(hf)} lines: not "
+                 "the same tokenizer, not timed")
+    print(f"tiktoken check: the first {len(hf):,} lines give HF's ids", flush=True)
 
 
 def main() -> None:
@@ -86,6 +110,9 @@ def main() -> None:
                          "RAYON_NUM_THREADS=1)")
     ap.add_argument("--tiktoken", default=None, metavar="PYTHON",
                     help="an interpreter with tiktoken installed: also run tiktoken")
+    ap.add_argument("--tiktoken-check-lines", type=int, default=2000, metavar="N",
+                    help="before timing tiktoken, check its ids equal HF's on the first N "
+                         "lines (default 2000; 0: no check)")
     args = ap.parse_args()
     repo = Path(__file__).resolve().parent.parent
     env = dict(os.environ, PYTHONPATH=str(repo))
@@ -101,6 +128,9 @@ def main() -> None:
         hf_script.write_text(HF_SCRIPT)
         tt_script = Path(tmp) / "tt_encode.py"
         tt_script.write_text(TIKTOKEN_SCRIPT)
+        if args.tiktoken and args.tiktoken_check_lines > 0:
+            check_tiktoken(args.tiktoken, tt_script, tok_json, args.input,
+                           args.tiktoken_check_lines)
         for _ in range(args.rounds):
             results["ours"].append(run(pin + [
                 sys.executable, "-m", "tokcolumnar", "encode", args.input, "--tokenizer",

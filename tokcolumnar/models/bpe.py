@@ -1,20 +1,157 @@
 """The BPE model (the encode side): `BPEModel` applies merges exactly as HF's BPE model does:
 in every word, repeatedly merge the adjacent pair with the lowest merge rank (leftmost first).
 All words advance together, one merge per word per round, as NumPy passes over a flat layout;
-a round only visits words that still have a mergeable pair."""
+a round only visits words that still have a mergeable pair.
+
+Long words are first cut where the merge table proves that no merge can ever join the two
+sides (`CrossingFilter`): the pieces merge exactly as the whole word would, and they repeat
+across words (a run of CJK characters, one byte-level pre-token, is mostly a handful of short
+pieces seen many times), so only the distinct pieces go through the merge loop."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
-from ..training.symbols import Layout
+from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
+from .cache import WordCache, distinct_words, gather_runs
+
+SPLIT_MIN_SYMBOLS = 8  # words with fewer initial symbols go through the merge loop whole
+CROSSING_FILTER_BITS = 22  # the crossing filter's table: 4 Mi flags (4 MiB)
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of the packed windows
+
+
+@dataclass
+class CrossingFilter:
+    """Where a word may be cut: before symbol p, if no merge `(a, b)` can have `a` ending and
+    `b` starting there. Such a merge needs `a`'s last characters right before p and `b`'s
+    first ones from p on; with `a`'s last `k <= K` and `b`'s first `m <= K` characters (all of
+    them when shorter than K) as the pattern of class (k, m), a boundary that matches no
+    pattern of any class can never be crossed, and cutting there changes no merge: each side
+    merges alone exactly as inside the word (the lowest-rank pair of a side is the lowest of
+    the word whenever the word merges on that side).
+
+    The patterns sit in a hashed table of flags: a false positive only keeps a boundary uncut,
+    so the table needs no exact check. Characters are packed `bits` each into 64-bit windows
+    of K symbols left and K right of the boundary (code 0: outside the word, or a symbol no
+    merge uses, which no pattern contains)."""
+
+    code: np.ndarray  # symbol id -> code (0 when no merge pattern has it)
+    bits: int
+    k: int  # K: characters kept on each side
+    classes: list[tuple[int, int]]  # (k, m) present, the shortest first
+    table: np.ndarray  # bool, 2**CROSSING_FILTER_BITS flags
+
+    @classmethod
+    def build(cls, vocab: dict[str, int], merges: list[tuple[str, str]]
+              ) -> CrossingFilter | None:
+        """The filter of a BPE without prefix, suffix or end-of-word token (the initial
+        symbols are then the characters); None when the characters are too many to pack."""
+        single = {t: i for t, i in vocab.items() if len(t) == 1}
+        used = sorted({single[ch] for a, b in merges for ch in a[-3:] + b[:3] if ch in single})
+        bits = max(1, len(used).bit_length())
+        k_max = min(3, 63 // (2 * bits))
+        if k_max == 0 or not used:
+            return None
+        code = np.zeros(max(vocab.values(), default=0) + 1, dtype=np.uint64)
+        code[used] = np.arange(1, len(used) + 1, dtype=np.uint64)
+        char_code = {ch: int(code[i]) for ch, i in single.items() if code[i]}
+        keys, tags, count = [], [], {}
+        for a, b in merges:
+            tail, head = a[-k_max:], b[:k_max]
+            key = 0
+            for ch in tail + head:
+                c = char_code.get(ch)
+                if c is None:
+                    break  # a character that is not a symbol: the merge never applies
+                key = (key << bits) | c
+            else:
+                keys.append(key)
+                tags.append(_class_tag(len(tail), len(head)))
+                count[(len(tail), len(head))] = count.get((len(tail), len(head)), 0) + 1
+        table = np.zeros(1 << CROSSING_FILTER_BITS, dtype=bool)
+        table[_window_hash(np.array(keys, dtype=np.uint64), np.array(tags, dtype=np.uint64))] \
+            = True
+        # short patterns first: they match most boundaries (inside characters, for a
+        # byte-level BPE), so fewer boundaries are left for the longer classes
+        classes = sorted(count, key=lambda km: (km[0] + km[1], -count[km]))
+        return cls(code, bits, k_max, classes, table)
+
+    def piece_starts(self, lengths: np.ndarray, ids: np.ndarray, eligible: np.ndarray
+                     ) -> np.ndarray:
+        """Per flat symbol, True where a piece starts: each word's first symbol, and the
+        boundaries of `eligible` words that no merge can cross."""
+        n_words, k_max, bits = len(lengths), self.k, np.uint64(self.bits)
+        word_start = np.zeros(n_words + 1, dtype=np.int64)
+        np.cumsum(lengths, out=word_start[1:])
+        starts = np.zeros(len(ids), dtype=bool)
+        starts[word_start[:-1][lengths > 0]] = True
+        # only the eligible words' symbols, with K zero codes before each word and after the
+        # last one: a window never reaches into the next word
+        keep = np.repeat(eligible, lengths)
+        kept_lengths = lengths[eligible]
+        kept_word = np.repeat(np.arange(len(kept_lengths), dtype=np.int64), kept_lengths)
+        padded_at = np.arange(len(kept_word), dtype=np.int64)
+        padded_at += k_max * (kept_word + 1)
+        padded = np.zeros(len(kept_word) + k_max * (len(kept_lengths) + 1), dtype=np.uint64)
+        padded[padded_at] = self.code[ids[keep]]
+        # every padded position's window, K symbols left of it and K from it on, most
+        # significant first: contiguous slices, no gathers
+        size = len(padded) - 2 * k_max + 1
+        window = np.zeros(size, dtype=np.uint64)
+        for j in range(2 * k_max):
+            window <<= bits
+            window |= padded[j:j + size]
+        # the boundaries to test: before every symbol of an eligible word but its first
+        first = np.zeros(len(kept_word), dtype=bool)
+        first[(np.cumsum(kept_lengths) - kept_lengths)[kept_lengths > 0]] = True
+        boundary = np.flatnonzero(~first)
+        window = window[padded_at[boundary] - k_max]
+        # a boundary matched by a pattern of some class may be crossed: not cut
+        open_ = np.arange(len(boundary))
+        for k, m in self.classes:
+            key = (window[open_] >> (bits * np.uint64(k_max - m))) & np.uint64(
+                (1 << (self.bits * (k + m))) - 1)
+            hit = self.table[_window_hash(key, _class_tag(k, m))]
+            open_ = open_[~hit]
+        starts[np.flatnonzero(keep)[boundary[open_]]] = True
+        return starts
+
+
+_PIECE_CACHE_LOCK = threading.Lock()  # one piece cache per model, however many threads ask
+
+
+class _PieceMerger(Model):
+    """The piece cache's model: pieces (lists of initial symbols) through the merge loop."""
+
+    def __init__(self, bpe: BPEModel):
+        self.bpe = bpe
+        self.vocab = bpe.vocab
+
+    def encode_words(self, words: pl.Series) -> pl.Series:
+        lengths = words.list.len().to_numpy().astype(np.int64)
+        word_of, values = self.bpe.merge_symbols(lengths, words.explode().to_numpy()
+                                                 .astype(np.int64))
+        return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+
+
+def _class_tag(k: int, m: int) -> np.uint64:
+    """The hash tag of class (k, m) (a 64-bit odd multiple: classes land apart)."""
+    return np.uint64(((k * 4 + m) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _window_hash(keys: np.ndarray, tags: np.ndarray | np.uint64) -> np.ndarray:
+    """Slot of each (packed characters, class tag) in the crossing filter's table."""
+    mixed = (keys ^ tags) * _HASH_MUL  # wraps modulo 2**64, as hashing wants
+    return (mixed >> np.uint64(64 - CROSSING_FILTER_BITS)).astype(np.int64)
 
 
 @dataclass
@@ -29,6 +166,15 @@ class BPEModel(Model):
     end_of_word_token: str | None = None
     unk_token: str | None = None
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _crossing: CrossingFilter | bool | None = field(default=None, repr=False)
+    _char_ids: np.ndarray | None = field(default=None, repr=False)
+    _pieces: WordCache | None = field(default=None, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the piece cache (and its lock) stays behind, as the tokenizer's word cache does
+        state = self.__dict__.copy()
+        state["_pieces"] = None
+        return state
 
     def merge_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Pair keys sorted, with the rank and the new id of each (the last rank wins for a
@@ -71,8 +217,42 @@ class BPEModel(Model):
             self._table = (k[first], r[first], n[first])
         return self._table
 
+    def char_ids(self) -> np.ndarray:
+        """Code point -> id of the one-character token (-1 when not in the vocabulary)."""
+        if self._char_ids is None:
+            singles = {ord(t): i for t, i in self.vocab.items() if len(t) == 1}
+            table = np.full(max(singles, default=0) + 1, -1, dtype=np.int64)
+            table[list(singles)] = list(singles.values())
+            self._char_ids = table
+        return self._char_ids
+
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """Per-word symbol ids before merging: (lengths, flat ids)."""
+        plain = (self.continuing_subword_prefix is None and self.end_of_word_suffix is None
+                 and self.end_of_word_token is None)
+        if plain and (self.unk_token is None or self.unk_token in self.vocab):
+            # the symbols are the characters: code points through a lookup table
+            cps, lengths = code_points(words)
+            table = self.char_ids()
+            ids = np.full(len(cps), -1, dtype=np.int64)
+            inside = cps < len(table)
+            ids[inside] = table[cps[inside]]
+            unknown = ids < 0
+            if not unknown.any():
+                return lengths, ids
+            if self.unk_token is not None:  # unknown characters become the unknown token
+                ids[unknown] = self.vocab[self.unk_token]
+                return lengths, ids
+            # no unknown token: unknown characters are dropped (as HF does)
+            word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+            return (np.bincount(word[~unknown], minlength=len(lengths)).astype(np.int64),
+                    ids[~unknown])
+        return self.joined_symbols(words)
+
+    def joined_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+        """`initial_symbols` in general: the characters exploded, with the prefix / suffix
+        variants, joined to the vocabulary (raises when an unknown character has no unknown
+        token in the vocabulary)."""
         ex = explode_chars(words)
         tok = pl.col("char")
         if self.continuing_subword_prefix is not None:
@@ -105,13 +285,66 @@ class BPEModel(Model):
             w, ids = w[order], ids[order]
         return np.bincount(w, minlength=len(words)).astype(np.int64), ids.astype(np.int64)
 
+    def crossing_filter(self) -> CrossingFilter | None:
+        """Where long words may be cut (None when the initial symbols are not the bare
+        characters: with a prefix, a suffix or an end-of-word token a piece would start
+        or end with other symbols than inside its word)."""
+        if self._crossing is None:
+            plain = (self.continuing_subword_prefix is None and self.end_of_word_suffix is None
+                     and self.end_of_word_token is None)
+            self._crossing = (plain and CrossingFilter.build(self.vocab, self.merges)) or False
+        return self._crossing or None
+
     def encode_words(self, words: pl.Series) -> pl.Series:
         lengths, ids = self.initial_symbols(words)
-        layout = Layout.from_symbols(lengths, ids, np.ones(len(words), dtype=np.int64))
+        word_of, values = self.encode_symbols(lengths, ids)
+        return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+
+    def encode_symbols(self, lengths: np.ndarray, ids: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The merged ids of words given as initial symbols (lengths, flat ids): (word of each
+        id, ids), in word order. Long words are cut where no merge can cross (see
+        `CrossingFilter`) and each distinct piece is merged once."""
+        crossing = self.crossing_filter()
+        eligible = lengths >= SPLIT_MIN_SYMBOLS
+        if crossing is None or not eligible.any():
+            return self.merge_symbols(lengths, ids)
+        if self.unk_token in self.vocab:
+            # an unknown character's symbol is the unknown token, not the character: the
+            # patterns (characters) do not describe it, so its words stay whole
+            word = np.repeat(np.arange(len(lengths)), lengths)
+            eligible &= np.bincount(word[ids == self.vocab[self.unk_token]],
+                                    minlength=len(lengths)) == 0
+        starts = crossing.piece_starts(lengths, ids, eligible)
+        piece_at = np.flatnonzero(starts)
+        piece_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[piece_at]
+        # the distinct pieces (compared by their symbols), merged once each
+        offsets = np.append(piece_at, len(ids))
+        pieces = pl.Series("piece", pa.LargeListArray.from_arrays(pa.array(offsets),
+                                                                   pa.array(ids)))
+        uniq, uniq_hash, index = distinct_words(pieces)
+        # pieces merged in earlier batches come from the piece cache, new ones are merged
+        merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
+        # every piece's ids in order: the pieces of a word are consecutive
+        per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
+        return np.repeat(piece_word, per_piece), values
+
+    def piece_cache(self) -> WordCache:
+        """Pieces of long words (lists of initial symbols) -> merged ids, across batches
+        (a CJK run splits into pieces a corpus repeats)."""
+        with _PIECE_CACHE_LOCK:
+            if self._pieces is None:
+                self._pieces = WordCache(_PieceMerger(self), lambda piece: piece,
+                                         key_dtype=pl.List(pl.Int64))
+        return self._pieces
+
+    def merge_symbols(self, lengths: np.ndarray, ids: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """`apply_merges` on whole words: (word of each resulting id, ids), in word order."""
+        layout = Layout.from_symbols(lengths, ids, np.ones(len(lengths), dtype=np.int64))
         self.apply_merges(layout)
         live = np.flatnonzero(layout.sym >= 0)
-        return lists_from_flat(len(words), layout.word_of[live],
-                               pl.Series("ids", layout.sym[live].astype(np.uint32)))
+        return layout.word_of[live].astype(np.int64), layout.sym[live]
 
     def apply_merges(self, layout: Layout,
                      trace: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
@@ -123,6 +356,7 @@ class BPEModel(Model):
             return
         sym, nxt = layout.sym, layout.nxt
         active = np.flatnonzero(sym >= 0)  # positions of words that may still merge
+        merged = np.zeros(int(layout.word_of.max(initial=-1)) + 1, dtype=bool)
         # rank * rank_scale + position: the smallest is the lowest rank, leftmost on ties
         rank_scale = np.int64(1) << 40
         while active.size:
@@ -149,8 +383,11 @@ class BPEModel(Model):
             pos = best % rank_scale
             new_id = new[slot[np.searchsorted(candidates, pos)]]
             layout.merge_at(pos, new_id)
-            # only the words that merged this round can merge again
-            active = active[np.isin(layout.word_of[active], word[starts])]
+            # only the words that merged this round can merge again (a flag per word: no
+            # set lookup)
+            merged[word[starts]] = True
+            active = active[merged[layout.word_of[active]]]
+            merged[word[starts]] = False
 
     def to_hf(self) -> dict[str, Any]:
         return {

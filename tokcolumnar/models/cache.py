@@ -76,13 +76,13 @@ class WordCache:
     `values[offsets[k]:offsets[k+1]]` and its word `words[k]` (checked on every hit)."""
 
     def __init__(self, model: Model, word_expr: Callable[[pl.Expr], pl.Expr],
-                 max_words: int = DEFAULT_CACHE_WORDS):
+                 max_words: int = DEFAULT_CACHE_WORDS, key_dtype: pl.DataType = pl.String):
         self.model = model
         self.word_expr = word_expr
         self.max_words = max_words
         self.keys = np.zeros(0, dtype=np.uint64)
         self.slots = np.zeros(0, dtype=np.int64)
-        self.words = pl.Series("word", [], dtype=pl.String)
+        self.words = pl.Series("word", [], dtype=key_dtype)  # strings, or symbol lists
         self.offsets = np.zeros(1, dtype=np.int64)
         self.values = np.zeros(0, dtype=np.uint32)
         self.lock = threading.Lock()
@@ -93,13 +93,35 @@ class WordCache:
     def lookup(self, words: pl.Series, hashes: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
         """The ids of each of the distinct `words` as (offsets, flat values): entry i is
-        `values[offsets[i]:offsets[i+1]]`. `hashes`: the words' hashes if known."""
+        `values[offsets[i]:offsets[i+1]]`. `hashes`: the words' hashes if known.
+
+        Batches encoded in parallel share the cache: the lock is held to find the cached
+        words and to add new ones, not while the model encodes the new words (the cache's
+        arrays are replaced, never changed in place, so a snapshot stays valid)."""
         if hashes is None:
             hashes = word_hashes(words)
-        with self.lock:  # batches encoded in parallel share the cache
-            return self._lookup(words, hashes)
+        with self.lock:
+            entry = self._find(words, hashes)
+            offsets, values, n_cached = self.offsets, self.values, len(self.words)
+        miss = np.flatnonzero(entry < 0)
+        if not len(miss):
+            return gather_table(offsets, values, entry)
+        # the new words: mapped (e.g. to byte characters) and through the model once
+        new_words = words.gather(miss)
+        mapped = new_words.to_frame("word").select(self.word_expr(pl.col("word")))
+        new_off, new_val = list_parts(self.model.encode_words(mapped.to_series()))
+        # the entries of this batch: the snapshot's, then the new words' after them
+        entry[miss] = n_cached + np.arange(len(miss))
+        table = gather_table(np.concatenate([offsets, offsets[-1] + new_off[1:]]),
+                             np.concatenate([values, new_val]), entry)
+        with self.lock:
+            room = min(self.max_words - len(self.words), len(miss))
+            if room > 0:
+                self._add(new_words[:room], hashes[miss[:room]], new_off[:room + 1], new_val)
+        return table
 
-    def _lookup(self, words: pl.Series, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _find(self, words: pl.Series, hashes: np.ndarray) -> np.ndarray:
+        """Each word's cache entry, -1 when not cached."""
         entry = np.full(len(words), -1, dtype=np.int64)
         if len(self.keys):
             # cached: the hash is in the sorted keys and the stored word is the same string
@@ -109,39 +131,26 @@ class WordCache:
                 cand = self.slots[pos[hit]]
                 same = (self.words.gather(cand) == words.gather(hit)).to_numpy()
                 entry[hit[same]] = cand[same]
-        miss = np.flatnonzero(entry < 0)
-        if not len(miss):
-            return gather_table(self.offsets, self.values, entry)
-        # the new words: mapped (e.g. to byte characters) and through the model once
-        new_words = words.gather(miss)
-        mapped = new_words.to_frame("word").select(self.word_expr(pl.col("word")))
-        new_off, new_val = list_parts(self.model.encode_words(mapped.to_series()))
-        # the entries of this batch: the cache's, then the new words' after them
-        offsets = np.concatenate([self.offsets, self.offsets[-1] + new_off[1:]])
-        values = np.concatenate([self.values, new_val])
-        entry[miss] = len(self.words) + np.arange(len(miss))
-        table = gather_table(offsets, values, entry)
-        room = min(self.max_words - len(self.words), len(miss))
-        if room > 0:
-            self._add(new_words[:room], hashes[miss[:room]], offsets[:len(self.words) + room + 1],
-                      values)
-        return table
+        return entry
 
-    def _add(self, words: pl.Series, hashes: np.ndarray, offsets: np.ndarray,
-             values: np.ndarray) -> None:
-        """Add `words` after the cached ones; `offsets`/`values`: the runs of all entries,
-        the cached ones first."""
+    def _add(self, words: pl.Series, hashes: np.ndarray, new_off: np.ndarray,
+             new_val: np.ndarray) -> None:
+        """Add `words` after the cached ones; their ids: the runs `new_off` (from 0) of
+        `new_val`."""
         first = len(self.words)
-        # a hash already cached for another word (a collision) is not added twice
+        # a hash already cached (a collision, or a word another batch added meanwhile) is
+        # not added twice
         pos = np.searchsorted(self.keys, hashes)
-        fresh = ~np.isin(hashes, self.keys)
+        fresh = np.ones(len(hashes), dtype=bool)
+        if len(self.keys):  # the sorted keys already give each hash's place: no set lookup
+            fresh = self.keys[np.minimum(pos, len(self.keys) - 1)] != hashes
         at = np.argsort(hashes[fresh], kind="stable")
         self.keys = np.insert(self.keys, pos[fresh][at], hashes[fresh][at])
         self.slots = np.insert(self.slots, pos[fresh][at],
                                first + np.flatnonzero(fresh)[at])
         self.words = pl.concat([self.words, words.rename("word")], rechunk=True)
-        self.offsets = offsets
-        self.values = values[:offsets[-1]]
+        self.offsets = np.concatenate([self.offsets, self.offsets[-1] + new_off[1:]])
+        self.values = np.concatenate([self.values, new_val[:new_off[-1]]])
 
 
 def gather_table(offsets: np.ndarray, values: np.ndarray, entry: np.ndarray
