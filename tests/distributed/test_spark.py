@@ -4,6 +4,7 @@ first_seen included — is the single-machine one for text, gzip, Parquet and JS
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import shutil
@@ -21,13 +22,29 @@ from tokcolumnar.errors import TokcolumnarError
 pytestmark = [pytest.mark.slow, pytest.mark.corpus]
 
 
+#: CI (`.ci/run`) sets TOKCOLUMNAR_REQUIRE_SPARK=1: a missing PySpark or Java then fails these
+#: tests instead of skipping them.
+REQUIRED = os.environ.get("TOKCOLUMNAR_REQUIRE_SPARK", "") not in ("", "0")
+
+
+def needs_spark() -> None:
+    """Skip (or with TOKCOLUMNAR_REQUIRE_SPARK=1 fail) without PySpark or Java."""
+    missing = []
+    if importlib.util.find_spec("pyspark") is None:
+        missing.append("PySpark is not installed (pip install 'tokcolumnar[spark]')")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        missing.append("the Spark tests need Java 17 or later (apt-get install -y "
+                       "openjdk-17-jre-headless)")
+    if missing:
+        if REQUIRED:
+            pytest.fail("; ".join(missing) + " (and TOKCOLUMNAR_REQUIRE_SPARK is set)",
+                        pytrace=False)
+        pytest.skip("; ".join(missing))
+
+
 @pytest.fixture(scope="module")
 def spark_local():
-    pytest.importorskip("pyspark", reason="PySpark is not installed (pip install "
-                        "'tokcolumnar[spark]')")
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        pytest.skip("the Spark tests need Java 17 or later (apt-get install -y "
-                    "openjdk-17-jre-headless)")
+    needs_spark()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
