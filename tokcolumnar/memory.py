@@ -31,17 +31,20 @@ COUNT_TABLE_SHARE = 0.2
 
 # The merge loop's memory (BPE loop, Polars engine), measured on this code with
 # `scripts/measure_merge_memory.py` (peak RSS of initial symbols + merge loop + result tables
-# minus the RSS with the words table loaded; --vocab-size 30000; 2026-11-23):
-#   zipf_en_1g words (1,154,649 words, 9,261,313 symbols):         829 MB
-#   its first 300,000 words (2,172,912 symbols):                   232 MB
-#   first 30 MB of zipf_zh_1g (332,432 clauses, 10,172,914 chars): 2016 MB
-# Chinese clauses cost ~2.3x per character (a large alphabet: many distinct pairs, each with
-# its queue entry and positions), so CJK characters have their own constant. The values bound
-# all three measurements. The "mem" helper is shrinking the layout: remeasure and update
-# these three numbers (this is the ONE place they live).
+# minus the RSS with the words table loaded; --vocab-size 30000; 2026-11-24, after the int32
+# layout of docs/architecture.md "Memory"):
+#   zipf_en_1g words (1,154,649 words, 9,261,313 symbols):         486 MB (829 before)
+#   its first 300,000 words (2,172,912 symbols):                   177 MB (232 before)
+#   first 30 MB of zipf_zh_1g (332,432 clauses, 10,172,914 chars): 1346 MB (2016 before)
+# No single linear fit matches all three (the pair index grows more slowly than the words:
+# the first 300,000 words cost more per symbol than the whole table), so the constants bound
+# all three: the estimate is exact-ish on small tables and ~50% high on the 1 GB one. Chinese
+# clauses cost ~2x per character (a large alphabet: many distinct pairs, each with its queue
+# entry and positions), so CJK characters have their own constant. This is the ONE place
+# these numbers live: remeasure when the loop's layout changes.
 MERGE_BYTES_PER_WORD = 150
-MERGE_BYTES_PER_SYMBOL = 85
-MERGE_BYTES_PER_CJK_SYMBOL = 200
+MERGE_BYTES_PER_SYMBOL = 65
+MERGE_BYTES_PER_CJK_SYMBOL = 135
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 
