@@ -32,8 +32,11 @@ from measure import Measurement, run
 HF_SCRIPT = r"""
 import sys
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-path, vocab_size, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+from tokenizers import normalizers
+path, vocab_size, out, normalizer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 tok = Tokenizer(models.BPE())
+if normalizer == "bert":  # ours: --normalizer bert (no --lowercase)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=False)
 tok.pre_tokenizer = pre_tokenizers.Whitespace()
 tok.train([path], trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False))
 tok.save(out)
@@ -92,13 +95,25 @@ def mib(x: float) -> str:
 
 
 def measure_size(path: Path, label: str, vocab: int, memory_limit: str | None, hf: bool,
-                 tmp: Path) -> dict[str, Any]:
+                 tmp: Path, normalizer: str = "none", max_words: int | None = None,
+                 unlimited_twin: bool = False) -> dict[str, Any]:
     ours_dir, hf_json = tmp / f"ours_{label}", tmp / f"hf_{label}.json"
     ours_cmd = [sys.executable, "-m", "tokcolumnar", "train", str(path), "--out", str(ours_dir),
                 "--vocab-size", str(vocab), "--pre-tokenizer", "whitespace", "--quiet",
-                "--force"] + (["--memory-limit", memory_limit] if memory_limit else [])
+                "--force", "--normalizer", normalizer] \
+        + (["--max-words", str(max_words)] if max_words else [])
+    limited = ours_cmd + (["--memory-limit", memory_limit] if memory_limit else [])
     row: dict[str, Any] = {"size": label, "bytes": path.stat().st_size}
-    ours = run(ours_cmd, check=False)
+    if unlimited_twin and memory_limit:  # the same run without the limit, for its merges
+        twin_dir = tmp / f"twin_{label}"
+        twin = run([*ours_cmd[:6], str(twin_dir), *ours_cmd[7:]], check=False)
+        row["unlimited"] = result_of(twin)
+        if twin.returncode == 0:
+            row["unlimited"]["merges_list"] = json.loads(
+                (twin_dir / "tokenizer.json").read_text())["model"]["merges"]
+        shutil.rmtree(twin_dir, ignore_errors=True)
+        row["unlimited"]["load"] = os.getloadavg()
+    ours = run(limited, check=False)
     row["ours"] = result_of(ours)
     ours_merges = None
     if ours.returncode == 0:
@@ -109,10 +124,13 @@ def measure_size(path: Path, label: str, vocab: int, memory_limit: str | None, h
                            merges_per_s=info["stats"]["merges"] / merge_s if merge_s else None,
                            timings_s=info["timings_s"])
         ours_merges = json.loads((ours_dir / "tokenizer.json").read_text())["model"]["merges"]
+        if "unlimited" in row:
+            twin_merges = row["unlimited"].pop("merges_list", None)
+            row["identical_to_unlimited"] = ours_merges == twin_merges
     row["ours"]["load"] = os.getloadavg()
     if hf:
-        hf_run = run([sys.executable, "-c", HF_SCRIPT, str(path), str(vocab), str(hf_json)],
-                     check=False)
+        hf_run = run([sys.executable, "-c", HF_SCRIPT, str(path), str(vocab), str(hf_json),
+                      normalizer], check=False)
         row["hf"] = result_of(hf_run)
         if hf_run.returncode == 0:
             hf_merges = json.loads(hf_json.read_text())["model"]["merges"]
@@ -150,6 +168,13 @@ def table_rows(row: dict[str, Any]) -> list[str]:
         lines.append(f"| {row['size']} | {name} | {r['wall_s']:.0f} s | {r['cpu_s']:.0f} s | "
                      f"{mib(r['peak_rss_mib'])} | {words} | {spill} | {rate} | "
                      f"{same if tool == 'ours' else '—'} | {load} |")
+    twin = row.get("unlimited")
+    if twin is not None:
+        load = "/".join(f"{x:.1f}" for x in twin["load"])
+        same = {None: "—", True: "yes", False: "**no**"}[row.get("identical_to_unlimited")]
+        lines.append(f"| {row['size']} | tokcolumnar, no --memory-limit | {twin['wall_s']:.0f} s "
+                     f"| {twin['cpu_s']:.0f} s | {mib(twin['peak_rss_mib'])} | | | | merges = "
+                     f"limited run: {same} | {load} |")
     return lines
 
 
@@ -165,6 +190,13 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=50000)
     ap.add_argument("--memory-limit", default=None, metavar="SIZE",
                     help="passed to tokcolumnar train --memory-limit")
+    ap.add_argument("--normalizer", choices=("none", "bert"), default="none",
+                    help="bert: ours --normalizer bert, HF BertNormalizer(lowercase=False) — "
+                         "Chinese characters become words of their own")
+    ap.add_argument("--max-words", type=int, default=None, metavar="N",
+                    help="passed to tokcolumnar train --max-words (the approximation)")
+    ap.add_argument("--unlimited-twin", action="store_true",
+                    help="also train without --memory-limit and say whether the merges match")
     ap.add_argument("--no-hf", action="store_true", help="time tokcolumnar only")
     ap.add_argument("--prefix-dir", type=Path, default=None,
                     help="where the prefixes are written (default: beside the corpus)")
@@ -180,7 +212,8 @@ def main() -> None:
         for label in labels:
             path = prefix(args.corpus, parse_size(label), label, prefix_dir)
             row = measure_size(path, label, args.vocab_size, args.memory_limit,
-                               not args.no_hf, tmp)
+                               not args.no_hf, tmp, args.normalizer, args.max_words,
+                               args.unlimited_twin)
             rows.append(row)
             print("\n".join(table_rows(row)), flush=True)
             if args.json:

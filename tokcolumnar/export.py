@@ -231,7 +231,8 @@ def write_outputs(result: TrainResult, directory: Path) -> None:
         "inputs": input_fingerprints(result.inputs, cfg.format),
         "stats": {"words": result.words.height,
                   "word_occurrences": int(result.words.get_column("count").sum()),
-                  "merges": result.merges.height, "vocab_size": result.vocab.height},
+                  "merges": result.merges.height, "vocab_size": result.vocab.height,
+                  "spilled_bytes": result.spilled_bytes},
         "skipped_files": skipped,
     }
     _write_text(directory / "run.json", json.dumps(run, indent=2, ensure_ascii=False) + "\n")

@@ -31,6 +31,7 @@ def outputs(d: Path) -> dict[str, object]:
     for key in ("created", "timings_s"):
         run.pop(key)
     run["settings"].pop("show_progress")  # --quiet or not
+    run["stats"].pop("spilled_bytes")  # a killed run's spills and checkpoints add to it
     files["run.json"] = run
     return files
 
