@@ -39,12 +39,15 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
     return part, n
 
 
-def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer) -> pl.DataFrame:
+def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer,
+              timer: StageTimer | None = None) -> pl.DataFrame:
     """Apply the pre-tokenizer's per-word mapping to the distinct pieces, folding any pieces
-    that map to the same word. A segmenter's pieces are chunks: each distinct chunk is
-    segmented once, over the whole corpus, and its words take its count."""
+    that map to the same word. A segmenter's pieces are chunks: each distinct chunk of the
+    table is segmented once, and its words take its count; the segmenter's time goes to
+    `timer`'s stage `count_segmenter` (a part of `count`)."""
     if isinstance(pretokenizer, Segmenter):
-        return pretokenizer.segment_table(words)
+        with timer.stage("count_segmenter") if timer is not None else contextlib.nullcontext():
+            return pretokenizer.segment_table(words)
     mapped = words.with_columns(pretokenizer.word_expr(pl.col("word")).alias("word"))
     if mapped.get_column("word").n_unique() == mapped.height:
         return mapped
@@ -145,16 +148,14 @@ def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                  pretokenizer: PreTokenizer, first_seen: bool = False,
                  max_word_chars: int | None = None, progress: bool | None = None,
                  timer: StageTimer | None = None) -> pl.DataFrame:
-    """Build the `words` table, sorted by first appearance when tracked, else by word. A
-    segmenter's time goes to `timer`'s stage `count_segmenter` (a part of `count`)."""
+    """Build the `words` table, sorted by first appearance when tracked, else by word (a
+    segmenter's time to `timer`, see `map_words`)."""
     # the stage's summary line waits for its checks: a refused count ends with the error alone
     bar = Progress("counting", unit="bytes", enabled=progress, meter=READING)
     merged, _ = fold_chunks(chunks, normalizer, pretokenizer, first_seen, bar=bar)
     if merged is None:
         raise TokcolumnarError(NO_WORDS)
-    segmenting = timer is not None and isinstance(pretokenizer, Segmenter)
-    with timer.stage("count_segmenter") if segmenting else contextlib.nullcontext():
-        words = map_words(merged, pretokenizer)
+    words = map_words(merged, pretokenizer, timer)
     words = words.filter(pl.col("word").str.len_bytes() > 0)
     check_words(words.height, words.select(pl.col("word").str.len_chars().max()).item(),
                 max_word_chars)

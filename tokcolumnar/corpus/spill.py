@@ -26,7 +26,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..distributed.units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count
 from ..memory import keep_most_frequent
-from ..progress import Progress
+from ..progress import Progress, StageTimer
 from ..workdir import WorkDir, kill_point
 
 #: Files per run: a word's rows of every run are in the same partition, summed together.
@@ -96,7 +96,8 @@ def unit_bytes_for(budget: int) -> int:
 
 
 def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: int,
-                  checkpoint_every: float) -> tuple[pl.DataFrame, int]:
+                  checkpoint_every: float, timer: StageTimer | None = None
+                  ) -> tuple[pl.DataFrame, int]:
     """The words table of `units` (as `finish_count` makes it; with `cfg.max_words`, only
     the most frequent words, as `keep_most_frequent` keeps them) with the running table kept
     under `budget` bytes; and the bytes spilled. Resumes from `work`'s manifest when the work
@@ -114,7 +115,7 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
     bar = Progress("counting", total=sum(sizes) if all(u.source.kind == "file" for u in units)
                    else None, unit="bytes", enabled=cfg.show_progress)
     for unit in units[state["done"]:]:
-        part = count_unit(unit, cfg)
+        part = count_unit(unit, cfg, timer)
         # the sentinel (null word) holds the unit's number of pre-tokens
         state["unit_tokens"].append(int(part.filter(pl.col("word").is_null())["count"][0]))
         # empty words take positions (in the sentinel) but are no words (`finish_count`)

@@ -34,6 +34,7 @@ from ..corpus.counting import check_words, fold_chunks, map_words, sort_words
 from ..corpus.readers import iter_source
 from ..corpus.sources import Source, expand_inputs
 from ..errors import TokcolumnarError
+from ..progress import StageTimer
 
 #: The target size of a unit of text / JSONL / Parquet.
 UNIT_BYTES = 64 << 20
@@ -140,14 +141,15 @@ def _row_group_parts(src: Source, unit_bytes: int) -> list[Source]:
     return parts
 
 
-def count_unit(unit: Unit, cfg: TrainConfig) -> pl.DataFrame:
+def count_unit(unit: Unit, cfg: TrainConfig, timer: StageTimer | None = None) -> pl.DataFrame:
     """The unit's partial table (`partial_table`), read as the single-machine count reads."""
     _, pretokenizer = cfg.text_components()
     chunks = iter_source(unit.source, cfg.column, pretokenizer, cfg.max_word_chars)
-    return partial_table(chunks, cfg, unit.index)
+    return partial_table(chunks, cfg, unit.index, timer)
 
 
-def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int) -> pl.DataFrame:
+def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int,
+                  timer: StageTimer | None = None) -> pl.DataFrame:
     """The partial table of the sequences of unit number `unit`: (word, count, key = unit << 40
     | local first position) per word, and the sentinel (null, number of pre-tokens,
     unit << 40). The chunks are counted and folded as the single-machine count does
@@ -161,7 +163,7 @@ def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int) -> p
                             schema=PARTIAL_SCHEMA)
     if merged is None:
         return sentinel
-    words = map_words(merged, pretokenizer).select(
+    words = map_words(merged, pretokenizer, timer).select(
         "word", "count", (pl.col("first_seen") + base).cast(pl.UInt64).alias("key"))
     return pl.concat([words, sentinel])
 

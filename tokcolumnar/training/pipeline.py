@@ -303,7 +303,7 @@ def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,
         budget = int(limits.memory_limit * COUNT_TABLE_SHARE)
         units = plan_units(input_list(inputs), cfg.format, unit_bytes_for(budget))
         words, limits.spilled_bytes = count_bounded(units, cfg, work, budget,
-                                                    limits.checkpoint_every)
+                                                    limits.checkpoint_every, timer)
     else:
         words = engine.count(inputs, cfg, timer)
     if work is not None:
