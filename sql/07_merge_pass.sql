@@ -65,7 +65,7 @@ named AS (
 )
 SELECT named.eid, named.key, named.a, named.b, named.stale, named.cnt, named.eff, named.tok,
        named.blen, ve.id AS reuse_id, ve.blen AS reuse_blen,
-       named.key IN (SELECT key FROM tc_multi) AS multi, NULL::BIGINT AS fs, '' AS ltok,
+       named.key IN (SELECT key FROM tc_multi) AS multi, '' AS ltok,
        '' AS rtok
 FROM named LEFT JOIN tc_vocab ve ON ve.token = named.tok
 ORDER BY named.eff DESC, named.key, named.eid;
@@ -89,53 +89,10 @@ toks AS (
     FROM top
 )
 SELECT toks.eid, toks.key, toks.a, toks.b, toks.stale, toks.cnt, toks.eff, toks.tok, toks.blen,
-       ve.id AS reuse_id, ve.blen AS reuse_blen, false AS multi, NULL::BIGINT AS fs, toks.ltok,
+       ve.id AS reuse_id, ve.blen AS reuse_blen, false AS multi, toks.ltok,
        toks.rtok
 FROM toks LEFT JOIN tc_vocab ve ON ve.token = toks.tok
 ORDER BY toks.cnt DESC, toks.ltok DESC, toks.rtok DESC;
-
--- name: candidates_first_seen
--- The seeds' order: highest count, then the pair whose first occurrence comes first. fs is a
--- lower bound of the first occurrence; the engine checks the leaders with `first_seen_actual`.
-WITH top AS (
-    SELECT eid, key, stale, cnt, cnt AS eff, fs FROM tc_items_hot
-    WHERE cnt > 0
-    ORDER BY cnt DESC, fs, eid
-    LIMIT $n
-),
-named AS (
-    SELECT top.*, (key >> 32)::INTEGER AS a, (key & 4294967295)::INTEGER AS b,
-           vl.token || CASE WHEN coalesce($prefix, '') <> '' AND starts_with(vr.token, $prefix)
-                            THEN substr(vr.token, length($prefix) + 1)
-                            ELSE vr.token END AS tok,
-           vl.blen + vr.blen AS blen
-    FROM top
-    JOIN tc_vocab vl ON vl.id = (top.key >> 32)
-    JOIN tc_vocab vr ON vr.id = (top.key & 4294967295)
-)
-SELECT named.eid, named.key, named.a, named.b, named.stale, named.cnt, named.eff, named.tok,
-       named.blen, ve.id AS reuse_id, ve.blen AS reuse_blen, false AS multi, named.fs, '' AS ltok,
-       '' AS rtok
-FROM named LEFT JOIN tc_vocab ve ON ve.token = named.tok
-ORDER BY named.cnt DESC, named.fs, named.eid;
-
--- name: first_seen_actual
--- The true first occurrence (w << 32 | st) of the queue entries $eids, stored back into fs.
-CREATE OR REPLACE TEMP TABLE tc_fs AS
-WITH e AS (
-    SELECT h.eid, (h.key >> 32)::INTEGER AS a, (h.key & 4294967295)::INTEGER AS b,
-           unnest(h.ws) AS w
-    FROM tc_items_hot h
-    WHERE h.eid IN (SELECT unnest($eids::HUGEINT[]))
-),
-firsts AS (
-    SELECT e.eid, e.w, s.st[list_filter(range(1, len(s.syms)), lambda j:
-               s.syms[j] = e.a AND s.syms[j + 1] = e.b)[1]] AS st
-    FROM e JOIN tc_seg s USING (w)
-)
-SELECT eid, min((w::BIGINT << 32) | st) AS fs FROM firsts WHERE st IS NOT NULL GROUP BY eid;
-UPDATE tc_items_hot SET fs = f.fs FROM tc_fs f WHERE tc_items_hot.eid = f.eid;
-SELECT eid, fs FROM tc_fs;
 
 -- name: compute
 INSERT INTO tc_pass BY NAME
@@ -190,7 +147,7 @@ occ AS (
 -- changes: L is new_j when the occurrence two to the left belongs to a member j <= k (merged
 -- already), R is new_j when the one two to the right belongs to a member j < k
 o AS (
-    SELECT o.w, o.j, o.k, o.new_id, x.wc, x.s, x.st, len(x.s) AS n,
+    SELECT o.w, o.j, o.k, o.new_id, x.wc, x.s, len(x.s) AS n,
            ol.k AS lk, ol.new_id AS l_new, orr.k AS rk, orr.new_id AS r_new
     FROM occ o
     JOIN xw x USING (w)
@@ -198,22 +155,19 @@ o AS (
     LEFT JOIN occ orr ON orr.w = o.w AND orr.j = o.j + 2
 ),
 nb AS (
-    SELECT k, w, wc, new_id, s[j] AS a, s[j + 1] AS b, st[j] AS a_st, st[j + 1] AS b_st,
+    SELECT k, w, wc, new_id, s[j] AS a, s[j + 1] AS b,
            CASE WHEN j >= 2 THEN CASE WHEN lk <= k THEN l_new ELSE s[j - 1] END END AS l,
-           CASE WHEN lk <= k THEN st[j - 2] ELSE st[j - 1] END AS l_pos,
            CASE WHEN j + 2 <= n THEN CASE WHEN rk < k THEN r_new ELSE s[j + 2] END END AS r
     FROM o
 ),
 -- each occurrence changes the pair with its left neighbour x = L, (L, a) -> (L, new), and the
--- one with its right neighbour x = R, (b, R) -> (new, R): one row per side and sign (pos, the
--- start of the pair's left symbol, is only read for the + rows)
+-- one with its right neighbour x = R, (b, R) -> (new, R): one row per side and sign
 changes AS (
-    SELECT k, w, sign * wc AS d, sign > 0 AS plus, pos,
+    SELECT k, w, sign * wc AS d, sign > 0 AS plus,
            CASE WHEN side = 'L' THEN (x::BIGINT << 32) | y ELSE (y::BIGINT << 32) | x END AS key
     FROM (
         SELECT k, w, wc, unnest(['L', 'L', 'R', 'R']) AS side, unnest([-1, 1, -1, 1]) AS sign,
-               unnest([l, l, r, r]) AS x, unnest([a, new_id, b, new_id]) AS y,
-               unnest([l_pos, l_pos, b_st, a_st]) AS pos
+               unnest([l, l, r, r]) AS x, unnest([a, new_id, b, new_id]) AS y
         FROM nb
     )
     WHERE x IS NOT NULL
@@ -311,7 +265,6 @@ new_rows AS (
     SELECT 'new' AS kind, ($pass::HUGEINT << 64) | c.key AS eid, c.key,
            (sum(c.d) FILTER (WHERE c.k <= cr.creator))::BIGINT AS stale,
            sum(c.d)::BIGINT AS cnt,
-           min((c.w::BIGINT << 32) | c.pos) FILTER (WHERE c.plus) AS fs,
            list_sort(list(DISTINCT c.w) FILTER (WHERE c.plus)) AS ws
     FROM chk c JOIN creators cr USING (key)
     GROUP BY c.key, cr.creator
@@ -381,10 +334,10 @@ FROM tc_pass p WHERE p.kind = 'seg' AND tc_seg.w = p.w;
 UPDATE tc_items_hot SET cnt = p.cnt, stale = p.stale
 FROM tc_pass p WHERE p.kind = 'hot' AND tc_items_hot.eid = p.eid;
 INSERT INTO tc_items_hot
-SELECT eid, key, stale, cnt, fs, ws FROM tc_pass
+SELECT eid, key, stale, cnt, ws FROM tc_pass
 WHERE kind = 'new' AND stale > 0 AND stale >= $theta;
 INSERT INTO tc_items_cold
-SELECT eid, key, stale, fs, ws FROM tc_pass
+SELECT eid, key, stale, ws FROM tc_pass
 WHERE kind = 'new' AND stale > 0 AND stale < $theta;
 INSERT INTO tc_pending SELECT key, d FROM tc_pass WHERE kind = 'delta';
 INSERT INTO tc_merges_log
@@ -414,14 +367,13 @@ WHERE tc_pass.kind = 'new' AND tc_pass.key = b.key;
 INSERT INTO tc_multi SELECT key FROM tc_pass WHERE kind = 'new' AND stale > 0;
 
 -- name: fold_old
--- lexical-max / first-seen keep one entry per pair: a re-queued pair takes over the words and
--- the first occurrence of its older entry, which is dropped.
-UPDATE tc_pass SET ws = list_sort(list_distinct(list_concat(tc_pass.ws, o.ws))),
-                   fs = least(tc_pass.fs, o.fs)
+-- lexical-max keeps one entry per pair: a re-queued pair takes over the words of its older
+-- entry, which is dropped.
+UPDATE tc_pass SET ws = list_sort(list_distinct(list_concat(tc_pass.ws, o.ws)))
 FROM (
-    SELECT key, flatten(list(ws)) AS ws, min(fs) AS fs
-    FROM (SELECT key, ws, fs FROM tc_items_hot WHERE cnt > -4611686018427387904
-          UNION ALL SELECT key, ws, fs FROM tc_items_cold)
+    SELECT key, flatten(list(ws)) AS ws
+    FROM (SELECT key, ws FROM tc_items_hot WHERE cnt > -4611686018427387904
+          UNION ALL SELECT key, ws FROM tc_items_cold)
     WHERE key IN (SELECT key FROM tc_pass WHERE kind = 'new' AND stale > 0)
     GROUP BY key
 ) o

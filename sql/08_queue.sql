@@ -25,16 +25,16 @@ SELECT stale FROM tc_items_cold ORDER BY stale DESC LIMIT 1 OFFSET $h;
 -- Entries used up by a merge are dropped from hot, and hot entries queued below the new
 -- threshold go back to cold (they cannot come first until theta drops below them again).
 DELETE FROM tc_items_hot WHERE cnt = -4611686018427387904;
-INSERT INTO tc_items_cold SELECT eid, key, stale, fs, ws FROM tc_items_hot WHERE stale < $theta;
+INSERT INTO tc_items_cold SELECT eid, key, stale, ws FROM tc_items_hot WHERE stale < $theta;
 DELETE FROM tc_items_hot WHERE stale < $theta;
 INSERT INTO tc_items_hot
-SELECT c.eid, c.key, c.stale, coalesce(p.cnt, 0), c.fs, c.ws
+SELECT c.eid, c.key, c.stale, coalesce(p.cnt, 0), c.ws
 FROM tc_items_cold c LEFT JOIN tc_pairs p USING (key)
 WHERE c.stale >= $theta;
 DELETE FROM tc_items_cold WHERE stale >= $theta;
 
 -- name: drop_dead
--- lexical-max / first-seen: an entry whose pair count reached 0 can never be chosen again.
+-- lexical-max: an entry whose pair count reached 0 can never be chosen again.
 DELETE FROM tc_items_hot WHERE cnt <= 0;
 
 -- name: sizes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import resource
 
+import polars as pl
 import pytest
 
 from tests.duckdb.test_inputs import compress
@@ -12,6 +13,8 @@ from tests.support.bpe_oracle import hf_bpe
 from tests.support.cli import run_cli
 from tests.support.corpora import corpus
 from tests.support.strategies import as_table
+from tokcolumnar.config import TrainConfig
+from tokcolumnar.duckdb.engine import LEXICAL_CHAIN_MAX_CHARS, runs_as_chain
 from tokcolumnar.training.pipeline import train
 
 pytestmark = pytest.mark.duckdb
@@ -87,3 +90,31 @@ def test_duckdb_3kb_inputs_train_within_the_bound(tmp_path, name, options):
     assert spent < 20.0, f"{spent:.1f} CPU-s"
     polars = train(str(src), engine="polars", vocab_size=5000, **options)
     assert duck.merges.select("left", "right").equals(polars.merges.select("left", "right"))
+
+
+# The chain of stages 10-11 made lexical-max fast on 3 KB inputs but its cost per merge grows
+# with the words it touches: 30 KB of a Japanese novel, whose lines are the words of the
+# subword-nmt pre-tokenizer, took 265 CPU-s as a chain against 14 in the merge loop of stages
+# 7-8, which lexical-max now takes above 4,096 characters of distinct words (engine.runs_as_chain).
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_duckdb_lexical_max_on_long_words_stays_in_the_batching_loop(tmp_path):
+    text = corpus("small/ja_wagahai_300k.txt").read_bytes()[:30000].decode("utf-8", "ignore")
+    src = tmp_path / "ja.txt"
+    src.write_text(text, encoding="utf-8")
+    start = _cpu_seconds()
+    duck = train(str(src), engine="duckdb", preset="subword-nmt", vocab_size=2000)
+    spent = _cpu_seconds() - start
+    assert spent < 60.0, f"{spent:.1f} CPU-s"
+    polars = train(str(src), engine="polars", preset="subword-nmt", vocab_size=2000)
+    assert duck.merges.height > 500
+    assert duck.merges.select("left", "right").equals(polars.merges.select("left", "right"))
+
+
+def test_which_orders_run_as_a_chain():
+    short = pl.DataFrame({"word": ["ab", "abc"]})
+    long = pl.DataFrame({"word": ["x" * LEXICAL_CHAIN_MAX_CHARS, "y"]})
+    assert runs_as_chain(TrainConfig(tie_break="first-seen"), long)
+    assert runs_as_chain(TrainConfig(tie_break="lexical-max"), short)
+    assert not runs_as_chain(TrainConfig(tie_break="lexical-max"), long)
+    assert not runs_as_chain(TrainConfig(tie_break="id"), short)

@@ -41,16 +41,18 @@ class _Cand:
     reuse_id: int | None
     reuse_blen: int | None
     multi: bool
-    fs: int | None
     ltok: str
     rtok: str
 
 
 class MergeLoop:
-    """Drives stages 7-8: one SQL pass per batch of merges, until the vocabulary is full, no pair
-    is left, or the best count is below min_frequency."""
+    """Drives stages 7-8 for the `id` and `lexical-max` orders (first-seen runs through the
+    chain of stages 10-11, engine.runs_as_chain): one SQL pass per batch of merges, until the
+    vocabulary is full, no pair is left, or the best count is below min_frequency."""
 
     def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int):
+        if cfg.tie_break not in ("id", "lexical-max"):
+            raise ValueError(f"the merge loop of stages 7-8 does not run {cfg.tie_break}")
         self.sql = sql
         self.cfg = cfg
         self.hf = cfg.tie_break == "id"
@@ -63,8 +65,7 @@ class MergeLoop:
         self.cold_left = True
         sql.bind(n=CANDIDATES, prefix=cfg.continuing_subword_prefix, theta=self.theta)
         sql.run_vars("merge_pass", "views")
-        section = {"id": "candidates_id", "lexical-max": "candidates_lexical",
-                   "first-seen": "candidates_first_seen"}[cfg.tie_break]
+        section = "candidates_id" if self.hf else "candidates_lexical"
         self.q_candidates = "; ".join(sql.prepare("merge_pass", "clear")
                                       + sql.prepare("merge_pass", section))
         self.q_apply = "; ".join(sql.prepare("merge_pass", "apply"))
@@ -92,21 +93,6 @@ class MergeLoop:
     def candidates(self) -> list[_Cand]:
         return [_Cand(*r) for r in self.sql.con.execute(self.q_candidates).fetchall()]
 
-    def _first_seen_winner(self, cands: list[_Cand]) -> _Cand:
-        """first-seen: make sure the leader's first occurrence is exact (fs is a lower bound)."""
-        while True:
-            top = [c for c in cands if c.cnt == cands[0].cnt]
-            probe = top[:32]
-            got = dict(self.sql.rows("merge_pass", "first_seen_actual",
-                                     eids=[c.eid for c in probe]))
-            for c in probe:
-                c.fs = got.get(c.eid, 1 << 62)
-            best = min(probe, key=lambda c: (c.fs, c.eid))
-            rest = top[len(probe):]
-            if not rest or best.fs <= rest[0].fs:
-                return best
-            cands = self.candidates()
-
     # -- one pass ---------------------------------------------------------------------------
     def step(self) -> bool:
         """One pass; False when training is over."""
@@ -123,12 +109,9 @@ class MergeLoop:
         first = cands[0]
         if first.cnt < self.minimum:
             return False
-        if cfg.tie_break == "first-seen":
-            first = self._first_seen_winner(cands)
         room = min(cfg.vocab_size - self.vocab_n, self.max_merges - self.merges_n)
         picked: list[tuple[_Cand, bool]] = [(first, False)]
-        batching = self.hf or cfg.tie_break == "lexical-max"
-        if batching and first.reuse_id is None and not first.multi:
+        if first.reuse_id is None and not first.multi:  # both orders batch
             lefts, rights, made = {first.a}, {first.b}, {first.tok}
             conflicts = 0
             for c in cands[1:]:

@@ -26,6 +26,11 @@ from .wordpiece import train_wordpiece
 # statement's cost is DuckDB's fixed work per operator, which more threads only add to (5-15%
 # of the CPU time of a pass, measured on 1-3 KB inputs); TOKCOLUMNAR_DUCKDB_THREADS overrides.
 SMALL_WORDS = 20_000
+# lexical-max runs through the chain of stages 10-11 only on inputs this small (the characters
+# of the distinct words summed): there it spares the merge loop's fixed cost per pass (3 KB
+# inputs: 2.7 against 4.5 s); on larger ones the chain's cost per merge grows with the words
+# (a 30 KB Japanese file, its lines as words: 265 s against 11 s for the merge loop of sql/07).
+LEXICAL_CHAIN_MAX_CHARS = 4_096
 
 
 @contextlib.contextmanager
@@ -64,7 +69,7 @@ class DuckDBEngine:
                 sql.con.execute("SET threads = 1")
             if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
                 return train_wordpiece(sql, cfg, timer)
-            if cfg.tie_break in ("lexical-max", "first-seen"):  # one entry per pair: a chain
+            if runs_as_chain(cfg, words):
                 tables = train_wordpiece(sql, cfg, timer, order=cfg.tie_break)
             else:
                 tables = train_bpe(sql, cfg, timer)
@@ -72,3 +77,15 @@ class DuckDBEngine:
             tables.merges = tables.merges.with_columns(
                 pl.col("count").cast(pl.Float64).alias("score"))
         return tables
+
+
+def runs_as_chain(cfg: TrainConfig, words: pl.DataFrame) -> bool:
+    """Whether BPE runs through the chain of stages 10-11 rather than the merge loop of stages
+    7-8: always for first-seen (the loop makes one merge per pass in that order), for
+    lexical-max on small inputs only (LEXICAL_CHAIN_MAX_CHARS), never for `id` (HF's lazy queue
+    with per-entry words is the loop's)."""
+    if cfg.tie_break == "first-seen":
+        return True
+    if cfg.tie_break == "lexical-max":
+        return int(words["word"].str.len_chars().sum() or 0) <= LEXICAL_CHAIN_MAX_CHARS
+    return False
