@@ -86,6 +86,7 @@ class InputMeter:
         self._rows = 0  # rows read of the current Parquet input
         self._rows_total: int | None = None
         self._size = 0  # the current Parquet input's size
+        self._last = 0  # the current input's last read position (it stays once closed)
 
     def begin(self, sources: list[Source]) -> None:
         """A new reading: the total is the sum of the sizes when every input is a whole
@@ -101,8 +102,36 @@ class InputMeter:
         except OSError:
             self.total = None
 
+    def begin_units(self, total: int | None) -> None:
+        """A new reading unit by unit (a bounded count): the total is given."""
+        self.total, self._finished, self._current, self._fd = total, 0, None, None
+
+    def start_unit(self, src: Source, before: int, size: int) -> None:
+        """The next unit, `size` bytes after `before` bytes of the total. A whole file (a
+        compressed text, a CSV) is followed by its read position, Parquet row groups by the
+        rows read of theirs, standard input and pipes by the text read; a byte range of a
+        text file counts once it is finished (its position is not the unit's)."""
+        # (standard input and pipes have no size: their text read so far stays counted)
+        self._finished, self._current, self._fd = max(before, self._finished), None, None
+        if src.kind != "file" or src.byte_range is None:
+            self.start(src)
+        if src.fmt == "parquet" and src.row_groups is not None:
+            import pyarrow.parquet as pq  # loaded already: the reader of Parquet units
+
+            try:
+                meta = pq.read_metadata(src.path)
+                self._rows_total = sum(meta.row_group(g).num_rows for g in src.row_groups)
+                self._size = size
+            except Exception:  # noqa: BLE001 - progress never fails a run
+                self._rows_total, self._size = 0, 0
+
+    def end_unit(self, after: int) -> None:
+        """The unit ended `after` bytes into the total (or, reading standard input, where
+        its text read so far says)."""
+        self._finished, self._current, self._fd = max(after, self.position()), None, None
+
     def start(self, src: Source) -> None:
-        self._current, self._fd = src, None
+        self._current, self._fd, self._last = src, None, 0
         self._rows, self._rows_total = 0, None
         try:
             st = os.stat(src.path) if src.kind == "file" else None
@@ -138,7 +167,8 @@ class InputMeter:
             with contextlib.suppress(OSError):
                 st = os.fstat(self._fd)
                 if (st.st_dev, st.st_ino) == self._stat:
-                    return os.lseek(self._fd, 0, os.SEEK_CUR)  # reads, never moves, it
+                    self._last = os.lseek(self._fd, 0, os.SEEK_CUR)  # reads, never moves, it
+                    return self._last
             self._fd = None
         # find the descriptor of the current input among the open ones (once per input)
         for fd in _open_fds():
@@ -146,8 +176,10 @@ class InputMeter:
                 st = os.fstat(fd)
                 if (st.st_dev, st.st_ino) == self._stat:
                     self._fd = fd
-                    return os.lseek(fd, 0, os.SEEK_CUR)
-        return 0
+                    self._last = os.lseek(fd, 0, os.SEEK_CUR)
+                    return self._last
+        # closed: read to its end, the last chunks still being counted
+        return self._last
 
     def _parquet_position(self, src: Source) -> int:
         if self._rows_total is None:

@@ -183,3 +183,43 @@ def test_duckdb_connection_takes_memory_limit_and_temp_directory(tmp_path):
         con.close()
     assert limit == "300.0 MiB"
     assert temp == str(tmp_path / "spill")
+
+
+# `count` resumes as train's counting stage does: the same manifest and runs, in OUT.work
+COUNT_LIMITED = ["--memory-limit", "1MB", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def counted(text, tmp_path_factory) -> bytes:
+    """words.parquet of an uninterrupted count that fits in memory."""
+    out = tmp_path_factory.mktemp("count") / "words.parquet"
+    proc = run_cli("count", str(text), "--out", str(out), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("point", ["count:1", "count:3"])
+@pytest.mark.parametrize("every", ["0", "1000"])
+def test_count_killed_then_resumed_gives_the_same_words(text, counted, tmp_path, point, every):
+    out = tmp_path / "words.parquet"
+    args = ["count", str(text), "--out", str(out), *COUNT_LIMITED, "--checkpoint-every", every]
+    killed = run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not out.exists() and (tmp_path / "words.parquet.work").is_dir()
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert out.read_bytes() == counted
+    assert not (tmp_path / "words.parquet.work").exists()
+
+
+def test_count_with_a_changed_input_refuses_to_resume(text, tmp_path):
+    src = tmp_path / "c.txt"
+    shutil.copy(text, src)
+    args = ["count", str(src), "--out", str(tmp_path / "w.parquet"), *COUNT_LIMITED]
+    assert run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": "count:2"}).returncode < 0
+    with open(src, "a") as f:
+        f.write("more words\n")
+    line = assert_clean_error(run_cli(*args, "--resume"), f"input {src} changed (size)")
+    assert "run without --resume" in line
+    assert run_cli(*args).returncode == 0
+    assert not (tmp_path / "w.parquet.work").exists()

@@ -18,6 +18,7 @@ from ..memory import format_size
 from ..outputs import output_file, write_parquet
 from ..progress import StageTimer
 from ..training.pipeline import count_words, train
+from ..workdir import default_work_dir
 
 OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_tokenizer",
                 "normalizer", "lowercase", "end_of_word_suffix", "end_of_word_token",
@@ -72,7 +73,8 @@ def cmd_count(args: argparse.Namespace) -> int:
     use_ray_address(args)
     with output_file(args.out, inputs=args.inputs, force=args.force) as tmp:
         words = count_words(args.inputs, config=cfg, memory_limit=args.memory_limit,
-                            work_dir=args.work_dir)
+                            work_dir=args.work_dir or default_work_dir(args.out),
+                            resume=args.resume, checkpoint_every=args.checkpoint_every)
         write_parquet(words, tmp, "words")
     if not args.quiet:
         print(f"{words.height:,} distinct words, {int(words['count'].sum()):,} occurrences "

@@ -134,9 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(c)
     c.add_argument("--memory-limit", default=None, metavar="SIZE",
-                   help="count in bounded memory, spilling to --work-dir (as train)")
+                   help="bound the count's memory as train's (default: half the physical "
+                   "RAM); it spills to --work-dir beyond it")
     c.add_argument("--work-dir", default=None, metavar="DIR",
-                   help="where the count spills (default: a temporary directory)")
+                   help="spilled counts and checkpoints (default OUT.work beside --out; "
+                   "removed when the count succeeds)")
+    c.add_argument("--resume", action="store_true",
+                   help="continue a killed count with the same arguments from its work "
+                   "directory")
+    c.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                   help="how often counting saves its state (default 60)")
     add_input_options(c)
     add_ray_options(c)
     c.set_defaults(command_name="count")

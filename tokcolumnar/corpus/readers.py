@@ -309,6 +309,16 @@ def iter_source(src: Source, column: str = "text", pretokenizer: PreTokenizer | 
             yield _as_string_series(arr, src.label)
 
 
+def metered(src: Source, chunks: Iterable[pl.Series]) -> Iterator[pl.Series]:
+    """The chunks of `src`, told to `READING` where it cannot follow a file position."""
+    for texts in chunks:
+        if src.kind != "file":  # no file position to read: count the text
+            READING.read_text(int(texts.str.len_bytes().sum() or 0))
+        elif src.fmt == "parquet":  # read by offset, not position: count the rows
+            READING.read_rows(len(texts))
+        yield texts
+
+
 def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
                    pretokenizer: PreTokenizer | None = None,
                    max_word_chars: int | None = None) -> Iterator[pl.Series]:
@@ -344,12 +354,7 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
         READING.begin(sources)  # progress: input bytes read of the total
         for src in sources:
             READING.start(src)
-            for texts in iter_source(src, column, pretokenizer, max_word_chars):
-                if src.kind != "file":  # no file position to read: count the text
-                    READING.read_text(int(texts.str.len_bytes().sum() or 0))
-                elif src.fmt == "parquet":  # read by offset, not position: count the rows
-                    READING.read_rows(len(texts))
-                yield texts
+            yield from metered(src, iter_source(src, column, pretokenizer, max_word_chars))
             READING.finish(src)
         return
     if not isinstance(inputs, Iterable):

@@ -26,7 +26,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..distributed.units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count
 from ..memory import keep_most_frequent
-from ..progress import Progress, StageTimer
+from ..progress import READING, Progress, StageTimer
 from ..workdir import WorkDir, kill_point
 
 #: Files per run: a word's rows of every run are in the same partition, summed together.
@@ -112,10 +112,13 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
     last = time.monotonic()
     sizes = unit_sizes(units)
     read_after = list(itertools.accumulate(sizes, initial=0))  # bytes read after unit i
-    bar = Progress("counting", total=sum(sizes) if all(u.source.kind == "file" for u in units)
-                   else None, unit="bytes", enabled=cfg.show_progress)
+    # progress by input bytes: the units before plus, within a whole compressed file, its
+    # read position (a 1 GB .gz is one unit)
+    READING.begin_units(sum(sizes) if all(u.source.kind == "file" for u in units) else None)
+    bar = Progress("counting", unit="bytes", enabled=cfg.show_progress, meter=READING)
     for unit in units[state["done"]:]:
-        part = count_unit(unit, cfg, timer)
+        READING.start_unit(unit.source, read_after[unit.index], sizes[unit.index])
+        part = count_unit(unit, cfg, timer, bar)
         # the sentinel (null word) holds the unit's number of pre-tokens
         state["unit_tokens"].append(int(part.filter(pl.col("word").is_null())["count"][0]))
         # empty words take positions (in the sentinel) but are no words (`finish_count`)
@@ -132,9 +135,11 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
             state["done"] = done
             work.write_json(MANIFEST, state)
             last = time.monotonic()
-        bar.update(read_after[done])
+        READING.end_unit(read_after[done])
+        bar.update()
         kill_point("count", done)
-    bar.close(read_after[-1])
+    READING.end_unit(read_after[-1])
+    bar.close()
     summed = _sum_runs(work, state["runs"], running, cfg.max_words)
     # the sentinels back, one per unit, for finish_count's offsets
     sentinels = pl.DataFrame({

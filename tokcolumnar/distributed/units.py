@@ -31,10 +31,10 @@ import pyarrow.parquet as pq
 
 from ..config import TrainConfig
 from ..corpus.counting import check_words, fold_chunks, map_words, sort_words
-from ..corpus.readers import iter_source
+from ..corpus.readers import iter_source, metered
 from ..corpus.sources import Source, expand_inputs
 from ..errors import TokcolumnarError
-from ..progress import StageTimer
+from ..progress import Progress, StageTimer
 
 #: The target size of a unit of text / JSONL / Parquet.
 UNIT_BYTES = 64 << 20
@@ -141,15 +141,20 @@ def _row_group_parts(src: Source, unit_bytes: int) -> list[Source]:
     return parts
 
 
-def count_unit(unit: Unit, cfg: TrainConfig, timer: StageTimer | None = None) -> pl.DataFrame:
-    """The unit's partial table (`partial_table`), read as the single-machine count reads."""
+def count_unit(unit: Unit, cfg: TrainConfig, timer: StageTimer | None = None,
+               bar: Progress | None = None) -> pl.DataFrame:
+    """The unit's partial table (`partial_table`), read as the single-machine count reads
+    (progress to `bar`, if any, after each chunk)."""
     _, pretokenizer = cfg.text_components()
     chunks = iter_source(unit.source, cfg.column, pretokenizer, cfg.max_word_chars)
-    return partial_table(chunks, cfg, unit.index, timer)
+    if bar is not None:
+        chunks = metered(unit.source, chunks)
+    return partial_table(chunks, cfg, unit.index, timer, bar)
 
 
 def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int,
-                  timer: StageTimer | None = None) -> pl.DataFrame:
+                  timer: StageTimer | None = None, bar: Progress | None = None
+                  ) -> pl.DataFrame:
     """The partial table of the sequences of unit number `unit`: (word, count, key = unit << 40
     | local first position) per word, and the sentinel (null, number of pre-tokens,
     unit << 40). The chunks are counted and folded as the single-machine count does
@@ -157,7 +162,7 @@ def partial_table(chunks: Iterable[pl.Series], cfg: TrainConfig, unit: int,
     normalizer, pretokenizer = cfg.text_components()
     # local positions: first_seen counts from the unit's first pre-token
     merged, total = fold_chunks(chunks, normalizer, pretokenizer, first_seen=True,
-                                progress=False)
+                                progress=False, bar=bar)
     base = unit << UNIT_SHIFT
     sentinel = pl.DataFrame({"word": [None], "count": [total], "key": [base]},
                             schema=PARTIAL_SCHEMA)

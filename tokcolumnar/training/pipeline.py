@@ -112,19 +112,38 @@ def resolve_config(options: dict[str, Any]) -> TrainConfig:
     return cfg
 
 
+#: The default of --checkpoint-every (seconds).
+CHECKPOINT_EVERY = 60.0
+
+
+def check_checkpoint_every(checkpoint_every: Any) -> None:
+    """--checkpoint-every is a number of seconds >= 0."""
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float)) \
+            or not checkpoint_every >= 0:
+        raise TokcolumnarValueError(f"--checkpoint-every must be a number of seconds >= 0, "
+                                    f"got {checkpoint_every!r}")
+
+
 def count_words(inputs: Any, *, memory_limit: str | int | None = None,
-                work_dir: str | Path | None = None, **options: Any) -> pl.DataFrame:
+                work_dir: str | Path | None = None, resume: bool = False,
+                checkpoint_every: float = CHECKPOINT_EVERY, **options: Any) -> pl.DataFrame:
     """The counting stage alone: the `words` table (word, count, first_seen); `options` are
     the training options (`engine="duckdb"` counts in DuckDB, `engine="ray"` — or a
     `ray.data.Dataset` as `inputs` — on Ray). With `memory_limit` or `work_dir`, the count
-    is bounded as `train`'s (spilled to `work_dir`, default a temporary directory)."""
+    is bounded as `train`'s (spilled to `work_dir`, default a temporary directory); with a
+    `work_dir`, its manifest is saved every `checkpoint_every` seconds and `resume` continues
+    a killed count from it (as `train`'s counting stage)."""
     cfg = resolve_config(options)
     engine = engine_of_run(inputs, cfg)
+    check_checkpoint_every(checkpoint_every)
+    if resume and work_dir is None:
+        raise TokcolumnarValueError("--resume needs the work directory: give work_dir")
     if memory_limit is None and work_dir is None:
         return engine.count(inputs, cfg)
+    every = float(checkpoint_every) if work_dir is not None else float("inf")
     limits = RunLimits(parse_size(memory_limit) if memory_limit is not None
-                       else default_limit(), checkpoint_every=float("inf"))
-    with work_directory(work_dir, inputs, None, input_list(inputs), cfg, False) as limits.work:
+                       else default_limit(), checkpoint_every=every)
+    with work_directory(work_dir, inputs, None, input_list(inputs), cfg, resume) as limits.work:
         words = count_stage(engine, inputs, None, cfg, limits, StageTimer())
     limits.work.remove()
     return words
@@ -142,8 +161,6 @@ class RunLimits:
     spilled_bytes: int = 0
 
 
-#: The default of --checkpoint-every (seconds).
-CHECKPOINT_EVERY = 60.0
 #: The counted words kept in the work directory, so that a resumed run does not count again.
 COUNTED_WORDS = "words.parquet"
 
@@ -168,10 +185,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     run with the same arguments from them (see `workdir`)."""
     cfg = resolve_config(options)
     limit = parse_size(memory_limit) if memory_limit is not None else default_limit()
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float)) \
-            or not checkpoint_every >= 0:
-        raise TokcolumnarValueError(f"--checkpoint-every must be a number of seconds >= 0, "
-                                    f"got {checkpoint_every!r}")
+    check_checkpoint_every(checkpoint_every)
     if from_counts is not None:
         if inputs is not None:
             raise TokcolumnarValueError("give either inputs or from_counts, not both")
