@@ -223,3 +223,35 @@ def test_count_with_a_changed_input_refuses_to_resume(text, tmp_path):
     assert "run without --resume" in line
     assert run_cli(*args).returncode == 0
     assert not (tmp_path / "w.parquet.work").exists()
+
+
+# the likelihood WordPiece loop checkpoints as the BPE loop does (its trainer pickled between
+# two merges); a resumed run continues it, no merge replayed
+WORDPIECE = ["--model", "wordpiece", "--vocab-size", "1500", "--memory-limit", "1MB",
+             "--max-words", "800", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def wordpiece_reference(text, tmp_path_factory) -> dict[str, object]:
+    out = tmp_path_factory.mktemp("wp") / "out"
+    proc = run_cli("train", str(text), "--out", str(out), *WORDPIECE[:4], "--max-words", "800",
+                   "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return outputs(out)
+
+
+@pytest.mark.parametrize("point", ["merge:1", "merge:300", "merge:900"])
+@pytest.mark.parametrize("every", ["0", "1000"])
+def test_wordpiece_killed_in_the_loop_then_resumed_gives_identical_outputs(
+        text, wordpiece_reference, tmp_path, point, every):
+    out = tmp_path / "out"
+    args = ["train", str(text), "--out", str(out), *WORDPIECE, "--checkpoint-every", every]
+    killed = run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    work = tmp_path / "out.work"
+    # with checkpoints before every merge, the loop's state is there to resume from
+    assert (work / "merge.pkl").is_file() == (every == "0")
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert outputs(out) == wordpiece_reference
+    assert not work.exists()

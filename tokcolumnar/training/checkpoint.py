@@ -1,9 +1,9 @@
 """The merge loop's checkpoint (`--resume`, `--checkpoint-every`; docs/architecture.md,
-"Memory and spilling / checkpoints"): every `every` seconds, between two passes, the BPE
-loop's whole state — the `BpeTrainer` (queue, pair counts, entries, merges so far) with the
-`Initial` it works on (vocab and layout) — is pickled into the work directory, atomically.
-A resumed run loads it and continues the loop where the checkpoint left it: no merge is
-replayed. The likelihood WordPiece loop has no checkpoint: it restarts from the counted words."""
+"Memory and spilling / checkpoints"): every `every` seconds, between two passes, the merge
+loop's whole state — the `BpeTrainer` (queue, pair counts, entries, merges so far) or the
+`LikelihoodTrainer` (pair table, heap, token counts, merges so far), with the `Initial` it
+works on (vocab and layout) — is pickled into the work directory, atomically. A resumed run
+loads it and continues the loop where the checkpoint left it: no merge is replayed."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ import time
 from ..workdir import WorkDir, kill_point
 from .bpe import BpeTrainer
 from .symbols import Initial
+from .wordpiece import LikelihoodTrainer
+
+#: A merge loop whose state a checkpoint holds.
+Trainer = BpeTrainer | LikelihoodTrainer
 
 CHECKPOINT = "merge.pkl"
 
@@ -26,7 +30,7 @@ class MergeCheckpoint:
         self.last = time.monotonic()
         self.passes = 0
 
-    def restore(self) -> tuple[Initial, BpeTrainer] | None:
+    def restore(self) -> tuple[Initial, Trainer] | None:
         """The state a killed run checkpointed (None when there is none to resume)."""
         return self.work.read_pickle(CHECKPOINT) if self.work.resumed else None
 
@@ -34,7 +38,7 @@ class MergeCheckpoint:
         """The `Initial` the loop works on (pickled with the trainer: they share the layout)."""
         self.initial = initial
 
-    def __call__(self, trainer: BpeTrainer) -> None:
+    def __call__(self, trainer: Trainer) -> None:
         """Before each pass: checkpoint when `every` seconds have passed since the last one."""
         self.passes += 1
         if time.monotonic() - self.last >= self.every:

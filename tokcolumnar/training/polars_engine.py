@@ -13,7 +13,7 @@ from ..corpus.counting import count_chunks
 from ..corpus.readers import iter_sequences
 from ..progress import StageTimer
 from .bpe import BpeSettings, BpeTrainer
-from .checkpoint import MergeCheckpoint
+from .checkpoint import MergeCheckpoint, Trainer
 from .symbols import Initial, build_initial, check_vocab_size
 from .tables import TrainTables, merges_table, vocab_table, words_table
 from .wordpiece import LikelihoodTrainer, WordPieceSettings
@@ -63,7 +63,7 @@ def initial_symbols(words: pl.DataFrame, cfg: TrainConfig) -> Initial:
 
 
 def merge_loop(initial: Initial, cfg: TrainConfig, checkpoint: MergeCheckpoint | None = None,
-               restored: BpeTrainer | None = None) -> pl.DataFrame:
+               restored: Trainer | None = None) -> pl.DataFrame:
     """Run the model's merge loop on the layout (changing it in place); the merges table.
 
     BPE and WordPiece with `--wordpiece-scoring frequency` (HF's WordPieceTrainer: BPE by pair
@@ -71,22 +71,25 @@ def merge_loop(initial: Initial, cfg: TrainConfig, checkpoint: MergeCheckpoint |
     likelihood WordPiece its own loop, whose merges also carry the two token counts each
     score was computed from."""
     tokens = initial.vocab.tokens
-    if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
-        record = LikelihoodTrainer(initial, WordPieceSettings(
-            vocab_size=cfg.vocab_size, prefix=cfg.continuing_subword_prefix,
-            min_frequency=cfg.min_frequency, max_merges=cfg.max_merges, min_score=cfg.min_score,
-            max_token_length=cfg.max_token_length, show_progress=cfg.show_progress)).train()
-        return merges_table(record, tokens, record.score).with_columns(
-            pl.Series("left_count", record.left_count, dtype=pl.UInt64),
-            pl.Series("right_count", record.right_count, dtype=pl.UInt64))
-    trainer = restored or BpeTrainer(initial, BpeSettings(
-        vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
-        prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
-        max_merges=cfg.max_merges, show_progress=cfg.show_progress))
     if restored is not None:  # progress is not in the fingerprint: this run's choice
         restored.settings.show_progress = cfg.show_progress
     if checkpoint is not None:
         checkpoint.watch(initial)
+    if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
+        assert restored is None or isinstance(restored, LikelihoodTrainer)
+        likelihood = restored or LikelihoodTrainer(initial, WordPieceSettings(
+            vocab_size=cfg.vocab_size, prefix=cfg.continuing_subword_prefix,
+            min_frequency=cfg.min_frequency, max_merges=cfg.max_merges, min_score=cfg.min_score,
+            max_token_length=cfg.max_token_length, show_progress=cfg.show_progress))
+        record = likelihood.train(resumed=restored is not None, on_pass=checkpoint)
+        return merges_table(record, tokens, record.score).with_columns(
+            pl.Series("left_count", record.left_count, dtype=pl.UInt64),
+            pl.Series("right_count", record.right_count, dtype=pl.UInt64))
+    assert restored is None or isinstance(restored, BpeTrainer)
+    trainer = restored or BpeTrainer(initial, BpeSettings(
+        vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
+        prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
+        max_merges=cfg.max_merges, show_progress=cfg.show_progress))
     record = trainer.train(resumed=restored is not None, on_pass=checkpoint)
     scores = [float(c) for c in record.count] if cfg.model == "wordpiece" else None
     return merges_table(record, tokens, scores)

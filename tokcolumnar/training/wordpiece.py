@@ -31,6 +31,7 @@ has the details and measurements."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -507,8 +508,13 @@ class LikelihoodTrainer:
         heapq.heapify(heap)
         self.heap_limit = max(HEAP_MIN, 4 * len(heap))
 
-    def train(self) -> LikelihoodRecord:
-        self.count_initial()
+    def train(self, resumed: bool = False,
+              on_pass: Callable[[LikelihoodTrainer], None] | None = None) -> LikelihoodRecord:
+        """Run the loop (continue it, `resumed`, on a trainer restored from a checkpoint).
+        `on_pass(self)` runs before each merge, when every field is the loop's state (the
+        checkpoint writer of `--resume`)."""
+        if not resumed:
+            self.count_initial()
         settings, vocab, rec, pairs = self.settings, self.vocab, self.rec, self.pairs
         target = settings.vocab_size - len(vocab)
         if settings.max_merges is not None:
@@ -517,6 +523,8 @@ class LikelihoodTrainer:
         while len(vocab) < settings.vocab_size:
             if settings.max_merges is not None and len(rec.left) >= settings.max_merges:
                 break
+            if on_pass is not None:
+                on_pass(self)
             if len(self.heap) > self.heap_limit:
                 self._compact_heap()
             best = self._next_best()
