@@ -25,6 +25,7 @@ import pickle
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,19 @@ class WorkDir:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.replace(tmp, self.path / name)
+
+    def write_by(self, name: str, make: Callable[[Path], None]) -> None:
+        """Write `name` with `make(path)` (a writer that opens the file itself, e.g. DuckDB)
+        at a temporary path, fsync'd, then renamed over it."""
+        tmp = self.path / f".{name.replace('/', '_')}.{os.getpid()}.tmp"
+        tmp.unlink(missing_ok=True)
+        make(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, self.path / name)
 
     def write_json(self, name: str, obj: Any) -> None:

@@ -255,3 +255,34 @@ def test_wordpiece_killed_in_the_loop_then_resumed_gives_identical_outputs(
     assert resumed.returncode == 0, resumed.stderr
     assert outputs(out) == wordpiece_reference
     assert not work.exists()
+
+
+# the DuckDB loops save their tables (duckdb.checkpoint) on the same clock
+@pytest.mark.duckdb
+@pytest.mark.parametrize("model, vocab", [
+    ("bpe", 600),
+    # the likelihood chain makes up to 256 merges a pass: 6 passes here
+    pytest.param("wordpiece", 1500, marks=pytest.mark.slow)])
+def test_duckdb_loop_killed_then_resumed_continues_from_its_checkpoint(text, tmp_path, model,
+                                                                       vocab):
+    small = tmp_path / "small.txt"
+    small.write_bytes(text.read_bytes()[:60_000])
+    args = ["train", str(small), "--engine", "duckdb", "--model", model, "--vocab-size",
+            str(vocab), "--quiet"]
+    assert run_cli(*args, "--out", str(tmp_path / "ref")).returncode == 0
+    reference = outputs(tmp_path / "ref")
+    passes = int(json.loads((tmp_path / "ref" / "run.json").read_text())["timings_s"]["passes"])
+    out = tmp_path / "out"
+    args += ["--out", str(out), "--checkpoint-every", "0"]
+    half = passes // 2
+    assert half >= 2  # a checkpoint after at least one pass
+    killed = run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": f"merge:{half}"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (tmp_path / "out.work" / "merge.duckdb").is_file()
+    # the resumed loop makes the passes after the checkpoint only: a loop started afresh
+    # would reach this kill point, the resumed one ends before it
+    resumed = run_cli(*args, "--resume",
+                      env={"TOKCOLUMNAR_TEST_KILL": f"merge:{passes - half + 3}"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert outputs(out) == reference
+    assert not (tmp_path / "out.work").exists()

@@ -7,7 +7,7 @@ overtake a member) and runs the pass's statements."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,8 +17,10 @@ import duckdb
 from ..config import TrainConfig
 from ..errors import TokcolumnarError
 from ..progress import Progress, StageTimer
+from ..training.checkpoint import MergeCheckpoint
 from ..training.symbols import check_vocab_size
 from ..training.tables import TrainTables
+from .checkpoint import checkpointed
 from .runner import Scripts, duck_error
 
 # merge loop tuning
@@ -50,6 +52,9 @@ class MergeLoop:
     chain of stages 10-11, engine.runs_as_chain): one SQL pass per batch of merges, until the
     vocabulary is full, no pair is left, or the best count is below min_frequency."""
 
+    #: What a checkpoint saves besides the tables (`duckdb.checkpoint`).
+    COUNTERS = ("vocab_n", "merges_n", "theta", "passes", "cold_left")
+
     def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int):
         if cfg.tie_break not in ("id", "lexical-max"):
             raise ValueError(f"the merge loop of stages 7-8 does not run {cfg.tie_break}")
@@ -71,6 +76,10 @@ class MergeLoop:
         self.q_apply = "; ".join(sql.prepare("merge_pass", "apply"))
         self.q_reuse = "; ".join(sql.prepare("merge_pass", "reuse_counts") + sql.prepare(
             "merge_pass", "mark_multi" if self.hf else "fold_old"))
+
+    def restored(self) -> None:
+        """The counters are back from a checkpoint: bind the queue's threshold again."""
+        self.sql.bind(theta=self.theta)
 
     # -- queue ------------------------------------------------------------------------------
     def refill(self) -> bool:
@@ -151,8 +160,8 @@ class MergeLoop:
         self.merges_n += kstar
         self.vocab_n += fresh
 
-    def run(self) -> None:
-        run_passes(self, "merging (duckdb)")
+    def run(self, on_pass: Callable[[], None] | None = None) -> None:
+        run_passes(self, "merging (duckdb)", on_pass)
 
 
 class Passes(Protocol):
@@ -164,11 +173,16 @@ class Passes(Protocol):
     def step(self) -> bool: ...
 
 
-def run_passes(loop: Passes, label: str) -> None:
-    """Run passes until the loop says training is over, showing the vocabulary size."""
+def run_passes(loop: Passes, label: str, on_pass: Callable[[], None] | None = None) -> None:
+    """Run passes until the loop says training is over, showing the vocabulary size;
+    `on_pass()` before each pass (the checkpoint of `--resume`)."""
     bar = Progress(label, total=loop.cfg.vocab_size, unit="tokens",
                    enabled=loop.cfg.show_progress)
-    while loop.step():
+    while True:
+        if on_pass is not None:
+            on_pass()
+        if not loop.step():
+            break
         bar.update(loop.vocab_n)
     bar.close(loop.vocab_n)
 
@@ -209,13 +223,15 @@ def initial(sql: Scripts, cfg: TrainConfig) -> int:
     return n
 
 
-def train_bpe(sql: Scripts, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
-    """Stages 4-9 on the words in tc_words; the result tables."""
+def train_bpe(sql: Scripts, cfg: TrainConfig, timer: StageTimer,
+              checkpoint: MergeCheckpoint | None = None) -> TrainTables:
+    """Stages 4-9 on the words in tc_words; the result tables (`checkpoint`: the loop's
+    state saved as it runs, and restored first when the run resumes)."""
     with timer.stage("initial"):
         n_initial = initial(sql, cfg)
     with timer.stage("merge"):
         loop = MergeLoop(sql, cfg, n_initial)
-        loop.run()
+        loop.run(checkpointed(sql, checkpoint, loop))
     timer.seconds["passes"] = float(loop.passes)
     with timer.stage("tables"):
         return TrainTables(*(sql.table("results", s)

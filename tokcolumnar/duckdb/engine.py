@@ -16,6 +16,7 @@ import polars as pl
 
 from ..config import TrainConfig
 from ..progress import StageTimer
+from ..training.checkpoint import MergeCheckpoint
 from ..training.tables import TrainTables
 from .bpe import train_bpe
 from .count import count_into, counted_words, load_words
@@ -60,19 +61,22 @@ class DuckDBEngine:
             count_into(sql, inputs, cfg)
             return counted_words(sql)
 
-    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer) -> TrainTables:
+    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
+              checkpoint: MergeCheckpoint | None = None) -> TrainTables:
         """Stages 4-11 on a words table: BPE and frequency WordPiece through the BPE loop
-        (stages 4-9), likelihood WordPiece through its own (stages 4-5, 10-11)."""
+        (stages 4-9), likelihood WordPiece through its own (stages 4-5, 10-11); `checkpoint`
+        saves the loop's tables as it runs, and restores them when the run resumes."""
         with scripts(self.memory_limit, self.temp_directory) as sql:
             load_words(sql, words)
             if words.height < SMALL_WORDS and not os.environ.get(THREADS_VARIABLE):
                 sql.con.execute("SET threads = 1")
             if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
-                return train_wordpiece(sql, cfg, timer)
+                return train_wordpiece(sql, cfg, timer, checkpoint=checkpoint)
             if runs_as_chain(cfg, words):
-                tables = train_wordpiece(sql, cfg, timer, order=cfg.tie_break)
+                tables = train_wordpiece(sql, cfg, timer, order=cfg.tie_break,
+                                         checkpoint=checkpoint)
             else:
-                tables = train_bpe(sql, cfg, timer)
+                tables = train_bpe(sql, cfg, timer, checkpoint)
         if cfg.model == "wordpiece":  # the score of frequency scoring is the pair count
             tables.merges = tables.merges.with_columns(
                 pl.col("count").cast(pl.Float64).alias("score"))

@@ -25,10 +25,14 @@ limits and a single candidate."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..config import TrainConfig
 from ..progress import StageTimer
+from ..training.checkpoint import MergeCheckpoint
 from ..training.tables import TrainTables
 from .bpe import initial_symbols, run_passes
+from .checkpoint import checkpointed
 from .runner import Scripts
 
 CANDIDATES = 256  # candidates read per pass
@@ -39,6 +43,9 @@ MAX_WORDS = 4096  # a pass stops once its merges have touched more words than th
 class LikelihoodLoop:
     """Drives stages 10-11: one SQL pass per chain of merges until the vocabulary is full, the
     merge limit is reached, no eligible pair is left or the best score is below min_score."""
+
+    #: What a checkpoint saves besides the tables (`duckdb.checkpoint`).
+    COUNTERS = ("vocab_n", "merges_n", "passes")
 
     def __init__(self, sql: Scripts, cfg: TrainConfig, vocab_n: int, order: str = "likelihood"):
         self.sql = sql
@@ -73,12 +80,16 @@ class LikelihoodLoop:
         self.vocab_n += fresh
         return True
 
-    def run(self) -> None:
-        run_passes(self, "merging (duckdb wordpiece)")
+    def restored(self) -> None:
+        """The counters are back from a checkpoint (no bound state depends on them)."""
+
+    def run(self, on_pass: Callable[[], None] | None = None) -> None:
+        run_passes(self, "merging (duckdb wordpiece)", on_pass)
 
 
 def train_wordpiece(sql: Scripts, cfg: TrainConfig, timer: StageTimer,
-                    order: str = "likelihood") -> TrainTables:
+                    order: str = "likelihood", checkpoint: MergeCheckpoint | None = None
+                    ) -> TrainTables:
     """Stages 4-5 and 10-11 on the words in tc_words; the result tables. `order` is
     'likelihood' (WordPiece) or a BPE tie-break that keeps one entry per pair and merges every
     occurrence ('lexical-max', 'first-seen': docs/architecture.md, "The chain for lexical-max
@@ -87,7 +98,7 @@ def train_wordpiece(sql: Scripts, cfg: TrainConfig, timer: StageTimer,
         n_initial = initial_symbols(sql, cfg)
     with timer.stage("merge"):
         loop = LikelihoodLoop(sql, cfg, n_initial, order)
-        loop.run()
+        loop.run(checkpointed(sql, checkpoint, loop))
     timer.seconds["passes"] = float(loop.passes)
     merges = "merges_out" if order == "likelihood" else "merges_out_bpe"
     with timer.stage("tables"):

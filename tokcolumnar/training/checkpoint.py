@@ -3,7 +3,8 @@
 loop's whole state — the `BpeTrainer` (queue, pair counts, entries, merges so far) or the
 `LikelihoodTrainer` (pair table, heap, token counts, merges so far), with the `Initial` it
 works on (vocab and layout) — is pickled into the work directory, atomically. A resumed run
-loads it and continues the loop where the checkpoint left it: no merge is replayed."""
+loads it and continues the loop where the checkpoint left it: no merge is replayed. The DuckDB
+engine's loops save their tables instead (`duckdb.checkpoint`), on the same clock."""
 
 from __future__ import annotations
 
@@ -38,10 +39,22 @@ class MergeCheckpoint:
         """The `Initial` the loop works on (pickled with the trainer: they share the layout)."""
         self.initial = initial
 
-    def __call__(self, trainer: Trainer) -> None:
-        """Before each pass: checkpoint when `every` seconds have passed since the last one."""
+    def due(self) -> bool:
+        """Before each pass (of any engine's loop): whether `every` seconds have passed since
+        the last checkpoint (the caller then saves and calls `saved`)."""
         self.passes += 1
-        if time.monotonic() - self.last >= self.every:
-            self.work.write_pickle(CHECKPOINT, (self.initial, trainer))
-            self.last = time.monotonic()
+        return time.monotonic() - self.last >= self.every
+
+    def saved(self) -> None:
+        self.last = time.monotonic()
+
+    def passed(self) -> None:
+        """After the checkpoint of a pass, if any (the test-only kill point `merge:N`)."""
         kill_point("merge", self.passes)
+
+    def __call__(self, trainer: Trainer) -> None:
+        """Before each pass of a Polars engine loop: checkpoint when due."""
+        if self.due():
+            self.work.write_pickle(CHECKPOINT, (self.initial, trainer))
+            self.saved()
+        self.passed()

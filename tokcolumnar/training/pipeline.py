@@ -55,8 +55,8 @@ class Engine(Protocol):
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame: ...
 
-    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer
-              ) -> TrainTables: ...
+    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
+              checkpoint: MergeCheckpoint | None = None) -> TrainTables: ...
 
 
 #: The module of each engine, imported when a run asks for it (DuckDB is not loaded otherwise).
@@ -283,15 +283,12 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     with timer.stage("count"):
         words = count_stage(engine, inputs, from_counts, cfg, limits, timer)
     words = keep_most_frequent(words, cfg.max_words)
-    checkpoint = None
     if engine.name == "polars":
         check_merge_memory(words, limits.memory_limit)
-        if limits.work is not None:
-            checkpoint = MergeCheckpoint(limits.work, limits.checkpoint_every)
-    if checkpoint is not None:
-        tables = engine.train(words, cfg, timer, checkpoint=checkpoint)  # type: ignore[call-arg]
-    else:
-        tables = engine.train(words, cfg, timer)
+    # every engine's loop checkpoints into the work directory, when there is one
+    checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every)
+                  if limits.work is not None else None)
+    tables = engine.train(words, cfg, timer, checkpoint=checkpoint)
     normalizer, pretokenizer = cfg.text_components()
     result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
                          pretokenizer, timer.seconds, input_list(inputs))
