@@ -291,11 +291,6 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         max_bytes = parse_size(max_file_size, "--max-file-size")
     columns = list(columns or DEFAULT_COLUMNS)
     keep = _keep_list(keep_columns, column)
-    if keep is not None and column in keep:  # the text column is the one --drop-text drops
-        if not keep_text:
-            raise TokcolumnarError(f"--keep-columns names the text column {column!r} and "
-                                   "--drop-text drops it: choose one")
-        keep = [k for k in keep if k != column]
     if pack is None:
         given = [flag for flag, on in (("--pack-separator", pack_separator_token is not None),
                                        ("--pack-drop-last", pack_drop_last)) if on]
@@ -304,6 +299,11 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     else:
         check_pack(pack, columns, keep)
         keep_text, add_special_tokens = False, False
+    if keep is not None and column in keep:  # the text column is the one --drop-text drops
+        if not keep_text:
+            raise TokcolumnarError(f"--keep-columns names the text column {column!r} and "
+                                   "--drop-text drops it: choose one")
+        keep = [k for k in keep if k != column]
     check_columns(columns, column, keep_text, keep if isinstance(keep, list) else [])
     timer = timer or StageTimer()
     guarded: list[Any] = list(inputs)
