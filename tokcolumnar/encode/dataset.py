@@ -214,16 +214,16 @@ class ParquetSink:
         Arrow byte seen so far, and a part is closed once the next row would not fit."""
         assert self.max_bytes is not None
         start, n = 0, table.num_rows
-        per_row = table.nbytes / max(n, 1)
         while start < n:
             if self.writer is None:
                 self._open(table.schema)
             assert self.writer is not None and self.file is not None
             used = self.file.tell()
-            room = self.max_bytes - self.FOOTER_BYTES - used
             ratio = self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
-            # 10% margin: the next rows may compress less well than the previous ones
-            take = min(n - start, int(room / (per_row * ratio * 1.1)))
+            # the Arrow bytes that fit, with a 10% margin: the next rows may compress less
+            # well than the previous ones
+            room = (self.max_bytes - self.FOOTER_BYTES - used) / (ratio * 1.1)
+            take = _rows_within(table, start, room)
             if take < 1:
                 if self.in_part:  # full: the rest goes into the next part
                     self._open(table.schema)
@@ -235,6 +235,10 @@ class ParquetSink:
             self.arrow_bytes += piece.nbytes
             self.in_part += take
             start += take
+            if start < n and self.file.tell() > 0.9 * self.max_bytes:
+                # nearly full: the next part starts now rather than after ever smaller
+                # row groups
+                self.close()
 
     def close(self) -> None:
         if self.writer is not None:
@@ -243,6 +247,19 @@ class ParquetSink:
         if self.file is not None:
             self.file.close()
             self.file = None
+
+
+def _rows_within(table: pa.Table, start: int, room: float) -> int:
+    """The most rows from `start` whose Arrow size is within `room` bytes (rows differ in
+    size: a binary search over the sizes of slices, each computed from the offsets)."""
+    low, high = 0, table.num_rows - start
+    while low < high:
+        mid = (low + high + 1) // 2
+        if table.slice(start, mid).nbytes <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def stats_path(out: str | os.PathLike) -> str:
