@@ -301,6 +301,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     `stats_path(out)` (see `encode.stats`)."""
     if rows_per_file is not None and rows_per_file < 1:
         raise TokcolumnarError(f"--rows-per-file must be at least 1, got {rows_per_file}")
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     max_bytes = None
     if max_file_size is not None:
         if rows_per_file is not None:
@@ -357,7 +358,6 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
             read = iter_rows(inputs, fmt, column, keep or [], pretokenizer=RowLines(),
                              max_word_chars=max(max_line_bytes // BYTES_PER_CHAR, 1))
             batches = batched(read, BATCH_BYTES, max_line_bytes)
-            checked_kept = False
             while True:
                 with timer.stage("read"):
                     batch = next(batches, None)
@@ -365,9 +365,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     texts, kept = batch
                     if kept.num_columns and column in kept.column_names:  # "all"
                         kept = kept.drop_columns([column])
-                    if not checked_kept:  # `all` is known once the first input is open
-                        check_columns(columns, column, keep_text, kept.column_names)
-                        checked_kept = True
+                    # `all` is known once an input is open (and may differ between inputs)
+                    check_columns(columns, column, keep_text, kept.column_names)
                     if not keep_newlines:
                         texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
                     # batches are encoded in parallel (Polars and NumPy release the GIL)
