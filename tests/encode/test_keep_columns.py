@@ -119,3 +119,21 @@ def test_refused_with_distributed_engines(tmp_path, layout_tokenizers):
     proc = run_cli("encode", str(src), "--tokenizer", str(layout_tokenizers["gpt2"]), "--out",
                    str(tmp_path / "o"), "--keep-columns", "text", "--engine", "spark")
     assert_clean_error(proc, "--keep-columns is not available with --engine spark")
+
+
+def test_python_inputs(tmp_path, layout_tokenizers):
+    """From Python: a data frame's (or Arrow table's) columns can be kept; an iterator of
+    texts has only the text."""
+    df = pl.DataFrame({"text": ["a b", "c d e", None], "k": [1, 2, 3]})
+    hf = HFTokenizer.from_file(str(layout_tokenizers["gpt2"] / "tokenizer.json"))
+    want = [e.ids for e in hf.encode_batch(["a b", "c d e", ""])]
+    out = tmp_path / "o.parquet"
+    for data in (df, df.to_arrow(), df.lazy()):
+        assert dataset.encode_files(layout_tokenizers["gpt2"], data, str(out),
+                                    keep_columns=["k"], progress=False) == 3
+        got = pl.read_parquet(out)
+        assert got.columns == ["text", "k", "ids", "n_tokens"]
+        assert got["k"].to_list() == [1, 2, 3] and got["ids"].to_list() == want
+    assert dataset.encode_files(layout_tokenizers["gpt2"], iter(["a b", "c d e"]), str(out),
+                                keep_columns="all", progress=False) == 2
+    assert pl.read_parquet(out).columns == ["text", "ids", "n_tokens"]

@@ -340,6 +340,12 @@ def iter_rows(inputs: list[str], fmt: str | None, column: str, keep: list[str] |
     the `keep` columns is refused, naming the columns it has."""
     import pyarrow as pa
 
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if not (isinstance(inputs, (list, tuple))
+            and all(isinstance(x, (str, os.PathLike)) for x in inputs)):
+        yield from _rows_of_objects(inputs, column, keep)
+        return
     sources = expand_inputs(inputs, fmt)
     READING.begin(sources)  # progress: input bytes read of the total
     for src in sources:
@@ -357,6 +363,29 @@ def iter_rows(inputs: list[str], fmt: str | None, column: str, keep: list[str] |
                 _meter(src, texts)
                 yield texts, kept
         READING.finish(src)
+
+
+def _rows_of_objects(inputs: Any, column: str, keep: list[str] | str
+                     ) -> Iterator[tuple[pl.Series, Any]]:
+    """`iter_rows` for Python objects: a Polars (Lazy)DataFrame or an Arrow table (its
+    columns can be kept), or any input `iter_sequences` takes (only the text column)."""
+    import pyarrow as pa
+
+    if isinstance(inputs, pl.LazyFrame):
+        inputs = inputs.collect()
+    if type(inputs).__module__.startswith("pyarrow"):
+        inputs = pl.from_arrow(inputs)
+    if not isinstance(inputs, pl.DataFrame):
+        for texts in iter_sequences(inputs, column=column):
+            yield texts, pa.table({name: texts.to_arrow()
+                                   for name in kept_names(keep, [column], "input")})
+        return
+    READING.begin([])
+    names = kept_names(keep, inputs.columns, "data frame")
+    texts = next(iter_sequences(inputs, column=column))  # the column, checked as strings
+    for start in range(0, inputs.height, 65536):
+        yield (texts.slice(start, 65536),
+               inputs.select(names).slice(start, 65536).to_arrow())
 
 
 def _meter(src: Source, texts: pl.Series) -> None:

@@ -301,7 +301,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     `stats_path(out)` (see `encode.stats`)."""
     if rows_per_file is not None and rows_per_file < 1:
         raise TokcolumnarError(f"--rows-per-file must be at least 1, got {rows_per_file}")
-    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
     max_bytes = None
     if max_file_size is not None:
         if rows_per_file is not None:
@@ -324,7 +325,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         keep = [k for k in keep if k != column]
     check_columns(columns, column, keep_text, keep if isinstance(keep, list) else [])
     timer = timer or StageTimer()
-    guarded: list[Any] = list(inputs)
+    # the input paths an output must not replace (an iterator of texts is not consumed here)
+    guarded: list[Any] = list(inputs) if isinstance(inputs, (list, tuple)) else []
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
     bar = Progress("encoding", unit="bytes", enabled=progress, meter=READING)
@@ -346,7 +348,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
             counted = stats if isinstance(stats, EncodeStats) else EncodeStats()
             counted.use_tokenizer(tok)
         packer = (Packer(pack, pack_separator(tok, pack_separator_token), pack_drop_last,
-                         "n_tokens" in columns) if pack is not None else None)
+                         columns) if pack is not None else None)
         doc_columns = ["ids"] if packer is not None else columns
         # batches being encoded, in input order
         encoding: deque[Future[tuple[pa.Table, BatchStats | None]]] = deque()

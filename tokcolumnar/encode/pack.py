@@ -51,11 +51,11 @@ class Packer:
     after batch; `finish` gives the last, shorter block (none with `drop_last`)."""
 
     def __init__(self, size: int, separator: int, drop_last: bool = False,
-                 n_tokens: bool = True):
+                 columns: tuple[str, ...] | list[str] = ("ids", "n_tokens")):
         self.size = size
         self.separator = np.uint32(separator)
         self.drop_last = drop_last
-        self.n_tokens = n_tokens
+        self.columns = list(columns)  # of a block: ids and n_tokens, in the order asked
         self.carry = np.empty(0, dtype=np.uint32)  # ids not yet in a full block (< size)
         self.documents = 0
         self.total = 0  # ids in the stream, separators included
@@ -63,11 +63,12 @@ class Packer:
     def _table(self, flat: np.ndarray, block: int) -> pa.Table:
         n_blocks = -(-len(flat) // block)
         offsets = np.minimum(np.arange(n_blocks + 1, dtype=np.int64) * block, len(flat))
-        ids = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.uint32()))
-        columns = {"ids": ids}
-        if self.n_tokens:
-            columns["n_tokens"] = pa.array(np.diff(offsets).astype(np.uint32))
-        return pa.table(columns)
+        made = {
+            "ids": lambda: pa.LargeListArray.from_arrays(pa.array(offsets),
+                                                         pa.array(flat, pa.uint32())),
+            "n_tokens": lambda: pa.array(np.diff(offsets).astype(np.uint32)),
+        }
+        return pa.table({name: made[name]() for name in self.columns})
 
     def add(self, ids: pa.ChunkedArray | pa.Array) -> pa.Table:
         """The full blocks the next documents complete (possibly none)."""
