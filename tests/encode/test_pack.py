@@ -4,6 +4,8 @@ followed by the separator, streamed across batches; the separator rule; the refu
 from __future__ import annotations
 
 import itertools
+import json
+import shutil
 
 import polars as pl
 import pytest
@@ -118,3 +120,30 @@ def test_refusals(tmp_path, layout_tokenizers, extra, needle):
                    str(out), "--quiet", *extra)
     assert_clean_error(proc, needle)
     assert not out.exists()
+
+
+def test_configured_eos_of_an_hf_directory(tmp_path, layout_tokenizers):
+    """A tokenizer directory with HF's tokenizer_config.json: its eos_token is the separator
+    (unless --pack-separator names another)."""
+    tok_dir = tmp_path / "hf_dir"
+    shutil.copytree(layout_tokenizers["plain"], tok_dir)
+    hf = HFTokenizer.from_file(str(tok_dir / "tokenizer.json"))
+    eos, other = hf.id_to_token(7), hf.id_to_token(9)
+    config = tok_dir / "tokenizer_config.json"
+    config.write_text(json.dumps({"eos_token": {"content": eos, "special": True}}),
+                      encoding="utf-8")
+    src = tmp_path / "in.txt"
+    lines = ["one document", "", "another one, longer than the others"]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "o.parquet"
+    args = ["encode", str(src), "--tokenizer", str(tok_dir), "--out", str(out), "--pack", "5",
+            "--quiet"]
+    assert run_cli(*args).returncode == 0
+    blocks = pl.read_parquet(out)["ids"].to_list()
+    assert list(itertools.chain.from_iterable(blocks)) == hf_stream(tok_dir, lines, eos)
+    assert run_cli(*args, "--pack-separator", other).returncode == 0
+    blocks = pl.read_parquet(out)["ids"].to_list()
+    assert list(itertools.chain.from_iterable(blocks)) == hf_stream(tok_dir, lines, other)
+    config.write_text(json.dumps({"eos_token": "<not-there>"}), encoding="utf-8")
+    assert_clean_error(run_cli(*args),
+                       "the eos_token of tokenizer_config.json '<not-there>' is not a token")

@@ -115,8 +115,10 @@ def add_encode_dataset_options(p: argparse.ArgumentParser) -> None:
                         "token, into rows of exactly N ids (the last one shorter); documents "
                         "are encoded without the post-processor's special tokens")
     g.add_argument("--pack-separator", default=None, metavar="TOKEN",
-                   help="with --pack: the token after each document (default: <|endoftext|> "
-                        "or another known end-of-text token for BPE, [SEP] for WordPiece)")
+                   help="with --pack: the token after each document (default: the "
+                        "eos_token of tokenizer_config.json beside the tokenizer, else "
+                        "<|endoftext|> or another known end-of-text token for BPE, [SEP] for "
+                        "WordPiece)")
     g.add_argument("--pack-drop-last", action="store_true",
                    help="with --pack: drop the last, shorter block")
     g.add_argument("--max-file-size", default=None, metavar="SIZE",

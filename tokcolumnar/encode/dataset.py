@@ -26,7 +26,7 @@ from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
 from ..tokenizer import Tokenizer
 from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS, PACK_COLUMNS
-from .pack import Packer, pack_separator
+from .pack import Packer, configured_eos, pack_separator
 from .stats import BatchStats, EncodeStats, batch_stats
 
 BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
@@ -354,8 +354,12 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         if stats is not False:
             counted = stats if isinstance(stats, EncodeStats) else EncodeStats()
             counted.use_tokenizer(tok)
-        packer = (Packer(pack, pack_separator(tok, pack_separator_token), pack_drop_last,
-                         columns) if pack is not None else None)
+        packer = None
+        if pack is not None:
+            configured = (None if isinstance(tokenizer, Tokenizer) or pack_separator_token
+                          else configured_eos(tokenizer))
+            packer = Packer(pack, pack_separator(tok, pack_separator_token, configured),
+                            pack_drop_last, columns)
         doc_columns = ["ids"] if packer is not None else columns
         # batches being encoded, in input order
         encoding: deque[Future[tuple[pa.Table, BatchStats | None]]] = deque()

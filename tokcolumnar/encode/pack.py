@@ -3,12 +3,16 @@ cut into blocks of exactly N ids (the pre-training layout of HF's `run_clm` `gro
 streamed: a document may span blocks, and only the ids not yet in a full block are carried
 from one batch to the next).
 
-The separator (`pack_separator`): `--pack-separator TOKEN` when given; else, for a WordPiece
-model, its post-processor's SEP token (BERT's `[SEP]`), or an added `[SEP]`; for a BPE model the
-first added token among `EOS_TOKENS` (the gpt2 preset's `<|endoftext|>`, `</s>`, ...). A
-tokenizer with none of them is refused, naming --pack-separator."""
+The separator (`pack_separator`): `--pack-separator TOKEN` when given; else the `eos_token` of
+a `tokenizer_config.json` beside the tokenizer (an HF model directory: `configured_eos`); else,
+for a WordPiece model, its post-processor's SEP token (BERT's `[SEP]`), or an added `[SEP]`; for
+a BPE model the first added token among `EOS_TOKENS` (the gpt2 preset's `<|endoftext|>`,
+`</s>`, ...). A tokenizer with none of them is refused, naming --pack-separator."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -17,7 +21,7 @@ import pyarrow as pa
 from ..errors import TokcolumnarError
 from ..models.cache import list_parts
 from ..models.wordpiece import WordPieceModel
-from ..tokenizer import Tokenizer
+from ..tokenizer import Tokenizer, read_json
 
 #: The end-of-text tokens a BPE tokenizer's separator is looked for among, in this order
 #: (GPT-2's, then Llama / T5 / RoBERTa's `</s>`, then other common spellings).
@@ -25,13 +29,31 @@ EOS_TOKENS = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eos|>", "[
               "<|im_end|>")
 
 
-def pack_separator(tok: Tokenizer, given: str | None = None) -> int:
-    """The id that follows every document in a packed stream (see the module docstring)."""
-    if given is not None:
-        tid = tok.token_to_id(given)
-        if tid is None:
-            raise TokcolumnarError(f"--pack-separator {given!r} is not a token of the tokenizer")
-        return tid
+def configured_eos(tokenizer_path: str | os.PathLike) -> str | None:
+    """The `eos_token` of the `tokenizer_config.json` in a tokenizer directory (or beside a
+    tokenizer.json file): a string, or an added token's object with its `content`."""
+    path = Path(tokenizer_path)
+    config = (path if path.is_dir() else path.parent) / "tokenizer_config.json"
+    if not config.is_file():
+        return None
+    eos = read_json(config, "tokenizer_config.json")
+    eos = eos.get("eos_token") if isinstance(eos, dict) else None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    return eos if isinstance(eos, str) and eos else None
+
+
+def pack_separator(tok: Tokenizer, given: str | None = None,
+                   configured: str | None = None) -> int:
+    """The id that follows every document in a packed stream (see the module docstring);
+    `configured`: the tokenizer's configured end-of-text token (`configured_eos`)."""
+    for name, what in ((given, "--pack-separator"), (configured, "the eos_token of "
+                                                     "tokenizer_config.json")):
+        if name is not None:
+            tid = tok.token_to_id(name)
+            if tid is None:
+                raise TokcolumnarError(f"{what} {name!r} is not a token of the tokenizer")
+            return tid
     if isinstance(tok.model, WordPieceModel):
         sep = getattr(tok.post_processor, "sep", None)
         candidates: tuple[str, ...] = (sep[0],) if sep else ("[SEP]",)
