@@ -4,6 +4,8 @@ that would be overwritten, a text input's only column."""
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 from tokenizers import Tokenizer as HFTokenizer
@@ -137,3 +139,17 @@ def test_python_inputs(tmp_path, layout_tokenizers):
     assert dataset.encode_files(layout_tokenizers["gpt2"], iter(["a b", "c d e"]), str(out),
                                 keep_columns="all", progress=False) == 2
     assert pl.read_parquet(out).columns == ["text", "ids", "n_tokens"]
+
+
+def test_a_kept_column_arrow_cannot_type_is_one_error(tmp_path, layout_tokenizers):
+    """Arrow types a JSONL column from its first block: null there and strings later is
+    refused by the reader, in one line, while batches are being encoded."""
+    src = tmp_path / "in.jsonl"
+    rows = [{"text": f"line {k} of some text", "m": None} for k in range(60_000)]
+    rows.append({"text": "late", "m": "now a string"})
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "o.parquet"
+    proc = run_cli("encode", str(src), "--tokenizer", str(layout_tokenizers["gpt2"]), "--out",
+                   str(out), "--keep-columns", "m", "--max-line-bytes", "100000", "--quiet")
+    assert_clean_error(proc, "changed from null to string")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

@@ -420,9 +420,10 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     write_parquet(counted.table(), stats_tmp, "encode-stats")
         finally:
             for job in [*encoding, written]:
-                if job is not None:
-                    job.cancel()
-                    job.exception()  # wait for the workers before closing the writer
+                # a job not started yet is cancelled; a running one is waited for before the
+                # writer closes (exception() of a cancelled job would raise CancelledError)
+                if job is not None and not job.cancel():
+                    job.exception()
             sink.close()
     bar.rows = rows
     bar.close()
