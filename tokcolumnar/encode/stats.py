@@ -39,9 +39,9 @@ def batch_stats(texts: pl.Series, ids: pl.Series, unk: int | None) -> BatchStats
     """The totals of one batch of texts and their ids (Polars expressions, no Python loop over
     rows)."""
     lengths = ids.list.len().cast(pl.UInt32)
-    # every count of a batch is one Polars aggregate over its columns
-    unknown = int(ids.list.eval((pl.element() == unk).sum()).list.first().sum()
-                  ) if unk is not None else 0
+    # every count of a batch is one Polars aggregate over its columns (the ids flattened:
+    # an empty row's null is not counted)
+    unknown = int((ids.explode() == unk).sum()) if unk is not None else 0
     return BatchStats(
         rows=len(texts), tokens=int(lengths.cast(pl.Int64).sum()),
         words=int(texts.str.count_matches(WORD_RE).cast(pl.Int64).sum()),
