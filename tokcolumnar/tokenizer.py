@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import polars as pl
@@ -364,7 +364,28 @@ class Tokenizer:
         return [Encoding(ids, [tok[i] for i in ids], wids, types)
                 for ids, wids, types in zip(ids_l, wids_l, types_l)]
 
-    def encode_batch(self, texts: Iterable[str]) -> list[Encoding]:
+    @overload
+    def encode_batch(self, texts: Iterable[str] | pl.Series, add_special_tokens: bool = ...,
+                     as_arrow: Literal[False] = ...) -> list[Encoding]: ...
+
+    @overload
+    def encode_batch(self, texts: Iterable[str] | pl.Series, add_special_tokens: bool = ...,
+                     *, as_arrow: Literal[True]) -> pa.ListArray: ...
+
+    def encode_batch(self, texts: Iterable[str] | pl.Series, add_special_tokens: bool = True,
+                     as_arrow: bool = False) -> list[Encoding] | pa.ListArray:
+        """Encode texts as HF's `encode_batch` does (`add_special_tokens=False`: without the
+        post-processor's tokens). `as_arrow=True`: only the ids, as one Arrow
+        `list<uint32>` array (the columnar path of `encode_column`, no Python object per text
+        or token; `pl.Series(result)` makes it a list[u32] Series)."""
+        if as_arrow:
+            ids = self.encode_column(text_series(texts), add_special_tokens=add_special_tokens)
+            arr = ids.to_arrow()
+            if isinstance(arr, pa.ChunkedArray):
+                arr = arr.combine_chunks()
+            return arr.cast(pa.list_(pa.uint32()))
+        if not add_special_tokens:
+            return self._encodings(self.encode_raw(text_series(texts)))
         return self._encodings(self.encode_ids(texts))
 
     def encode_ray(self, ds: Any, column: str = "text") -> Any:

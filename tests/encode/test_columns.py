@@ -6,6 +6,7 @@ component)."""
 from __future__ import annotations
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -112,3 +113,20 @@ def test_unsupported_model_is_refused_naming_it(tmp_path):
     with pytest.raises(TokcolumnarError) as e:
         Tokenizer.from_file(path)
     assert "Unigram" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_encode_batch_as_arrow(layout_tokenizers):
+    """Only the ids, columnar, with and without the post-processor's [CLS] ... [SEP]."""
+    bert = layout_tokenizers["bert"]
+    tok = Tokenizer.from_dir(bert)
+    hf = HFTokenizer.from_file(str(bert / "tokenizer.json"))
+    lines = DATA.read_text(encoding="utf-8").splitlines() + TEXTS
+    for special in (True, False):
+        want = [e.ids for e in hf.encode_batch(lines, add_special_tokens=special)]
+        arr = tok.encode_batch(lines, add_special_tokens=special, as_arrow=True)
+        assert isinstance(arr, pa.ListArray) and arr.type == pa.list_(pa.uint32())
+        assert arr.to_pylist() == want
+        assert [e.ids for e in tok.encode_batch(lines, add_special_tokens=special)] == want
+    series = pl.Series(tok.encode_batch(pl.Series([*TEXTS, None]), as_arrow=True))
+    assert series.dtype == pl.List(pl.UInt32)
+    assert series.to_list() == [e.ids for e in hf.encode_batch(TEXTS)] + [None]

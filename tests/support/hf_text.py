@@ -24,6 +24,14 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+def encoded_rows(path: Any) -> list[str]:
+    """The rows `tokcolumnar encode` reads from a text file: its lines without their line
+    endings ('\n', then one '\r')."""
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    return [line.removesuffix("\n").removesuffix("\r") for line in split_lines(text)]
+
+
 @cache
 def read_lines(path: str, limit: int | None = None) -> tuple[str, ...]:
     with open(path, encoding="utf-8", newline="") as f:

@@ -13,6 +13,7 @@ from ..distributed.ray_encode import encode_files_ray
 from ..distributed.spark import encode_files_spark
 from ..encode import DEFAULT_COLUMNS
 from ..encode.dataset import encode_files
+from ..encode.stats import EncodeStats
 from ..errors import TokcolumnarError
 from ..memory import format_size
 from ..outputs import output_file, write_parquet
@@ -94,7 +95,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
                                        ("--drop-text", args.drop_text),
                                        ("--no-special-tokens", args.no_special_tokens),
                                        ("--rows-per-file", args.rows_per_file is not None),
-                                       ("--timings", args.timings)) if on]
+                                       ("--timings", args.timings),
+                                       *dataset_options_given(args)) if on]
         if given:
             raise TokcolumnarError(f"{given[0]} is not available with --engine {args.engine}")
         encode = {"ray": encode_files_ray, "spark": encode_files_spark}[args.engine]
@@ -104,6 +106,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
         return 0
+    stats: EncodeStats | bool = EncodeStats() if args.stats else False
     timer = StageTimer()
     rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
@@ -111,7 +114,14 @@ def cmd_encode(args: argparse.Namespace) -> int:
                         columns=columns, keep_text=not args.drop_text,
                         add_special_tokens=not args.no_special_tokens,
                         max_line_bytes=args.max_line_bytes,
-                        rows_per_file=args.rows_per_file, timer=timer)
+                        rows_per_file=args.rows_per_file, timer=timer,
+                        keep_columns=args.keep_columns, pack=args.pack,
+                        pack_separator_token=args.pack_separator,
+                        pack_drop_last=args.pack_drop_last,
+                        max_file_size=args.max_file_size, stats=stats)
+    if stats is not False and not args.quiet:
+        for line in stats.summary():
+            print(line, file=sys.stderr)
     if args.timings:
         total = sum(timer.seconds.values())
         print("stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in timer.seconds.items())
@@ -119,6 +129,12 @@ def cmd_encode(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0
+
+
+def dataset_options_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    """encode's dataset options (kept columns, packing, parts by size, statistics) as given."""
+    return [("--keep-columns", args.keep_columns is not None), ("--pack", args.pack is not None),
+            ("--max-file-size", args.max_file_size is not None), ("--stats", args.stats)]
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

@@ -99,6 +99,37 @@ def add_input_options(p: argparse.ArgumentParser) -> None:
                    help="no progress lines and no summary line (errors only)")
 
 
+def _keep_columns(s: str) -> list[str] | str:
+    return "all" if s == "all" else _csv_list(s)
+
+
+def add_encode_dataset_options(p: argparse.ArgumentParser) -> None:
+    """encode's dataset options (issue 13): kept input columns, packing, parts by size,
+    statistics."""
+    g = p.add_argument_group("dataset layout")
+    g.add_argument("--keep-columns", type=_keep_columns, default=None, metavar="A,B,...|all",
+                   help="input columns of parquet/jsonl/csv written beside the outputs, row for "
+                        "row (all: every column); a text input has only the text column")
+    g.add_argument("--pack", type=int, default=None, metavar="N",
+                   help="concatenate the documents' ids, each followed by the end-of-text "
+                        "token, into rows of exactly N ids (the last one shorter); documents "
+                        "are encoded without the post-processor's special tokens")
+    g.add_argument("--pack-separator", default=None, metavar="TOKEN",
+                   help="with --pack: the token after each document (default: the "
+                        "eos_token of tokenizer_config.json beside the tokenizer, else "
+                        "<|endoftext|> or another known end-of-text token for BPE, [SEP] for "
+                        "WordPiece)")
+    g.add_argument("--pack-drop-last", action="store_true",
+                   help="with --pack: drop the last, shorter block")
+    g.add_argument("--max-file-size", default=None, metavar="SIZE",
+                   help="write --out as a directory of Parquet parts of about SIZE each on disk "
+                        "(256MB, 1GiB, bytes), with a _SUCCESS marker written last")
+    g.add_argument("--stats", action="store_true",
+                   help="print tokens per word, bytes and characters per token, the unknown "
+                        "rate and the tokens-per-row distribution, and write them to "
+                        "OUT.stats.parquet")
+
+
 def add_text_options(p: argparse.ArgumentParser) -> None:
     """The options of `report` and `compare` for reading --text files."""
     p.add_argument("--text-format", choices=FORMATS, default=None,
@@ -173,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--timings", action="store_true",
                    help="print the wall time of each stage (read, normalize, pre-tokenize, "
                         "dedupe, model, gather, post-process, write)")
+    add_encode_dataset_options(e)
     add_input_options(e)
     e.add_argument("--engine", choices=("polars", "ray", "spark"), default="polars",
                    help="ray, spark: encode on Ray or Spark; --out is then a directory of "

@@ -137,20 +137,42 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
         stream.close()
 
 
-def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
-                    ) -> Iterator[Any]:
+def kept_names(keep: list[str] | str, names: list[str], label: str) -> list[str]:
+    """The input columns `keep` names among an input's columns `names` (`"all"`: every one, in
+    the input's order); a name the input lacks is refused, naming the columns it has."""
+    if keep == "all":
+        return list(names)
+    missing = [k for k in keep if k not in names]
+    if missing:
+        raise TokcolumnarError(f"{label}: no column {missing[0]!r} to keep (--keep-columns; "
+                               f"columns: {', '.join(names) or 'none'})")
+    return list(keep)
+
+
+def _column_batches(src: Source, column: str, max_row_bytes: int | None = None,
+                    keep: list[str] | str | None = None) -> Iterator[Any]:
     """Yield Arrow arrays of the text column from a Parquet, JSONL or CSV input, streamed.
     A JSONL / CSV row may hold at most `max_row_bytes` bytes (Arrow's block size; 1 MiB by
-    default)."""
+    default). With `keep` (input column names, or "all"), yield instead (text array, Arrow
+    table of those columns) pairs, row for row."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.json as pjson
     import pyarrow.parquet as pq
 
+    kept: list[str] = []
+
     def check(names: list[str]) -> None:
         if column not in names:
             raise TokcolumnarError(f"{src.label}: no column {column!r} (columns: "
                                    f"{', '.join(names) or 'none'}); choose one with --column")
+        if keep is not None:
+            kept[:] = kept_names(keep, names, src.label)
+
+    def out(batch: Any, text: Any) -> Any:
+        if keep is None:
+            return text
+        return text, pa.Table.from_batches([batch]).select(kept)
 
     if src.fmt == "parquet" and src.kind != "file":
         raise TokcolumnarError(f"{src.label}: Parquet needs a seekable file, not a pipe or "
@@ -162,9 +184,9 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
             stream = open_binary(src, arrow=True) if src.compression else None
             pf = pq.ParquetFile(stream if stream is not None else str(src.path))
             check(pf.schema_arrow.names)
-            for batch in pf.iter_batches(columns=[column], batch_size=65536,
-                                         row_groups=src.row_groups):
-                yield _validated(batch.column(0), src)
+            for batch in pf.iter_batches(columns=list(dict.fromkeys([column, *kept])),
+                                         batch_size=65536, row_groups=src.row_groups):
+                yield out(batch, _validated(batch.column(column), src))
             pf.close()
         elif src.fmt == "csv":
             parse = pcsv.ParseOptions(delimiter="\t" if ".tsv" in src.path.name else ",",
@@ -176,13 +198,13 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
                                        column_types={column: pa.large_string()}))
             check(reader.schema.names)
             for batch in reader:
-                yield batch.column(reader.schema.get_field_index(column))
+                yield out(batch, batch.column(reader.schema.get_field_index(column)))
         else:
             stream = open_binary(src, arrow=True)
             reader = pjson.open_json(stream, read_options=pjson.ReadOptions(block_size=block))
             check(reader.schema.names)
             for batch in reader:
-                yield batch.column(reader.schema.get_field_index(column))
+                yield out(batch, batch.column(reader.schema.get_field_index(column)))
     except TokcolumnarError:
         raise
     except (OSError, pa.ArrowException, ValueError) as e:
@@ -309,13 +331,75 @@ def iter_source(src: Source, column: str = "text", pretokenizer: PreTokenizer | 
             yield _as_string_series(arr, src.label)
 
 
+def iter_rows(inputs: list[str], fmt: str | None, column: str, keep: list[str] | str,
+              pretokenizer: PreTokenizer | None = None, max_word_chars: int | None = None
+              ) -> Iterator[tuple[pl.Series, Any]]:
+    """`iter_sequences` over input paths with other columns of the rows: (texts, Arrow table of
+    the input columns `keep` (names, or "all"), row for row). A text input's only column is
+    the text (named `column`: each line one row); a Parquet / JSONL / CSV input without one of
+    the `keep` columns is refused, naming the columns it has."""
+    import pyarrow as pa
+
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    if not (isinstance(inputs, (list, tuple))
+            and all(isinstance(x, (str, os.PathLike)) for x in inputs)):
+        yield from _rows_of_objects(inputs, column, keep)
+        return
+    sources = expand_inputs(inputs, fmt)
+    READING.begin(sources)  # progress: input bytes read of the total
+    for src in sources:
+        READING.start(src)
+        if src.fmt == "text":
+            names = kept_names(keep, [column], src.label)
+            for texts in metered(src, iter_source(src, column, pretokenizer, max_word_chars)):
+                yield texts, pa.table({name: texts.to_arrow() for name in names})
+        else:
+            row_bytes = None  # Arrow's default block without a pre-tokenizer (encoding)
+            if pretokenizer is not None:
+                row_bytes = line_bound(max_word_chars, CHUNK_BYTES) or UNBOUNDED_ROW_BYTES
+            for arr, kept in _column_batches(src, column, row_bytes, keep):
+                texts = _as_string_series(arr, src.label)
+                _meter(src, texts)
+                yield texts, kept
+        READING.finish(src)
+
+
+def _rows_of_objects(inputs: Any, column: str, keep: list[str] | str
+                     ) -> Iterator[tuple[pl.Series, Any]]:
+    """`iter_rows` for Python objects: a Polars (Lazy)DataFrame or an Arrow table (its
+    columns can be kept), or any input `iter_sequences` takes (only the text column)."""
+    import pyarrow as pa
+
+    if isinstance(inputs, pl.LazyFrame):
+        inputs = inputs.collect()
+    if type(inputs).__module__.startswith("pyarrow"):
+        inputs = pl.from_arrow(inputs)
+    if not isinstance(inputs, pl.DataFrame):
+        for texts in iter_sequences(inputs, column=column):
+            yield texts, pa.table({name: texts.to_arrow()
+                                   for name in kept_names(keep, [column], "input")})
+        return
+    READING.begin([])
+    names = kept_names(keep, inputs.columns, "data frame")
+    texts = next(iter_sequences(inputs, column=column))  # the column, checked as strings
+    for start in range(0, inputs.height, 65536):
+        yield (texts.slice(start, 65536),
+               inputs.select(names).slice(start, 65536).to_arrow())
+
+
+def _meter(src: Source, texts: pl.Series) -> None:
+    """Tell `READING` about a chunk of `src` where it cannot follow a file position."""
+    if src.kind != "file":  # no file position to read: count the text
+        READING.read_text(int(texts.str.len_bytes().sum() or 0))
+    elif src.fmt == "parquet":  # read by offset, not position: count the rows
+        READING.read_rows(len(texts))
+
+
 def metered(src: Source, chunks: Iterable[pl.Series]) -> Iterator[pl.Series]:
     """The chunks of `src`, told to `READING` where it cannot follow a file position."""
     for texts in chunks:
-        if src.kind != "file":  # no file position to read: count the text
-            READING.read_text(int(texts.str.len_bytes().sum() or 0))
-        elif src.fmt == "parquet":  # read by offset, not position: count the rows
-            READING.read_rows(len(texts))
+        _meter(src, texts)
         yield texts
 
 

@@ -5,6 +5,7 @@ batches are held at once whatever the input size."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import deque
@@ -17,13 +18,16 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..corpus.readers import BYTES_PER_CHAR, iter_sequences
+from ..corpus.readers import BYTES_PER_CHAR, iter_rows
 from ..errors import TokcolumnarError
-from ..outputs import PARQUET_MARKER, PARTS_MARKER, output_dir, output_file
+from ..memory import parse_size
+from ..outputs import PARQUET_MARKER, PARTS_MARKER, output_dir, output_file, write_parquet
 from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
 from ..tokenizer import Tokenizer
-from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
+from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS, PACK_COLUMNS
+from .pack import Packer, configured_eos, pack_separator
+from .stats import BatchStats, EncodeStats, batch_stats
 
 BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
@@ -36,9 +40,11 @@ class RowLines(WholeSequence):
     line_limit_option = "--max-line-bytes"
 
 
-def check_columns(columns: list[str], text_column: str, keep_text: bool) -> None:
-    """The output columns must be known, given once, and not named like the text column they
-    would be written beside (never overwrite an input column silently)."""
+def check_columns(columns: list[str], text_column: str, keep_text: bool,
+                  kept: list[str] | tuple[str, ...] = ()) -> None:
+    """The output columns must be known, given once, and not named like the text column or
+    the other input columns (`kept`, --keep-columns) they would be written beside (never
+    overwrite an input column silently)."""
     for name in columns:
         if name not in OUTPUT_COLUMNS:
             raise TokcolumnarError(f"unknown output column {name!r} (choose from "
@@ -51,27 +57,43 @@ def check_columns(columns: list[str], text_column: str, keep_text: bool) -> None
     if keep_text and text_column in columns:
         raise TokcolumnarError(f"the input column {text_column!r} has the name of an output "
                                f"column: it would be overwritten (use --drop-text, or rename it)")
+    clash = [name for name in kept if name in columns]
+    if clash:
+        raise TokcolumnarError(f"the input column {clash[0]!r} (--keep-columns) has the name of "
+                               "an output column: it would be overwritten (do not keep it, or "
+                               "rename it)")
 
 
-def batched(series: Iterator[pl.Series], batch_bytes: int, max_line_bytes: int
-            ) -> Iterator[pl.Series]:
-    """Regroup the reader's pieces into batches of about `batch_bytes` of text (in order);
-    a sequence over `max_line_bytes` is refused with one error."""
-    pending: list[pl.Series] = []
+def batched(rows: Iterator[tuple[pl.Series, pa.Table]], batch_bytes: int,
+            max_line_bytes: int) -> Iterator[tuple[pl.Series, pa.Table]]:
+    """Regroup the reader's pieces (texts, kept input columns) into batches of about
+    `batch_bytes` of text (in order); a sequence over `max_line_bytes` is refused with one
+    error."""
+    pending: list[tuple[pl.Series, pa.Table]] = []
     size = 0
-    for s in series:
+    for s, kept in rows:
         lengths = s.str.len_bytes()
         longest = int(lengths.max() or 0)  # type: ignore[arg-type]
         if longest > max_line_bytes:
             raise TokcolumnarError(f"a sequence of {longest:,} bytes is longer than the "
                                    f"limit of {max_line_bytes:,} bytes (--max-line-bytes)")
-        pending.append(s)
+        pending.append((s, kept))
         size += int(lengths.sum() or 0)
         if size >= batch_bytes:
-            yield pl.concat(pending)
+            yield _joined(pending)
             pending, size = [], 0
     if pending:
-        yield pl.concat(pending)
+        yield _joined(pending)
+
+
+def _joined(pending: list[tuple[pl.Series, pa.Table]]) -> tuple[pl.Series, pa.Table]:
+    kept = [t for _, t in pending]
+    try:
+        table = pa.concat_tables(kept, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise TokcolumnarError(f"the kept columns (--keep-columns) differ between inputs: "
+                               f"{str(e).splitlines()[0]}") from None
+    return pl.concat([s for s, _ in pending]), table
 
 
 def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[str],
@@ -100,29 +122,84 @@ def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[s
         return pl.DataFrame(out).to_arrow()
 
 
-class ParquetSink:
-    """Writes tables, in order, into one Parquet file (`rows_per_file` None) or into the parts
-    `part-00000.parquet`, ... of a directory, each of at most `rows_per_file` rows; every file
-    is marked as ours."""
+def encoded_batch(tok: Tokenizer, texts: pl.Series, kept: pa.Table, column: str,
+                  columns: list[str], keep_text: bool, add_special_tokens: bool,
+                  stats: EncodeStats | None, timer: StageTimer
+                  ) -> tuple[pa.Table, BatchStats | None]:
+    """One batch as written: the text column (when kept), the other kept input columns (as
+    they were read, Arrow types unchanged) and the output columns; with its statistics."""
+    table = encoded_table(tok, texts, column, columns, keep_text, add_special_tokens, timer)
+    counted = None
+    if stats is not None:
+        with timer.stage("stats"):
+            counted = batch_stats(texts, pl.Series(table.column("ids")), stats.unk)
+    if kept.num_columns:
+        at = 1 if keep_text else 0
+        for name in kept.column_names:
+            table = table.add_column(at, kept.schema.field(name), kept.column(name))
+            at += 1
+    return table, counted
 
-    def __init__(self, target: Path, rows_per_file: int | None):
+
+class ParquetSink:
+    """Writes tables, in order, into one Parquet file (`rows_per_file` and `max_bytes` None)
+    or into the parts `part-00000.parquet`, ... of a directory, each of at most
+    `rows_per_file` rows or of about `max_bytes` bytes on disk; every file is marked as
+    ours."""
+
+    # the Parquet footer a part ends with, reserved in each part's budget: the schema and our
+    # marker (~1 kB) and ~80 bytes per row group and column (measured: 1.3-1.7 kB for 2-3 row
+    # groups of 3 columns); bounded above with margin
+    FOOTER_BASE_BYTES = 2048
+    FOOTER_BYTES_PER_CHUNK = 128
+
+    def __init__(self, target: Path, rows_per_file: int | None, max_bytes: int | None = None):
         self.target = target
         self.rows_per_file = rows_per_file
+        self.max_bytes = max_bytes
         self.writer: pq.ParquetWriter | None = None
+        self.file: pa.NativeFile | None = None
+        self.schema: pa.Schema | None = None
         self.parts = 0
         self.in_part = 0
+        self.groups_in_part = 0
+        # bytes on disk per byte of Arrow data, as written so far (1 before the first write:
+        # Arrow's size bounds zstd Parquet's on these columns)
+        self.disk_bytes = 0
+        self.arrow_bytes = 0
 
     def _open(self, schema: pa.Schema) -> pq.ParquetWriter:
         self.close()
-        path = (self.target if self.rows_per_file is None
-                else self.target / f"part-{self.parts:05d}.parquet")
+        split = self.rows_per_file is not None or self.max_bytes is not None
+        path = self.target / f"part-{self.parts:05d}.parquet" if split else self.target
         schema = schema.with_metadata({PARQUET_MARKER: json.dumps({"kind": "encoded"})})
-        self.writer = pq.ParquetWriter(str(path), schema, compression="zstd")
+        self.file = pa.OSFile(str(path), "wb")
+        self.writer = pq.ParquetWriter(self.file, schema, compression="zstd")
         self.parts += 1
         self.in_part = 0
+        self.groups_in_part = 0
         return self.writer
 
+    def _same_schema(self, table: pa.Table) -> pa.Table:
+        """Every batch in the first batch's schema (a kept column Arrow read as null in one
+        batch and as strings in the next); one error when it cannot be."""
+        if self.schema is None:
+            self.schema = table.schema
+        if table.schema.equals(self.schema):
+            return table
+        try:
+            return table.cast(self.schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError):
+            raise TokcolumnarError(
+                "the kept columns (--keep-columns) change type between batches or inputs: "
+                f"{table.schema.to_string(show_schema_metadata=False)!r} after "
+                f"{self.schema.to_string(show_schema_metadata=False)!r}") from None
+
     def write(self, table: pa.Table) -> None:
+        table = self._same_schema(table)
+        if self.max_bytes is not None:
+            self._write_sized(table)
+            return
         if self.rows_per_file is None:
             (self.writer or self._open(table.schema)).write_table(table)
             return
@@ -136,10 +213,69 @@ class ParquetSink:
             self.in_part += take
             start += take
 
+    def _write_sized(self, table: pa.Table) -> None:
+        """Parts of about `max_bytes`: each slice of rows is sized by the bytes on disk per
+        Arrow byte seen so far, and a part is closed once the next row would not fit."""
+        assert self.max_bytes is not None
+        start, n = 0, table.num_rows
+        while start < n:
+            if self.writer is None:
+                self._open(table.schema)
+            assert self.writer is not None and self.file is not None
+            used = self.file.tell()
+            ratio = self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
+            # the Arrow bytes that fit, with a 10% margin: the next rows may compress less
+            # well than the previous ones
+            footer = self.FOOTER_BASE_BYTES + self.FOOTER_BYTES_PER_CHUNK * (
+                self.groups_in_part + 1) * table.num_columns
+            room = (self.max_bytes - footer - used) / (ratio * 1.1)
+            take = _rows_within(table, start, room)
+            if take < 1:
+                if self.in_part:  # full: the rest goes into the next part
+                    self._open(table.schema)
+                    continue
+                take = 1  # a row larger than the size alone: a part of its own
+            piece = table.slice(start, take)
+            self.writer.write_table(piece)
+            self.groups_in_part += 1  # a write of fewer than 2^20 rows is one row group
+            self.disk_bytes += self.file.tell() - used
+            self.arrow_bytes += piece.nbytes
+            self.in_part += take
+            start += take
+            if start < n and self.file.tell() > 0.9 * self.max_bytes:
+                # nearly full: the next part starts now rather than after ever smaller
+                # row groups
+                self.close()
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def _rows_within(table: pa.Table, start: int, room: float) -> int:
+    """The most rows from `start` whose Arrow size is within `room` bytes (rows differ in
+    size: a binary search over the sizes of slices, each computed from the offsets)."""
+    low, high = 0, table.num_rows - start
+    while low < high:
+        mid = (low + high + 1) // 2
+        if table.slice(start, mid).nbytes <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def stats_path(out: str | os.PathLike) -> str:
+    """Where --stats writes its table: beside the output, `OUT.stats.parquet` (for a file
+    `o.parquet`: `o.stats.parquet`)."""
+    text = os.fspath(out).rstrip("/")
+    if text.endswith(".parquet"):
+        text = text[: -len(".parquet")]
+    return text + ".stats.parquet"
 
 
 def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], out: str,
@@ -147,82 +283,192 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                  force: bool = False, progress: bool | None = None,
                  columns: list[str] | None = None, keep_text: bool = True,
                  add_special_tokens: bool = True, max_line_bytes: int = MAX_LINE_BYTES,
-                 rows_per_file: int | None = None, timer: StageTimer | None = None) -> int:
+                 rows_per_file: int | None = None, timer: StageTimer | None = None,
+                 keep_columns: list[str] | str | None = None, pack: int | None = None,
+                 pack_separator_token: str | None = None, pack_drop_last: bool = False,
+                 max_file_size: int | str | None = None,
+                 stats: bool | EncodeStats = False) -> int:
     """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
     rows written. `tokenizer` is a Tokenizer or the path of a training directory or
     tokenizer.json (loaded after the output is checked). `columns`: the output columns
     (`OUTPUT_COLUMNS`; default ids, n_tokens), written after the text column unless
     `keep_text` is False. `add_special_tokens=False` skips the post-processor (HF's
     `add_special_tokens=False`). `timer` gets the wall time of each stage: read, normalize,
-    pre-tokenize, dedupe, model, gather, post-process, write (write overlaps the next
+    pre-tokenize, dedupe, model, gather, post-process, stats, write (write overlaps the next
     batch's encoding). `rows_per_file`: `out` is a directory of Parquet parts of at most that
-    many rows (row order kept), with the marker `_SUCCESS` written last."""
+    many rows (row order kept), with the marker `_SUCCESS` written last; `max_file_size`
+    (bytes or a size such as "256MB"): the same, each part cut at about that size on disk.
+
+    `keep_columns`: input columns (names, or "all") written beside the outputs, row for row,
+    after the text column. `pack`: the documents' ids, each followed by the separator
+    (`pack.pack_separator`; `pack_separator_token` to choose it), cut into rows of exactly
+    `pack` ids (the last one shorter, or dropped with `pack_drop_last`); documents are encoded
+    without the post-processor's special tokens and only the ids (and n_tokens) are written.
+    `stats`: True (or an `EncodeStats` to fill) writes the run's statistics to
+    `stats_path(out)` (see `encode.stats`)."""
     if rows_per_file is not None and rows_per_file < 1:
         raise TokcolumnarError(f"--rows-per-file must be at least 1, got {rows_per_file}")
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    max_bytes = None
+    if max_file_size is not None:
+        if rows_per_file is not None:
+            raise TokcolumnarError("give either --rows-per-file or --max-file-size, not both")
+        max_bytes = parse_size(max_file_size, "--max-file-size")
     columns = list(columns or DEFAULT_COLUMNS)
-    check_columns(columns, column, keep_text)
+    keep = _keep_list(keep_columns, column)
+    if pack is None:
+        given = [flag for flag, on in (("--pack-separator", pack_separator_token is not None),
+                                       ("--pack-drop-last", pack_drop_last)) if on]
+        if given:
+            raise TokcolumnarError(f"{given[0]} goes with --pack N")
+    else:
+        check_pack(pack, columns, keep)
+        keep_text, add_special_tokens = False, False
+    if keep is not None and column in keep:  # the text column is the one --drop-text drops
+        if not keep_text:
+            raise TokcolumnarError(f"--keep-columns names the text column {column!r} and "
+                                   "--drop-text drops it: choose one")
+        keep = [k for k in keep if k != column]
+    check_columns(columns, column, keep_text, keep if isinstance(keep, list) else [])
     timer = timer or StageTimer()
-    guarded: list[Any] = list(inputs)
+    # the input paths an output must not replace (an iterator of texts is not consumed here)
+    guarded: list[Any] = list(inputs) if isinstance(inputs, (list, tuple)) else []
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
     bar = Progress("encoding", unit="bytes", enabled=progress, meter=READING)
     rows = 0
-    target = (output_file(out, inputs=guarded, force=force) if rows_per_file is None
-              else output_dir(out, inputs=guarded, force=force))
-    with target as tmp, \
-            ThreadPoolExecutor(max_workers=WORKERS + 1) as pool:
+    split = rows_per_file is not None or max_bytes is not None
+    target = (output_dir(out, inputs=guarded, force=force) if split
+              else output_file(out, inputs=guarded, force=force))
+    with contextlib.ExitStack() as outputs:
+        # the stats file is checked with the output, before any work, and installed after it
+        stats_tmp = (outputs.enter_context(output_file(stats_path(out), inputs=guarded,
+                                                       force=force, what="--stats"))
+                     if stats is not False else None)
+        tmp = outputs.enter_context(target)
+        pool = outputs.enter_context(ThreadPoolExecutor(max_workers=WORKERS + 1))
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
         tok.word_cache()  # made once, before the workers share it
-        encoding: deque[Future[pa.Table]] = deque()  # batches being encoded, in input order
+        counted = None
+        if stats is not False:
+            counted = stats if isinstance(stats, EncodeStats) else EncodeStats()
+            counted.use_tokenizer(tok)
+        packer = None
+        if pack is not None:
+            configured = (None if isinstance(tokenizer, Tokenizer) or pack_separator_token
+                          else configured_eos(tokenizer))
+            packer = Packer(pack, pack_separator(tok, pack_separator_token, configured),
+                            pack_drop_last, columns)
+        doc_columns = ["ids"] if packer is not None else columns
+        # batches being encoded, in input order
+        encoding: deque[Future[tuple[pa.Table, BatchStats | None]]] = deque()
         written: Future[None] | None = None
-        sink = ParquetSink(tmp, rows_per_file)
+        sink = ParquetSink(tmp, rows_per_file, max_bytes)
         try:
             # lines are rows (never cut); the reader refuses one longer than the bound
             # before holding more of it
-            sequences = iter_sequences(inputs, fmt=fmt, column=column,
-                                       pretokenizer=RowLines(),
-                                       max_word_chars=max(max_line_bytes // BYTES_PER_CHAR, 1))
-            batches = batched(sequences, BATCH_BYTES, max_line_bytes)
+            read = iter_rows(inputs, fmt, column, keep or [], pretokenizer=RowLines(),
+                             max_word_chars=max(max_line_bytes // BYTES_PER_CHAR, 1))
+            batches = batched(read, BATCH_BYTES, max_line_bytes)
             while True:
                 with timer.stage("read"):
-                    texts = next(batches, None)
-                if texts is not None:
+                    batch = next(batches, None)
+                if batch is not None:
+                    texts, kept = batch
+                    if kept.num_columns and column in kept.column_names:  # "all"
+                        kept = kept.drop_columns([column])
+                    # `all` is known once an input is open (and may differ between inputs)
+                    check_columns(columns, column, keep_text, kept.column_names)
                     if not keep_newlines:
                         texts = texts.str.strip_suffix("\n").str.strip_suffix("\r")
                     # batches are encoded in parallel (Polars and NumPy release the GIL)
-                    encoding.append(pool.submit(encoded_table, tok, texts.fill_null(""),
-                                                column, columns, keep_text,
-                                                add_special_tokens, timer))
-                if not encoding or (texts is not None and len(encoding) < WORKERS):
-                    if texts is None:
+                    encoding.append(pool.submit(encoded_batch, tok, texts.fill_null(""), kept,
+                                                column, doc_columns, keep_text,
+                                                add_special_tokens, counted, timer))
+                if not encoding or (batch is not None and len(encoding) < WORKERS):
+                    if batch is None:
                         break
                     continue
-                table = encoding.popleft().result()
-                with timer.stage("write"):
-                    if written is not None:
-                        written.result()  # one batch being written: memory stays bounded
-                    written = pool.submit(sink.write, table)
+                table, batch_counts = encoding.popleft().result()
+                if counted is not None and batch_counts is not None:
+                    counted.add(batch_counts)
+                if packer is not None:  # in input order: a document may span two blocks
+                    table = packer.add(table.column("ids"))
+                written = _handed(table, sink, pool, written, timer)
                 rows += table.num_rows
                 bar.update(rows=rows)
+            if packer is not None:
+                table = packer.finish()
+                written = _handed(table, sink, pool, written, timer)
+                rows += table.num_rows
+                if not rows and packer.documents:
+                    raise TokcolumnarError(
+                        f"the input's {packer.total:,} ids (separators included) fill no "
+                        f"block of --pack {pack:,}, and --pack-drop-last drops the last one")
             if not rows:
                 raise TokcolumnarError("the input contains no rows to encode")
             with timer.stage("write"):
                 if written is not None:
                     written.result()
                 sink.close()
-                if rows_per_file is not None:  # the marker last: the parts are complete
+                if split:  # the marker last: the parts are complete
                     (tmp / PARTS_MARKER).write_text(json.dumps(
                         {"tool": "tokcolumnar", "kind": "encoded", "parts": sink.parts,
                          "rows": rows}) + "\n", encoding="utf-8")
+                if counted is not None and stats_tmp is not None:
+                    write_parquet(counted.table(), stats_tmp, "encode-stats")
         finally:
             for job in [*encoding, written]:
-                if job is not None:
-                    job.cancel()
-                    job.exception()  # wait for the workers before closing the writer
+                # a job not started yet is cancelled; a running one is waited for before the
+                # writer closes (exception() of a cancelled job would raise CancelledError)
+                if job is not None and not job.cancel():
+                    job.exception()
             sink.close()
     bar.rows = rows
     bar.close()
     return rows
+
+
+def _handed(table: pa.Table | None, sink: ParquetSink, pool: ThreadPoolExecutor,
+            written: Future[None] | None, timer: StageTimer) -> Future[None] | None:
+    """Hand `table` to the writer thread once the previous table is written (one batch being
+    written: memory stays bounded); the write in progress."""
+    if table is None or not table.num_rows:
+        return written
+    with timer.stage("write"):
+        if written is not None:
+            written.result()
+        return pool.submit(sink.write, table)
+
+
+def _keep_list(keep_columns: list[str] | str | None, column: str) -> list[str] | str | None:
+    """--keep-columns as given: None, "all", or names (each once, none empty)."""
+    if keep_columns is None or keep_columns == "all":
+        return keep_columns
+    if isinstance(keep_columns, str):
+        keep_columns = keep_columns.split(",")
+    names = list(keep_columns)
+    if not names or any(not n for n in names) or len(set(names)) != len(names):
+        raise TokcolumnarError(f"--keep-columns: give input column names, each once, or all "
+                               f"(got {','.join(names)!r})")
+    if "all" in names and len(names) > 1:
+        raise TokcolumnarError("--keep-columns all keeps every column: give it alone")
+    return "all" if names == ["all"] else names
+
+
+def check_pack(pack: int, columns: list[str], keep: list[str] | str | None) -> None:
+    """--pack N writes blocks of ids, not documents: what belongs to a document is refused."""
+    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
+        raise TokcolumnarError(f"--pack must be a whole number of ids, at least 1, got {pack!r}")
+    other = [c for c in columns if c not in PACK_COLUMNS]
+    if other:
+        raise TokcolumnarError(f"--pack writes blocks of ids: the per-document column "
+                               f"{other[0]!r} is not available (columns: "
+                               f"{', '.join(PACK_COLUMNS)})")
+    if keep:
+        raise TokcolumnarError("--pack writes blocks of ids: input columns cannot be kept beside "
+                               "them (--keep-columns)")
 
 
 def encode_table(tok: Tokenizer, texts: pl.Series, column: str = "text",
