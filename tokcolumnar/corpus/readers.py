@@ -23,7 +23,7 @@ import polars as pl
 from ..errors import TokcolumnarError, word_too_long
 from ..progress import READING
 from ..text.pretokenizers import LineCut, PreTokenizer, WholeSequence
-from .sources import Source, expand_inputs, open_binary
+from .sources import Source, expand_inputs, open_binary, parquet_file
 
 CHUNK_BYTES = 1 << 20
 PIECE_CHARS = 64 << 10
@@ -160,7 +160,7 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None
     try:
         if src.fmt == "parquet":
             stream = open_binary(src, arrow=True) if src.compression else None
-            pf = pq.ParquetFile(stream if stream is not None else str(src.path))
+            pf = pq.ParquetFile(stream) if stream is not None else parquet_file(src)
             check(pf.schema_arrow.names)
             for batch in pf.iter_batches(columns=[column], batch_size=65536,
                                          row_groups=src.row_groups):
@@ -219,10 +219,11 @@ def check_parquet_column(src: Source, column: str) -> None:
     """Refuse a Parquet file without the text column, or with a column that is not strings,
     with the Polars engine's messages (for readers that do not go through `iter_source`)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        schema = pq.read_schema(str(src.path))
+        pf = parquet_file(src)
+        schema = pf.schema_arrow
+        pf.close()
     except (OSError, pa.ArrowException, ValueError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TokcolumnarError(f"cannot read {src.label} as parquet: {msg}") from None
@@ -312,10 +313,12 @@ def iter_source(src: Source, column: str = "text", pretokenizer: PreTokenizer | 
 def metered(src: Source, chunks: Iterable[pl.Series]) -> Iterator[pl.Series]:
     """The chunks of `src`, told to `READING` where it cannot follow a file position."""
     for texts in chunks:
-        if src.kind != "file":  # no file position to read: count the text
-            READING.read_text(int(texts.str.len_bytes().sum() or 0))
-        elif src.fmt == "parquet":  # read by offset, not position: count the rows
+        if src.fmt == "parquet" and src.kind == "file":  # read by offset: count the rows
             READING.read_rows(len(texts))
+        elif src.kind != "file" or src.uri is not None:
+            # no file position to follow (a pipe; a URI's file is no descriptor of this
+            # process): count the text
+            READING.read_text(int(texts.str.len_bytes().sum() or 0))
         yield texts
 
 

@@ -24,7 +24,7 @@ import polars as pl
 
 from ..config import TrainConfig
 from ..corpus.counts_file import load_counts, normalize_counts
-from ..corpus.sources import expand_inputs
+from ..corpus.sources import Source, expand_inputs
 from ..corpus.spill import count_bounded, unit_bytes_for
 from ..distributed.units import plan_units
 from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
@@ -218,9 +218,11 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     return result
 
 
-def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None) -> list[Path] | None:
-    """The files a run reads, for the work directory's fingerprint; None when an input cannot
-    be read again (standard input, a pipe, a data frame, an iterator)."""
+def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None
+                    ) -> list[Path | Source] | None:
+    """The files a run reads, for the work directory's fingerprint (local paths; a URI's
+    file as its `Source`); None when an input cannot be read again (standard input, a pipe,
+    a data frame, an iterator)."""
     if isinstance(from_counts, pl.DataFrame):
         return None
     if from_counts is not None:
@@ -231,7 +233,8 @@ def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None) -> list[Path
     sources = expand_inputs(input_list(inputs), fmt)
     if any(src.kind != "file" for src in sources):
         return None
-    return [Path(os.path.abspath(src.path)) for src in sources]
+    return [src if src.uri is not None else Path(os.path.abspath(src.path))
+            for src in sources]
 
 
 @contextlib.contextmanager
