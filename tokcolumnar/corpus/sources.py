@@ -190,15 +190,20 @@ def _expand_uri(uri: str, fmt: str | None) -> list[Source]:
 
 
 def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob of path components as a regex: `**` (a whole component) any number of
-    components, `*` any characters but `/` (as `glob.glob(recursive=True)`)."""
+    """A glob of path components as a regex, as `glob.glob(recursive=True)` reads it: `**`
+    (a whole component) any number of components, `*` any characters but `/`; neither
+    matches a name starting with `.` (hidden) unless the pattern's component does."""
+    visible = r"(?!\.)[^/]*"  # a component not starting with "."
+    parts = pattern.split("/")
     out = []
-    for i, part in enumerate(pattern.split("/")):
-        last = i == len(pattern.split("/")) - 1
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
         if part == "**":
-            out.append(".*" if last else "(?:[^/]*/)*")
+            out.append(f"{visible}(?:/{visible})*" if last else f"(?:{visible}/)*")
             continue
         piece = "[^/]*".join(re.escape(x) for x in part.split("*"))
+        if part.startswith("*"):
+            piece = r"(?!\.)" + piece
         out.append(piece if last else piece + "/")
     return re.compile("".join(out))
 
