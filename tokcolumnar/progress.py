@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
-from .corpus.sources import Source, file_size, parquet_metadata
+from .corpus.sources import Source, file_size, parquet_metadata, read_position
 
 #: Off a terminal, a long stage writes one line per this many seconds at most (a 2-hour run
 #: logs ~240 lines per stage: enough to see it move, few enough to read back). The environment
@@ -74,9 +74,10 @@ class InputMeter:
     input by its device and inode), so a compressed input counts compressed bytes and the
     readers need no change. A Parquet file is read at offsets, which move no position: its
     share is its size times the fraction of its rows read (from its footer's row count).
-    A file of a URI (read through an Arrow filesystem: no descriptor of ours) counts the text
-    read from it, as standard input does, up to its size (its Parquet rows as a local
-    file's). Anything else without a descriptor counts once it is finished."""
+    A file of a URI (read through an Arrow filesystem: no descriptor of ours) is followed by
+    the position of the stream `open_binary` opened (`sources.read_position`), else by the
+    text read from it, as standard input is, up to its size; its Parquet rows as a local
+    file's. Anything else without a descriptor counts once it is finished."""
 
     def __init__(self) -> None:
         self.total: int | None = None
@@ -172,7 +173,12 @@ class InputMeter:
         if self._current is not None and self._current.uri is not None:
             if self._current.fmt == "parquet":
                 return self._parquet_position(self._current)
-            return min(self._text, self._size)  # text read (decompressed: up to the size)
+            position = read_position(self._current.uri)
+            if position is not None:
+                self._last = position
+                return position
+            # closed (read to its end) or not opened by open_binary: the text read
+            return max(self._last, min(self._text, self._size))
         if self._current is None or self._stat is None:
             return 0
         if self._current.fmt == "parquet":

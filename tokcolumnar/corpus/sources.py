@@ -239,9 +239,13 @@ def open_binary(src: Source, arrow: bool = False) -> Any:
             import pyarrow as pa
 
             fs, path = filesystem_of(src.uri)
-            # compression=None: the filesystem would otherwise guess it from the extension
-            raw = fs.open_input_stream(path, compression=None)
-            return pa.CompressedInputStream(raw, src.compression) if src.compression else raw
+            # compression=None: the filesystem would otherwise guess it from the extension;
+            # counted: an Arrow input stream has no position to read (progress follows it)
+            raw = _Counted(fs.open_input_stream(path, compression=None))
+            _last_opened[:] = [src.uri, raw]
+            if src.compression:
+                return pa.CompressedInputStream(pa.PythonFile(raw, "r"), src.compression)
+            return pa.PythonFile(raw, "r") if arrow else raw
         if not arrow and src.compression in (None, "gzip"):
             if src.kind == "stdin":
                 return open(0, "rb", closefd=False)  # noqa: SIM115 - closed by the caller
@@ -263,6 +267,20 @@ def open_binary(src: Source, arrow: bool = False) -> Any:
         raise
     except Exception as e:  # noqa: BLE001 - OSError or ArrowException
         raise TokcolumnarError(f"cannot open {src.label}: {_first_line(e)}") from None
+
+
+#: The URI whose file `open_binary` opened last, and its stream as stored (not decompressed):
+#: progress follows its position (`read_position`), as it follows a local file's descriptor.
+_last_opened: list[Any] = [None, None]
+
+
+def read_position(uri: str) -> int | None:
+    """Bytes read so far of the file of `uri` that `open_binary` opened last (compressed
+    bytes for a compressed file); None when another file was opened since, or it is closed."""
+    name, raw = _last_opened
+    if name != uri or raw is None or raw.closed:
+        return None
+    return raw.position
 
 
 def open_seekable(src: Source) -> Any:
@@ -321,6 +339,32 @@ def parquet_metadata(src: Source) -> Any:
 
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+class _Counted(io.RawIOBase):
+    """An Arrow input stream that counts the bytes read from it (`position`)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self._stream = stream
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = self._stream.read(None if size is None or size < 0 else size)
+        self.position += len(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        n = self._stream.readinto(b)
+        self.position += n
+        return n
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
 
 
 class _ByteRange(io.RawIOBase):
