@@ -73,8 +73,14 @@ def engine_for(name: str) -> Engine:
 
 
 def engine_of_run(inputs: Any, cfg: TrainConfig) -> Engine:
-    """The settings' engine; Ray's for a `ray.data.Dataset` (counted where it lives)."""
-    return engine_for("ray" if type(inputs).__module__.startswith("ray.data") else cfg.engine)
+    """The settings' engine; Ray's for a `ray.data.Dataset`, Spark's for a Spark DataFrame
+    (each counted where it lives)."""
+    module = type(inputs).__module__
+    if module.startswith("ray.data"):
+        return engine_for("ray")
+    if module.startswith("pyspark.sql") and type(inputs).__name__ == "DataFrame":
+        return engine_for("spark")
+    return engine_for(cfg.engine)
 
 
 @dataclass
