@@ -94,6 +94,8 @@ def test_uri_directories_and_globs_expand_as_local_paths(tmp_path):
     for pattern in ("", "/*.txt", "/**/*.txt", "/sub/*", "/**", "/*/*.txt"):
         assert remote(pattern) == local(pattern), pattern
     assert remote("/**/*.txt")[-1].endswith("/in%20put/sub/deeper/d.txt")
+    # a query (S3's ?region=...) stays on every file's URI
+    assert remote("/**/*.txt?x=1") == [x + "?x=1" for x in remote("/**/*.txt")]
     # formats from the extensions, as for local files
     fmts = {s.label.rsplit("/", 1)[1]: s.fmt for s in expand_inputs([uri(root) + "/**"])}
     assert fmts["x.jsonl"] == "jsonl" and fmts["a.txt"] == "text"

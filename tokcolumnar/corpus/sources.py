@@ -149,14 +149,16 @@ def filesystem_of(uri: str) -> tuple[Any, str]:
 
 def _expand_uri(uri: str, fmt: str | None) -> list[Source]:
     """The files a URI names: itself, the files under it (a directory, recursively, hidden
-    ones left out) or those its `*` / `**` components match, in path order."""
+    ones left out) or those its `*` / `**` components match, in path order. A query
+    (`?region=...`) stays on every file's URI."""
     from pyarrow import fs as pafs
 
-    parts = uri.split("/")
+    head, mark, query = uri.partition("?")
+    parts = head.split("/")
     # the glob starts at the first component with a `*`; the URI up to it is the base
     first = next((i for i, part in enumerate(parts) if "*" in part and i >= 3), None)
-    base = uri if first is None else "/".join(parts[:first])
-    fs, base_path = filesystem_of(base)
+    base = head if first is None else "/".join(parts[:first])
+    fs, base_path = filesystem_of(base + mark + query)
     try:
         info = fs.get_file_info(base_path)
         if first is None and info.type == pafs.FileType.File:
@@ -185,7 +187,8 @@ def _expand_uri(uri: str, fmt: str | None) -> list[Source]:
     if not found:
         raise TokcolumnarError(f"directory {uri} contains no files" if first is None
                                else f"no files match {uri}")
-    return [_detect(PurePosixPath(path), fmt, "file", base.rstrip("/") + "/" + quote(relative))
+    return [_detect(PurePosixPath(path), fmt, "file",
+                    base.rstrip("/") + "/" + quote(relative) + mark + query)
             for relative, path in sorted(found)]
 
 
