@@ -327,8 +327,8 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
                    max_word_chars: int | None = None) -> Iterator[pl.Series]:
     """Stream the corpus as Polars string Series.
 
-    `inputs` is a path or a list/tuple of paths, globs, directories, named pipes and `-`
-    (standard input); or from Python a Polars (Lazy)DataFrame, an Arrow table, or any other
+    `inputs` is a path or a list/tuple of paths, globs, directories, URIs, named pipes and
+    `-` (standard input); or from Python a Polars (Lazy)DataFrame, an Arrow table, or any other
     iterable (e.g. a generator) of strings. With a `pretokenizer`, text lines longer than a
     chunk are cut where it says the cut cannot change the words, and a stretch of more than
     4 x `max_word_chars` bytes without such a place is refused (see `iter_text_file`); a

@@ -135,10 +135,11 @@ def count_words(inputs: Any, *, memory_limit: str | int | None = None,
                 checkpoint_every: float = CHECKPOINT_EVERY, **options: Any) -> pl.DataFrame:
     """The counting stage alone: the `words` table (word, count, first_seen); `options` are
     the training options (`engine="duckdb"` counts in DuckDB, `engine="ray"` — or a
-    `ray.data.Dataset` as `inputs` — on Ray). With `memory_limit` or `work_dir`, the count
-    is bounded as `train`'s (spilled to `work_dir`, default a temporary directory); with a
-    `work_dir`, its manifest is saved every `checkpoint_every` seconds and `resume` continues
-    a killed count from it (as `train`'s counting stage)."""
+    `ray.data.Dataset` as `inputs` — on Ray; a Spark DataFrame's `column` on Spark). With
+    `memory_limit` or `work_dir`, the count is bounded as `train`'s (spilled to `work_dir`,
+    default a temporary directory); with a `work_dir`, its manifest is saved every
+    `checkpoint_every` seconds and `resume` continues a killed count from it (as `train`'s
+    counting stage)."""
     cfg = resolve_config(options)
     engine = engine_of_run(inputs, cfg)
     check_checkpoint_every(checkpoint_every)
@@ -176,9 +177,10 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
           memory_limit: str | int | None = None, work_dir: str | Path | None = None,
           resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
           **options: Any) -> TrainResult:
-    """Train a tokenizer. `inputs`: paths/globs/dirs, a Polars or Arrow table, or an iterator of
-    strings; `options`: the CLI options as keyword arguments (see `TrainConfig`;
-    `engine="duckdb"` runs every stage in DuckDB and returns the same tables).
+    """Train a tokenizer. `inputs`: paths/globs/dirs/URIs, a Polars or Arrow table, a Ray
+    Dataset or a Spark DataFrame (counted on Ray / Spark), or an iterator of strings; `options`:
+    the CLI options as keyword arguments (see `TrainConfig`; `engine="duckdb"` runs every stage
+    in DuckDB and returns the same tables).
 
     With `out_dir`, the output is checked before any work starts (it may replace only an
     earlier tokcolumnar output or an empty directory, unless `force`; never an input) and
