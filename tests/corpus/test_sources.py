@@ -17,7 +17,7 @@ from tests.support.cli import error_line, run_cli
 from tests.support.corpora import corpus
 from tokcolumnar import count_words
 from tokcolumnar.config import TrainConfig
-from tokcolumnar.corpus.sources import expand_inputs
+from tokcolumnar.corpus.sources import expand_inputs, filesystem_of
 from tokcolumnar.distributed.units import count_units, plan_units
 from tokcolumnar.workdir import input_fingerprint
 
@@ -150,3 +150,18 @@ def test_an_output_named_as_an_input_uri_is_refused(tmp_path):
     assert proc.returncode == 2
     assert error_line(proc.stderr) == f"tokcolumnar: error: --out {src} is an input"
     assert src.read_text() == "a b\n"
+
+
+def test_the_uris_of_a_bucket_share_one_filesystem():
+    # made once per root and process (an S3 filesystem may ask for the bucket's region);
+    # the paths are those Arrow gives each URI (no network: the region is given)
+    pafs = pytest.importorskip("pyarrow.fs")
+    if not getattr(pafs, "S3FileSystem", None):
+        pytest.skip("pyarrow without S3")
+    a = "s3://bucket/dir/a%20b.txt?region=us-east-1"
+    b = "s3://bucket/c/d.parquet?region=us-east-1"
+    (fs_a, path_a), (fs_b, path_b) = filesystem_of(a), filesystem_of(b)
+    assert fs_a is fs_b and isinstance(fs_a, pafs.S3FileSystem)
+    assert (path_a, path_b) == (pafs.FileSystem.from_uri(a)[1], pafs.FileSystem.from_uri(b)[1])
+    assert path_a == "bucket/dir/a b.txt"
+    assert filesystem_of("file:///tmp/x%20y/z.txt")[1] == "/tmp/x y/z.txt"

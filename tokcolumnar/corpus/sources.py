@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 from ..errors import TokcolumnarError
 
@@ -134,17 +134,62 @@ def is_uri(s: str) -> bool:
     return _URI.match(s) is not None
 
 
-@lru_cache(maxsize=256)
 def filesystem_of(uri: str) -> tuple[Any, str]:
-    """The Arrow filesystem of a URI and the path inside it (made once per URI and process:
-    a worker reading many units of one file asks once)."""
+    """The Arrow filesystem of a URI and the path inside it. One filesystem serves every URI
+    of a root (`scheme://authority/?query`) in a process: making one may cost a request (an
+    S3 bucket's region, GCS credentials), and a corpus may be thousands of files. The path
+    is the root's path joined with the URI's (decoded); the first URI of a root checks that
+    this is the path Arrow gives, else that root's URIs are each opened by Arrow."""
+    split = urlsplit(uri)
+    root = f"{split.scheme}://{split.netloc}/" + (f"?{split.query}" if split.query else "")
+    try:
+        shared = _root_filesystem(root, uri)
+    except Exception:  # noqa: BLE001 - the URI's own error, said below
+        shared = None
+    try:
+        if shared is None:
+            return _from_uri(uri)
+        fs, root_path = shared
+        return fs, _join(root_path, split.path)
+    except Exception as e:  # noqa: BLE001 - ArrowInvalid, OSError (no libhdfs, no network)
+        raise TokcolumnarError(f"cannot open {uri}: {_first_line(e)}") from None
+
+
+def _root_filesystem(root: str, first_uri: str) -> tuple[Any, str] | None:
+    """The filesystem of `root` and its path, None when `first_uri`'s path from it is not
+    the one Arrow gives (then each URI is opened alone)."""
+    cached = _ROOTS.get(root)
+    if cached is not None:
+        return cached or None
+    try:
+        fs, root_path = _from_uri(root)
+    except Exception:  # noqa: BLE001 - no filesystem for the root: each URI alone
+        _ROOTS[root] = ()
+        return None
+    _, path = _from_uri(first_uri)
+    same = path == _join(root_path, urlsplit(first_uri).path)
+    _ROOTS[root] = (fs, root_path) if same else ()
+    return (fs, root_path) if same else None
+
+
+#: Per root URI: its filesystem and path, or () when its URIs are opened one by one.
+_ROOTS: dict[str, tuple[Any, ...]] = {}
+
+
+@lru_cache(maxsize=256)
+def _from_uri(uri: str) -> tuple[Any, str]:
     from pyarrow import fs as pafs
 
-    try:
-        return pafs.FileSystem.from_uri(uri)
-    except Exception as e:  # noqa: BLE001 - ArrowInvalid, OSError (no libhdfs, no network)
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TokcolumnarError(f"cannot open {uri}: {msg}") from None
+    return pafs.FileSystem.from_uri(uri)
+
+
+def _join(root_path: str, uri_path: str) -> str:
+    """A URI's path inside the filesystem of its root (whose path is `root_path`: "/" for
+    a local or HDFS root, the bucket for S3 / GCS)."""
+    relative = unquote(uri_path).lstrip("/")
+    if not root_path or root_path.endswith("/"):
+        return root_path + relative
+    return f"{root_path}/{relative}" if relative else root_path
 
 
 def _expand_uri(uri: str, fmt: str | None) -> list[Source]:
