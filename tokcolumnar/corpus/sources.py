@@ -7,7 +7,7 @@ A URI (`file:///abs/dir/*.txt`, `s3://bucket/key`, `gs://...`, `hdfs://host:port
 read through the Arrow filesystem `pyarrow.fs.FileSystem.from_uri` makes of it: a file, a
 directory (walked recursively) or a glob whose `*` / `**` stand in path components (URIs have
 no `?` or `[` patterns: `?` starts a URI's query). A `Source` of a URI holds the URI string
-only (picklable: a Ray or Spark worker makes the filesystem again, once per URI and process)
+only (picklable: a Ray or Spark worker makes the filesystem again, once per URI root and process)
 and its path inside the filesystem; everything that touches a file (`open_binary`,
 `open_seekable`, `parquet_file`, `file_stat`) goes through the helpers here, which serve local
 paths and URIs alike."""
