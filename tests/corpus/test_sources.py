@@ -81,8 +81,9 @@ def test_a_bounded_count_reads_uris(inputs, tmp_path):
 def test_uri_directories_and_globs_expand_as_local_paths(tmp_path):
     root = tmp_path / "in put"
     (root / "sub" / "deeper").mkdir(parents=True)
+    (root / ".git").mkdir()
     for name in ("b.txt", "a.txt", "x.jsonl", ".hidden.txt", "sub/c.txt", "sub/deeper/d.txt",
-                 "sub/e.jsonl"):
+                 "sub/e.jsonl", ".git/f.txt", "sub/.g.txt"):
         (root / name).write_text("a b\n")
 
     def local(pattern: str) -> list[str]:
@@ -91,7 +92,7 @@ def test_uri_directories_and_globs_expand_as_local_paths(tmp_path):
     def remote(pattern: str) -> list[str]:
         return [s.label for s in expand_inputs([uri(root) + pattern])]
 
-    for pattern in ("", "/*.txt", "/**/*.txt", "/sub/*", "/**", "/*/*.txt"):
+    for pattern in ("", "/*.txt", "/**/*.txt", "/sub/*", "/**", "/*/*.txt", "/.*", "/.git/*"):
         assert remote(pattern) == local(pattern), pattern
     assert remote("/**/*.txt")[-1].endswith("/in%20put/sub/deeper/d.txt")
     # a query (S3's ?region=...) stays on every file's URI

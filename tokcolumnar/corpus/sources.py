@@ -215,8 +215,7 @@ def _expand_uri(uri: str, fmt: str | None) -> list[Source]:
     except TokcolumnarError:
         raise
     except Exception as e:  # noqa: BLE001 - OSError, ArrowException
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TokcolumnarError(f"cannot read {uri}: {msg}") from None
+        raise TokcolumnarError(f"cannot read {uri}: {_first_line(e)}") from None
     pattern = None if first is None else _glob_regex("/".join(parts[first:]))
     prefix = base_path.rstrip("/") + "/"
     found: list[tuple[str, str]] = []
@@ -224,7 +223,7 @@ def _expand_uri(uri: str, fmt: str | None) -> list[Source]:
         if entry.type != pafs.FileType.File or not entry.path.startswith(prefix):
             continue
         relative = entry.path[len(prefix):]
-        if pattern is None and any(c.startswith(".") for c in relative.split("/")):
+        if pattern is None and relative.rsplit("/", 1)[-1].startswith("."):
             continue  # a directory's hidden files, as for a local directory
         if pattern is not None and not pattern.fullmatch(relative):
             continue
