@@ -150,3 +150,6 @@ def test_a_spark_dataframe_counts_as_its_rows_in_partition_order(spark_local, tm
     assert on_spark.merges.equals(single.merges) and on_spark.vocab.equals(single.vocab)
     with pytest.raises(TokcolumnarError, match="text column has type bigint"):
         count_words(made, column="id")
+    with pytest.raises(TokcolumnarError, match=r"--engine spark reads files \(paths, "
+                       r"directories, globs, URIs\) or a Spark DataFrame, not DataFrame"):
+        count_words(pl.DataFrame({"text": lines}), engine="spark")

@@ -76,8 +76,9 @@ def worker_units(inputs: Any, fmt: str | None, unit_bytes: int, engine: str) -> 
         inputs = [inputs]
     if not isinstance(inputs, (list, tuple)) or not all(
             isinstance(x, (str, os.PathLike)) for x in inputs):
-        raise TokcolumnarError(f"--engine {engine} reads files (paths, directories, globs) or "
-                               f"a {engine} dataset, not {type(inputs).__name__}")
+        own = {"ray": "a Ray Dataset", "spark": "a Spark DataFrame"}.get(engine, "its own data")
+        raise TokcolumnarError(f"--engine {engine} reads files (paths, directories, globs, "
+                               f"URIs) or {own}, not {type(inputs).__name__}")
     units = plan_units(inputs, fmt, unit_bytes)
     for unit in units:
         if unit.source.kind != "file":
