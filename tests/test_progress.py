@@ -142,9 +142,11 @@ def test_wordpiece_merging_lines(tmp_path):
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("kind", ["gzip", "parquet"])
-def test_compressed_input_counts_compressed_bytes(tmp_path, kind):
+@pytest.mark.parametrize("as_uri", [False, True])
+def test_compressed_input_counts_compressed_bytes(tmp_path, kind, as_uri):
     # ~27 MB of text, ~10 MB gzipped or in Parquet: the total and every position are those of
-    # the file on disk (Parquet's by the rows read, in 20 row groups)
+    # the file on disk (Parquet's by the rows read, in 20 row groups); the same for its
+    # file:// URI, read through an Arrow filesystem (no descriptor of ours to follow)
     text = corpus("medium/en.txt").read_bytes()
     if kind == "gzip":
         src = tmp_path / "en.txt.gz"
@@ -155,7 +157,8 @@ def test_compressed_input_counts_compressed_bytes(tmp_path, kind):
         pl.DataFrame({"text": lines}).write_parquet(src, row_group_size=len(lines) // 20 + 1)
     size = src.stat().st_size
     assert size < len(text) / 2
-    proc = run_cli("count", str(src), "--out", str(tmp_path / "w.parquet"), env=EVERY)
+    proc = run_cli("count", f"file://{src}" if as_uri else str(src), "--out",
+                   str(tmp_path / "w.parquet"), env=EVERY)
     assert proc.returncode == 0, proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.startswith("counting: ")]
     periodic = [re.match(r"counting: ([\d.]+) MB / ([\d.]+ MB) \(([\d.]+)%\), [\d.]+ [kM]B/s"
@@ -164,6 +167,7 @@ def test_compressed_input_counts_compressed_bytes(tmp_path, kind):
     assert {m.group(2) for m in periodic} == {mb(size)}
     read = [float(m.group(1)) for m in periodic]
     assert read == sorted(read) and 0 < read[0] and read[-1] <= size / 1e6 + 0.05  # shown to 0.1 MB
+    assert read[0] < size / 1e6 / 2  # the file's bytes, not the text's (4 MB at first)
     assert lines[-1].startswith(f"counting: done, {mb(size)} in ")
 
 

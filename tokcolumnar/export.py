@@ -249,7 +249,8 @@ def input_fingerprints(inputs: list[str], fmt: str | None) -> list[dict[str, Any
     if not inputs:
         return []
     try:
-        return [fingerprint(str(s.path)) if s.kind == "file" else {"path": s.label}
+        return [fingerprint(str(s.path)) if s.kind == "file" and s.uri is None
+                else {"path": s.label}
                 for s in expand_inputs(inputs, fmt)]
     except Exception:  # noqa: BLE001 - fingerprints are informative only
         return [{"path": p} for p in inputs]

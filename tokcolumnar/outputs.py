@@ -141,6 +141,10 @@ def input_paths(inputs: Iterable[object]) -> list[Path]:
         s = os.fspath(item)
         if s == "-":
             continue
+        if s.startswith("file://"):  # a local file named by a URI is guarded as its path
+            from urllib.parse import unquote, urlsplit
+
+            s = unquote(urlsplit(s).path)
         matches = glob.glob(s, recursive=True) if any(c in s for c in "*?[") else [s]
         out.extend(_real(m) for m in matches if os.path.exists(m))
     return out

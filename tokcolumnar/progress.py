@@ -29,10 +29,9 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-if TYPE_CHECKING:
-    from .corpus.sources import Source
+from .corpus.sources import Source, file_size, parquet_metadata, read_position
 
 #: Off a terminal, a long stage writes one line per this many seconds at most (a 2-hour run
 #: logs ~240 lines per stage: enough to see it move, few enough to read back). The environment
@@ -75,7 +74,10 @@ class InputMeter:
     input by its device and inode), so a compressed input counts compressed bytes and the
     readers need no change. A Parquet file is read at offsets, which move no position: its
     share is its size times the fraction of its rows read (from its footer's row count).
-    Anything else without a descriptor counts once it is finished."""
+    A file of a URI (read through an Arrow filesystem: no descriptor of ours) is followed by
+    the position of the stream `open_binary` opened (`sources.read_position`), else by the
+    text read from it, as standard input is, up to its size; its Parquet rows as a local
+    file's. Anything else without a descriptor counts once it is finished."""
 
     def __init__(self) -> None:
         self.total: int | None = None
@@ -87,6 +89,7 @@ class InputMeter:
         self._rows_total: int | None = None
         self._size = 0  # the current Parquet input's size
         self._last = 0  # the current input's last read position (it stays once closed)
+        self._text = 0  # text read of the current URI's file
 
     def begin(self, sources: list[Source]) -> None:
         """A new reading: the total is the sum of the sizes when every input is a whole
@@ -96,7 +99,7 @@ class InputMeter:
             self.total = None
             return
         try:
-            self.total = (sum(s.path.stat().st_size for s in sources)
+            self.total = (sum(file_size(s) for s in sources)
                           if all(s.kind == "file" and s.byte_range is None for s in sources)
                           else None)
         except OSError:
@@ -116,10 +119,8 @@ class InputMeter:
         if src.kind != "file" or src.byte_range is None:
             self.start(src)
         if src.fmt == "parquet" and src.row_groups is not None:
-            import pyarrow.parquet as pq  # loaded already: the reader of Parquet units
-
             try:
-                meta = pq.read_metadata(src.path)
+                meta = parquet_metadata(src)
                 self._rows_total = sum(meta.row_group(g).num_rows for g in src.row_groups)
                 self._size = size
             except Exception:  # noqa: BLE001 - progress never fails a run
@@ -131,8 +132,15 @@ class InputMeter:
         self._finished, self._current, self._fd = max(after, self.position()), None, None
 
     def start(self, src: Source) -> None:
-        self._current, self._fd, self._last = src, None, 0
+        self._current, self._fd, self._last, self._text = src, None, 0, 0
         self._rows, self._rows_total = 0, None
+        if src.uri is not None:
+            self._stat = None
+            try:
+                self._size = file_size(src)
+            except OSError:
+                self._size = 0
+            return
         try:
             st = os.stat(src.path) if src.kind == "file" else None
         except OSError:
@@ -141,8 +149,11 @@ class InputMeter:
 
     def read_text(self, nbytes: int) -> None:
         """Bytes of text read from an input without a file position (standard input, a
-        pipe): counted as they are read."""
-        self._finished += nbytes
+        pipe, a URI's file): counted as they are read."""
+        if self._current is not None and self._current.uri is not None:
+            self._text += nbytes
+        else:
+            self._finished += nbytes
 
     def read_rows(self, n: int) -> None:
         """Rows read from the current input (a Parquet file: its position is by rows)."""
@@ -151,7 +162,7 @@ class InputMeter:
     def finish(self, src: Source) -> None:
         if src.kind == "file":
             with contextlib.suppress(OSError):
-                self._finished += src.path.stat().st_size
+                self._finished += file_size(src)
         self._current, self._fd = None, None
 
     def position(self) -> int:
@@ -159,6 +170,15 @@ class InputMeter:
         return self._finished + self._current_position()
 
     def _current_position(self) -> int:
+        if self._current is not None and self._current.uri is not None:
+            if self._current.fmt == "parquet":
+                return self._parquet_position(self._current)
+            position = read_position(self._current.uri)
+            if position is not None:
+                self._last = position
+                return position
+            # closed (read to its end) or not opened by open_binary: the text read
+            return max(self._last, min(self._text, self._size))
         if self._current is None or self._stat is None:
             return 0
         if self._current.fmt == "parquet":
@@ -183,11 +203,9 @@ class InputMeter:
 
     def _parquet_position(self, src: Source) -> int:
         if self._rows_total is None:
-            import pyarrow.parquet as pq  # loaded already: the reader of this Parquet input
-
             try:
-                self._rows_total = pq.read_metadata(src.path).num_rows
-                self._size = src.path.stat().st_size
+                self._rows_total = parquet_metadata(src).num_rows
+                self._size = file_size(src)
             except Exception:  # noqa: BLE001 - progress never fails a run
                 self._rows_total, self._size = 0, 0
         if not self._rows_total:

@@ -32,6 +32,7 @@ from typing import Any
 import polars as pl
 
 from .config import TrainConfig
+from .corpus.sources import Source, file_stat, open_seekable
 from .errors import TokcolumnarError
 from .outputs import _pid_alive, check_target
 from .presets import flag
@@ -50,19 +51,21 @@ def default_work_dir(out_dir: str | os.PathLike) -> Path:
     return out.parent / (out.name + ".work")
 
 
-def input_fingerprint(paths: list[Path]) -> list[dict[str, Any]]:
-    """Per input file: path, size, mtime (ns) and the SHA-256 of its first `HEAD_BYTES`."""
+def input_fingerprint(paths: list[Path | Source]) -> list[dict[str, Any]]:
+    """Per input file (a local path, or a URI's `Source`: read through its filesystem):
+    path (the URI), size, mtime (ns) and the SHA-256 of its first `HEAD_BYTES`."""
     out = []
     for p in paths:
-        st = p.stat()
-        with open(p, "rb") as f:
+        src = p if isinstance(p, Source) else Source(p, "text", None)
+        size, mtime_ns = file_stat(src)
+        with open_seekable(src) as f:
             head = hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
-        out.append({"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+        out.append({"path": src.label, "size": size, "mtime_ns": mtime_ns,
                     "head_sha256": head})
     return out
 
 
-def run_fingerprint(cfg: TrainConfig, paths: list[Path]) -> dict[str, Any]:
+def run_fingerprint(cfg: TrainConfig, paths: list[Path | Source]) -> dict[str, Any]:
     """What a resumed run must share with the run it continues."""
     options = {k: v for k, v in cfg.to_dict().items() if k not in UNFINGERPRINTED}
     return {"options": options, "inputs": input_fingerprint(paths),

@@ -286,3 +286,20 @@ def test_duckdb_loop_killed_then_resumed_continues_from_its_checkpoint(text, tmp
     assert resumed.returncode == 0, resumed.stderr
     assert outputs(out) == reference
     assert not (tmp_path / "out.work").exists()
+
+
+def test_a_uri_input_resumes_and_refuses_when_changed(text, counted, tmp_path):
+    # a file:// URI is fingerprinted through its filesystem as its local file is
+    src = tmp_path / "c.txt"
+    shutil.copy(text, src)
+    out = tmp_path / "words.parquet"
+    args = ["count", f"file://{src}", "--out", str(out), *COUNT_LIMITED]
+    assert run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": "count:2"}).returncode < 0
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert out.read_bytes() == counted
+    assert run_cli(*args, "--force", env={"TOKCOLUMNAR_TEST_KILL": "count:2"}).returncode < 0
+    with open(src, "a") as f:
+        f.write("more words\n")
+    assert_clean_error(run_cli(*args, "--force", "--resume"),
+                       f"input file://{src} changed (size)")

@@ -127,3 +127,23 @@ def test_errors(ray_local, inputs, tokenizer, tmp_path):
         count_words([inputs[0], str(bad)], engine="ray")
     assert type(on_ray.value) is TokcolumnarError
     assert str(on_ray.value) == str(single.value)
+
+
+def test_uris_on_ray_read_as_local_paths(ray_local, inputs, tokenizer, tmp_path):
+    # file:// URIs (read through the Arrow filesystem, made again on each worker): the words,
+    # the tokenizer and the ids of the local paths
+    from tokcolumnar.distributed.ray import count_words_ray
+    from tokcolumnar.distributed.ray_encode import encode_files_ray
+
+    uris = [f"file://{path}" for path in inputs]
+    cfg = TrainConfig(pre_tokenizer="byte-level", show_progress=False)
+    assert count_words_ray(uris, cfg, unit_bytes=50_000).equals(count_words(inputs, config=cfg))
+    single = train(inputs, vocab_size=3600, pre_tokenizer="whitespace")
+    on_ray = train(uris, vocab_size=3600, pre_tokenizer="whitespace", engine="ray")
+    assert on_ray.merges.equals(single.merges) and on_ray.vocab.equals(single.vocab)
+    n = encode_files(tokenizer, inputs, str(tmp_path / "one.parquet"), progress=False)
+    assert encode_files_ray(tokenizer, uris, str(tmp_path / "parts"), progress=False,
+                            unit_bytes=50_000) == n
+    parts = sorted((tmp_path / "parts").glob("part-*.parquet"))
+    assert pl.concat([pl.read_parquet(p) for p in parts]).equals(
+        pl.read_parquet(tmp_path / "one.parquet"))

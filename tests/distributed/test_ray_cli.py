@@ -90,3 +90,33 @@ def test_count_train_and_encode_on_ray_match_the_single_machine_commands(tmp_pat
     parts = sorted((tmp_path / "enc").glob("part-*.parquet"))
     assert parts and pl.concat([pl.read_parquet(p) for p in parts]).equals(
         pl.read_parquet(tmp_path / "enc.parquet"))
+
+
+@needs_ray
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_ray_commands_read_file_uris_as_local_paths(tmp_path):
+    # a file:// glob on Ray: the single-machine words and ids of the local files
+    (tmp_path / "in").mkdir()
+    for name in ("en_botchan.txt", "udhr_multiscript.txt"):
+        (tmp_path / "in" / name).write_bytes(corpus(f"small/{name}").read_bytes())
+    local, uri = str(tmp_path / "in"), f"file://{tmp_path / 'in'}/*.txt"
+    one = run_cli("count", local, "--out", str(tmp_path / "one.parquet"), "--quiet")
+    assert one.returncode == 0, one.stderr
+    on_ray = run_cli("count", uri, "--out", str(tmp_path / "ray.parquet"), "--engine", "ray",
+                     "--quiet", env=RAY_ENV)
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert pl.read_parquet(tmp_path / "ray.parquet").equals(
+        pl.read_parquet(tmp_path / "one.parquet"))
+    tr = run_cli("train", local, "--out", str(tmp_path / "tok"), "--vocab-size", "2000",
+                 "--quiet")
+    assert tr.returncode == 0, tr.stderr
+    one = run_cli("encode", local, "--tokenizer", str(tmp_path / "tok"), "--out",
+                  str(tmp_path / "enc.parquet"), "--quiet")
+    assert one.returncode == 0, one.stderr
+    on_ray = run_cli("encode", uri, "--tokenizer", str(tmp_path / "tok"), "--out",
+                     str(tmp_path / "enc"), "--engine", "ray", "--quiet", env=RAY_ENV)
+    assert on_ray.returncode == 0, on_ray.stderr
+    parts = sorted((tmp_path / "enc").glob("part-*.parquet"))
+    assert parts and pl.concat([pl.read_parquet(p) for p in parts]).equals(
+        pl.read_parquet(tmp_path / "enc.parquet"))

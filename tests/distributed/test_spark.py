@@ -102,3 +102,54 @@ def test_encode_on_spark_writes_the_single_machine_rows(spark_local, tmp_path):
     assert len(parts) > len(inputs)
     assert pl.concat([pl.read_parquet(p) for p in parts]).equals(
         pl.read_parquet(tmp_path / "one.parquet"))
+
+
+def test_file_uris_on_spark_count_as_local_paths(spark_local, tmp_path):
+    from tokcolumnar.distributed.spark import count_words_spark
+
+    ja = corpus("small/ja_wagahai_300k.txt")
+    parquet = tmp_path / "ja.parquet"
+    pq.write_table(pa.table({"text": ja.read_text().splitlines(keepends=True)}), parquet,
+                   row_group_size=700)
+    inputs = [str(corpus("small/en_botchan.txt")), str(parquet)]
+    cfg = TrainConfig(pre_tokenizer="byte-level", show_progress=False)
+    got = count_words_spark([f"file://{p}" for p in inputs], cfg, unit_bytes=50_000)
+    assert got.equals(count_words(inputs, config=cfg))
+
+
+def test_a_spark_dataframe_counts_as_its_rows_in_partition_order(spark_local, tmp_path):
+    import polars as pl
+
+    # the lines of two corpora, as Spark reads them (line endings dropped), in several
+    # partitions: first_seen is the position in partition order, then row order
+    src = tmp_path / "lines.txt"
+    src.write_bytes(corpus("small/udhr_multiscript.txt").read_bytes()
+                    + corpus("small/en_botchan.txt").read_bytes())
+    lines = src.read_text().splitlines()
+    spark_local.conf.set("spark.sql.files.maxPartitionBytes", "60000")  # read when planned
+    made = spark_local.createDataFrame([(i, t) for i, t in enumerate(lines)],
+                                       "id long, line string")
+    try:
+        read = spark_local.read.text(str(src))
+        assert read.rdd.getNumPartitions() > 2 and made.rdd.getNumPartitions() > 1
+        for df, column in ((read, "value"), (made, "line")):
+            for pre_tokenizer in ("byte-level", "whitespace"):
+                expected = count_words(pl.DataFrame({"text": lines}),
+                                       pre_tokenizer=pre_tokenizer)
+                got = count_words(df, column=column, pre_tokenizer=pre_tokenizer)
+                assert got.equals(expected), (column, pre_tokenizer)
+        with pytest.raises(TokcolumnarError, match="no column 'text' in the data frame"):
+            count_words(read)
+    finally:
+        spark_local.conf.unset("spark.sql.files.maxPartitionBytes")
+    # an empty partition counts nothing; train on a DataFrame as on the same rows
+    sparse = spark_local.sparkContext.parallelize([(t,) for t in lines[:50]], 60).toDF(["text"])
+    assert count_words(sparse).equals(count_words(pl.DataFrame({"text": lines[:50]})))
+    single = train(pl.DataFrame({"text": lines}), vocab_size=2000, pre_tokenizer="whitespace")
+    on_spark = train(made, column="line", vocab_size=2000, pre_tokenizer="whitespace")
+    assert on_spark.merges.equals(single.merges) and on_spark.vocab.equals(single.vocab)
+    with pytest.raises(TokcolumnarError, match="text column has type bigint"):
+        count_words(made, column="id")
+    with pytest.raises(TokcolumnarError, match=r"--engine spark reads files \(paths, "
+                       r"directories, globs, URIs\) or a Spark DataFrame, not DataFrame"):
+        count_words(pl.DataFrame({"text": lines}), engine="spark")

@@ -149,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a tokenizer into --out DIR")
-    t.add_argument("inputs", nargs="*", metavar="INPUT", help="files, directories or globs")
+    t.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help="files, directories, globs or URIs (file://, s3://, gs://, hdfs://)")
     t.add_argument("--out", required=True, metavar="DIR")
     t.add_argument("--from-counts", default=None, metavar="words.parquet")
     t.add_argument("--force", action="store_true", help=FORCE_HELP)

@@ -23,7 +23,7 @@ import polars as pl
 from ..errors import TokcolumnarError, word_too_long
 from ..progress import READING
 from ..text.pretokenizers import LineCut, PreTokenizer, WholeSequence
-from .sources import Source, expand_inputs, open_binary
+from .sources import Source, expand_inputs, open_binary, parquet_file
 
 CHUNK_BYTES = 1 << 20
 PIECE_CHARS = 64 << 10
@@ -182,7 +182,7 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None,
     try:
         if src.fmt == "parquet":
             stream = open_binary(src, arrow=True) if src.compression else None
-            pf = pq.ParquetFile(stream if stream is not None else str(src.path))
+            pf = pq.ParquetFile(stream) if stream is not None else parquet_file(src)
             check(pf.schema_arrow.names)
             for batch in pf.iter_batches(columns=list(dict.fromkeys([column, *kept])),
                                          batch_size=65536, row_groups=src.row_groups):
@@ -241,10 +241,11 @@ def check_parquet_column(src: Source, column: str) -> None:
     """Refuse a Parquet file without the text column, or with a column that is not strings,
     with the Polars engine's messages (for readers that do not go through `iter_source`)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        schema = pq.read_schema(str(src.path))
+        pf = parquet_file(src)
+        schema = pf.schema_arrow
+        pf.close()
     except (OSError, pa.ArrowException, ValueError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TokcolumnarError(f"cannot read {src.label} as parquet: {msg}") from None
@@ -390,10 +391,12 @@ def _rows_of_objects(inputs: Any, column: str, keep: list[str] | str
 
 def _meter(src: Source, texts: pl.Series) -> None:
     """Tell `READING` about a chunk of `src` where it cannot follow a file position."""
-    if src.kind != "file":  # no file position to read: count the text
-        READING.read_text(int(texts.str.len_bytes().sum() or 0))
-    elif src.fmt == "parquet":  # read by offset, not position: count the rows
+    if src.fmt == "parquet" and src.kind == "file":  # read by offset: count the rows
         READING.read_rows(len(texts))
+    elif src.kind != "file" or src.uri is not None:
+        # no file position to follow (a pipe; a URI's file is no descriptor of this
+        # process): count the text
+        READING.read_text(int(texts.str.len_bytes().sum() or 0))
 
 
 def metered(src: Source, chunks: Iterable[pl.Series]) -> Iterator[pl.Series]:
@@ -408,8 +411,8 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
                    max_word_chars: int | None = None) -> Iterator[pl.Series]:
     """Stream the corpus as Polars string Series.
 
-    `inputs` is a path or a list/tuple of paths, globs, directories, named pipes and `-`
-    (standard input); or from Python a Polars (Lazy)DataFrame, an Arrow table, or any other
+    `inputs` is a path or a list/tuple of paths, globs, directories, URIs, named pipes and
+    `-` (standard input); or from Python a Polars (Lazy)DataFrame, an Arrow table, or any other
     iterable (e.g. a generator) of strings. With a `pretokenizer`, text lines longer than a
     chunk are cut where it says the cut cannot change the words, and a stretch of more than
     4 x `max_word_chars` bytes without such a place is refused (see `iter_text_file`); a

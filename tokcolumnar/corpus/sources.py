@@ -1,18 +1,30 @@
-"""Inputs: files, directories (walked recursively), globs, named pipes (FIFOs, `<(cmd)`) and
-`-` (standard input) resolved into an ordered list of `Source`s, each with its format (from
-`--format` or the file extension) and compression (from the last extension), and opened as
-binary streams for the readers."""
+"""Inputs: files, directories (walked recursively), globs, named pipes (FIFOs, `<(cmd)`),
+`-` (standard input) and URIs resolved into an ordered list of `Source`s, each with its format
+(from `--format` or the file extension) and compression (from the last extension), and opened
+as binary streams for the readers.
+
+A URI (`file:///abs/dir/*.txt`, `s3://bucket/key`, `gs://...`, `hdfs://host:port/path`) is
+read through the Arrow filesystem `pyarrow.fs.FileSystem.from_uri` makes of it: a file, a
+directory (walked recursively) or a glob whose `*` / `**` stand in path components (URIs have
+no `?` or `[` patterns: `?` starts a URI's query). A `Source` of a URI holds the URI string
+only (picklable: a Ray or Spark worker makes the filesystem again, once per URI root and process)
+and its path inside the filesystem; everything that touches a file (`open_binary`,
+`open_seekable`, `parquet_file`, `file_stat`) goes through the helpers here, which serve local
+paths and URIs alike."""
 
 from __future__ import annotations
 
 import glob
 import io
 import os
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from functools import lru_cache
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from ..errors import TokcolumnarError
 
@@ -31,19 +43,22 @@ class Source:
     """One input with its detected format and compression. `kind`: "file" (a regular file),
     "pipe" (a named pipe: read once, front to back) or "stdin" (`-`). A part of a regular
     file (a unit of a distributed count, `distributed.units`): `byte_range` (start, end) of an
-    uncompressed text or JSONL file, cut at line starts; `row_groups` of a Parquet file."""
+    uncompressed text or JSONL file, cut at line starts; `row_groups` of a Parquet file.
+    A file read through an Arrow filesystem (kind "file") has its `uri`, and `path` is its
+    path inside that filesystem (`filesystem_of`)."""
 
-    path: Path
+    path: PurePath
     fmt: str
     compression: str | None
     kind: str = "file"
     byte_range: tuple[int, int] | None = None
     row_groups: tuple[int, ...] | None = None
+    uri: str | None = None
 
     @property
     def label(self) -> str:
         """How messages name the input."""
-        return "standard input" if self.kind == "stdin" else str(self.path)
+        return "standard input" if self.kind == "stdin" else self.uri or str(self.path)
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str | None = None) -> list[Source]:
@@ -57,6 +72,9 @@ def expand_inputs(inputs: Iterable[str | os.PathLike], fmt: str | None = None) -
             if any(x.kind == "stdin" for x in sources):
                 raise TokcolumnarError("standard input (-) is given more than once")
             sources.append(_detect(Path(STDIN), fmt, "stdin"))
+            continue
+        if isinstance(item, str) and is_uri(s):
+            sources.extend(_expand_uri(s, fmt))
             continue
         p = Path(s)
         mode = _stat_mode(p, s)
@@ -107,7 +125,138 @@ def _readable(path: Path, fmt: str | None, kind: str) -> Source:
     return _detect(path, fmt, kind)
 
 
-def _detect(path: Path, fmt: str | None, kind: str = "file") -> Source:
+#: `scheme://` at the start of an input: a URI (a Windows drive `C:\\` has no `//`).
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_uri(s: str) -> bool:
+    """Whether an input names a URI (`file://`, `s3://`, ...) rather than a local path."""
+    return _URI.match(s) is not None
+
+
+def filesystem_of(uri: str) -> tuple[Any, str]:
+    """The Arrow filesystem of a URI and the path inside it. One filesystem serves every URI
+    of a root (`scheme://authority/?query`) in a process: making one may cost a request (an
+    S3 bucket's region, GCS credentials), and a corpus may be thousands of files. The path
+    is the root's path joined with the URI's (decoded); the first URI of a root checks that
+    this is the path Arrow gives, else that root's URIs are each opened by Arrow."""
+    split = urlsplit(uri)
+    root = f"{split.scheme}://{split.netloc}/" + (f"?{split.query}" if split.query else "")
+    try:
+        shared = _root_filesystem(root, uri)
+    except Exception:  # noqa: BLE001 - the URI's own error, said below
+        shared = None
+    try:
+        if shared is None:
+            return _from_uri(uri)
+        fs, root_path = shared
+        return fs, _join(root_path, split.path)
+    except Exception as e:  # noqa: BLE001 - ArrowInvalid, OSError (no libhdfs, no network)
+        raise TokcolumnarError(f"cannot open {uri}: {_first_line(e)}") from None
+
+
+def _root_filesystem(root: str, first_uri: str) -> tuple[Any, str] | None:
+    """The filesystem of `root` and its path, None when `first_uri`'s path from it is not
+    the one Arrow gives (then each URI is opened alone)."""
+    cached = _ROOTS.get(root)
+    if cached is not None:
+        return cached or None
+    try:
+        fs, root_path = _from_uri(root)
+    except Exception:  # noqa: BLE001 - no filesystem for the root: each URI alone
+        _ROOTS[root] = ()
+        return None
+    _, path = _from_uri(first_uri)
+    same = path == _join(root_path, urlsplit(first_uri).path)
+    _ROOTS[root] = (fs, root_path) if same else ()
+    return (fs, root_path) if same else None
+
+
+#: Per root URI: its filesystem and path, or () when its URIs are opened one by one.
+_ROOTS: dict[str, tuple[Any, ...]] = {}
+
+
+@lru_cache(maxsize=256)
+def _from_uri(uri: str) -> tuple[Any, str]:
+    from pyarrow import fs as pafs
+
+    return pafs.FileSystem.from_uri(uri)
+
+
+def _join(root_path: str, uri_path: str) -> str:
+    """A URI's path inside the filesystem of its root (whose path is `root_path`: "/" for
+    a local or HDFS root, the bucket for S3 / GCS)."""
+    relative = unquote(uri_path).lstrip("/")
+    if not root_path or root_path.endswith("/"):
+        return root_path + relative
+    return f"{root_path}/{relative}" if relative else root_path
+
+
+def _expand_uri(uri: str, fmt: str | None) -> list[Source]:
+    """The files a URI names: itself, the files under it (a directory, recursively, hidden
+    ones left out) or those its `*` / `**` components match, in path order. A query
+    (`?region=...`) stays on every file's URI."""
+    from pyarrow import fs as pafs
+
+    head, mark, query = uri.partition("?")
+    parts = head.split("/")
+    # the glob starts at the first component with a `*`; the URI up to it is the base
+    first = next((i for i, part in enumerate(parts) if "*" in part and i >= 3), None)
+    base = head if first is None else "/".join(parts[:first])
+    fs, base_path = filesystem_of(base + mark + query)
+    try:
+        info = fs.get_file_info(base_path)
+        if first is None and info.type == pafs.FileType.File:
+            return [_detect(PurePosixPath(base_path), fmt, "file", uri)]
+        if info.type != pafs.FileType.Directory:
+            raise TokcolumnarError(f"input not found: {uri}" if first is None
+                                   else f"no files match {uri}")
+        listing = fs.get_file_info(pafs.FileSelector(base_path, recursive=True))
+    except TokcolumnarError:
+        raise
+    except Exception as e:  # noqa: BLE001 - OSError, ArrowException
+        raise TokcolumnarError(f"cannot read {uri}: {_first_line(e)}") from None
+    pattern = None if first is None else _glob_regex("/".join(parts[first:]))
+    prefix = base_path.rstrip("/") + "/"
+    found: list[tuple[str, str]] = []
+    for entry in listing:
+        if entry.type != pafs.FileType.File or not entry.path.startswith(prefix):
+            continue
+        relative = entry.path[len(prefix):]
+        if pattern is None and relative.rsplit("/", 1)[-1].startswith("."):
+            continue  # a directory's hidden files, as for a local directory
+        if pattern is not None and not pattern.fullmatch(relative):
+            continue
+        found.append((relative, entry.path))
+    if not found:
+        raise TokcolumnarError(f"directory {uri} contains no files" if first is None
+                               else f"no files match {uri}")
+    return [_detect(PurePosixPath(path), fmt, "file",
+                    base.rstrip("/") + "/" + quote(relative) + mark + query)
+            for relative, path in sorted(found)]
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob of path components as a regex, as `glob.glob(recursive=True)` reads it: `**`
+    (a whole component) any number of components, `*` any characters but `/`; neither
+    matches a name starting with `.` (hidden) unless the pattern's component does."""
+    visible = r"(?!\.)[^/]*"  # a component not starting with "."
+    parts = pattern.split("/")
+    out = []
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out.append(f"{visible}(?:/{visible})*" if last else f"(?:{visible}/)*")
+            continue
+        piece = "[^/]*".join(re.escape(x) for x in part.split("*"))
+        if part.startswith("*"):
+            piece = r"(?!\.)" + piece
+        out.append(piece if last else piece + "/")
+    return re.compile("".join(out))
+
+
+def _detect(path: PurePath, fmt: str | None, kind: str = "file", uri: str | None = None
+            ) -> Source:
     suffixes = [s.lower() for s in path.suffixes] if kind != "stdin" else []
     compression = _COMPRESSION.get(suffixes[-1]) if suffixes else None
     if compression:
@@ -116,22 +265,34 @@ def _detect(path: Path, fmt: str | None, kind: str = "file") -> Source:
         fmt = _EXT_FORMAT.get(suffixes[-1], "text") if suffixes else "text"
     if fmt not in FORMATS:
         raise TokcolumnarError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-    return Source(path, fmt, compression, kind)
+    return Source(path, fmt, compression, kind, uri=uri)
 
 
 def open_binary(src: Source, arrow: bool = False) -> Any:
     """A binary stream of the decompressed input: plain Python files for text and gzip (so the
     text path never imports pyarrow), Arrow streams for zstd / bz2 and the Arrow readers (an
     OS file for a regular file; a pipe or standard input through a Python file, which Arrow
-    reads front to back without seeking)."""
+    reads front to back without seeking). A URI's file is an Arrow stream of its filesystem
+    (decompressed by Arrow), its byte range a seekable Arrow file."""
     try:
         if src.byte_range is not None:
-            part = io.BufferedReader(_ByteRange(src.path, *src.byte_range))
+            part = io.BufferedReader(_ByteRange(src, *src.byte_range))
             if not arrow:
                 return part
             import pyarrow as pa
 
             return pa.PythonFile(part, "r")
+        if src.uri is not None:
+            import pyarrow as pa
+
+            fs, path = filesystem_of(src.uri)
+            # compression=None: the filesystem would otherwise guess it from the extension;
+            # counted: an Arrow input stream has no position to read (progress follows it)
+            raw = _Counted(fs.open_input_stream(path, compression=None))
+            _last_opened[:] = [src.uri, raw]
+            if src.compression:
+                return pa.CompressedInputStream(pa.PythonFile(raw, "r"), src.compression)
+            return pa.PythonFile(raw, "r") if arrow else raw
         if not arrow and src.compression in (None, "gzip"):
             if src.kind == "stdin":
                 return open(0, "rb", closefd=False)  # noqa: SIM115 - closed by the caller
@@ -149,16 +310,116 @@ def open_binary(src: Source, arrow: bool = False) -> Any:
         else:
             raw = pa.PythonFile(open(src.path, "rb"), "r")  # noqa: SIM115
         return pa.CompressedInputStream(raw, src.compression) if src.compression else raw
+    except TokcolumnarError:
+        raise
     except Exception as e:  # noqa: BLE001 - OSError or ArrowException
-        raise TokcolumnarError(f"cannot open {src.label}: {e}") from None
+        raise TokcolumnarError(f"cannot open {src.label}: {_first_line(e)}") from None
+
+
+#: The URI whose file `open_binary` opened last, and its stream as stored (not decompressed):
+#: progress follows its position (`read_position`), as it follows a local file's descriptor.
+_last_opened: list[Any] = [None, None]
+
+
+def read_position(uri: str) -> int | None:
+    """Bytes read so far of the file of `uri` that `open_binary` opened last (compressed
+    bytes for a compressed file); None when another file was opened since, or it is closed."""
+    name, raw = _last_opened
+    if name != uri or raw is None or raw.closed:
+        return None
+    return raw.position
+
+
+def open_seekable(src: Source) -> Any:
+    """The input's file as stored (not decompressed), seekable: a Python file for a local
+    path, an Arrow random-access file for a URI."""
+    try:
+        if src.uri is not None:
+            fs, path = filesystem_of(src.uri)
+            return fs.open_input_file(path)
+        return open(src.path, "rb")  # noqa: SIM115 - closed by the caller
+    except TokcolumnarError:
+        raise
+    except Exception as e:  # noqa: BLE001 - OSError or ArrowException
+        raise TokcolumnarError(f"cannot open {src.label}: {_first_line(e)}") from None
+
+
+def file_stat(src: Source) -> tuple[int, int]:
+    """(size, mtime in ns) of a file input, from its filesystem for a URI (OSError when it
+    cannot be read)."""
+    if src.uri is None:
+        st = os.stat(src.path)
+        return st.st_size, st.st_mtime_ns
+    fs, path = filesystem_of(src.uri)
+    try:
+        info = fs.get_file_info(path)
+    except Exception as e:  # noqa: BLE001 - ArrowException: as an OSError to callers
+        raise OSError(_first_line(e)) from None
+    if info.size is None:
+        raise FileNotFoundError(src.label)
+    return info.size, info.mtime_ns or 0
+
+
+def file_size(src: Source) -> int:
+    """The size of a file input in bytes (as stored: compressed bytes for a .gz)."""
+    return file_stat(src)[0]
+
+
+def parquet_file(src: Source) -> Any:
+    """A `pyarrow.parquet.ParquetFile` of an uncompressed Parquet input (it owns its file)."""
+    import pyarrow.parquet as pq
+
+    if src.uri is None:
+        return pq.ParquetFile(str(src.path))
+    fs, path = filesystem_of(src.uri)
+    return pq.ParquetFile(path, filesystem=fs)
+
+
+def parquet_metadata(src: Source) -> Any:
+    """The footer of a Parquet input (`pyarrow.parquet.FileMetaData`)."""
+    pf = parquet_file(src)
+    try:
+        return pf.metadata
+    finally:
+        pf.close()
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+class _Counted(io.RawIOBase):
+    """An Arrow input stream that counts the bytes read from it (`position`)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self._stream = stream
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = self._stream.read(None if size is None or size < 0 else size)
+        self.position += len(data)
+        return data
+
+    def readinto(self, b: Any) -> int:
+        n = self._stream.readinto(b)
+        self.position += n
+        return n
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
 
 
 class _ByteRange(io.RawIOBase):
-    """Bytes [start, end) of a regular file, read front to back."""
+    """Bytes [start, end) of a regular file (a local path or a URI's), read front to back."""
 
-    def __init__(self, path: Path, start: int, end: int) -> None:
+    def __init__(self, src: Source, start: int, end: int) -> None:
         super().__init__()
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._file = open_seekable(src)
         self._file.seek(start)
         self._left = end - start
 

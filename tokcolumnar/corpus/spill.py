@@ -28,6 +28,7 @@ from ..distributed.units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish
 from ..memory import keep_most_frequent
 from ..progress import READING, Progress, StageTimer
 from ..workdir import WorkDir, kill_point
+from .sources import file_size
 
 #: Files per run: a word's rows of every run are in the same partition, summed together.
 RUN_PARTITIONS = 16
@@ -69,22 +70,22 @@ def unit_sizes(units: list[Unit]) -> list[int]:
     """Each unit's share of the input bytes, for progress: its byte range; for Parquet row
     groups, the file's size split by the number of row groups (the units of a file cover all
     of them); a whole file's size; 0 for a pipe or standard input (no total then)."""
-    groups: dict[Path, int] = {}
+    groups: dict[str, int] = {}
     for unit in units:
         if unit.source.row_groups is not None:
-            groups[unit.source.path] = groups.get(unit.source.path, 0) \
+            groups[unit.source.label] = groups.get(unit.source.label, 0) \
                 + len(unit.source.row_groups)
     sizes = []
     for unit in units:
         src = unit.source
         try:
-            size = src.path.stat().st_size if src.kind == "file" else 0
+            size = file_size(src) if src.kind == "file" else 0
         except OSError:
             size = 0
         if src.byte_range is not None:
             size = src.byte_range[1] - src.byte_range[0]
         elif src.row_groups is not None:
-            size = size * len(src.row_groups) // max(groups[src.path], 1)
+            size = size * len(src.row_groups) // max(groups[src.label], 1)
         sizes.append(size)
     return sizes
 
@@ -104,7 +105,7 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
     directory was resumed."""
     state = work.read_json(MANIFEST) if work.resumed else None
     # the units as planned (a resumed run with another --memory-limit plans other units)
-    plan = [[str(u.source.path), u.source.byte_range, u.source.row_groups] for u in units]
+    plan = [[u.source.label, u.source.byte_range, u.source.row_groups] for u in units]
     if state is None or json.loads(json.dumps(plan)) != state.get("plan"):
         state = {"plan": plan, "done": 0, "unit_tokens": [], "runs": [], "spilled_bytes": 0}
     _drop_unlisted_runs(work, state["runs"])

@@ -8,6 +8,13 @@ reader (`mapInArrow`, `units.count_unit`); Spark's JVM sums the partial tables
 (`units.finish_count`). The words table is the single-machine one, `first_seen` included. The
 merge loop runs on the driver (`PolarsEngine.train`).
 
+A Spark DataFrame (`count_words(df, column=...)`, `train(df, ...)`): each partition counts its
+rows of the text column (`mapInArrow`, `units.partial_table`) as unit number
+`TaskContext.partitionId()`, so that `first_seen` is the position in partition order, then row
+order within a partition (the DataFrame's order for `spark.read.text` / `.parquet` and
+`createDataFrame`; after a shuffle, whatever order the shuffle left). The partial tables are
+summed as for files.
+
 Encoding: a Spark partition per unit encodes it and writes `part-<unit>.parquet` itself
 (`encode_units`), so the output is the Ray engine's: the single-machine rows in name order, ids
 as list<uint32>.
@@ -27,12 +34,21 @@ import polars as pl
 import pyarrow as pa
 
 from ..config import TrainConfig
+from ..corpus.readers import iter_sequences
 from ..errors import TokcolumnarError
 from ..progress import StageTimer
 from ..tokenizer import Tokenizer
 from ..training.polars_engine import PolarsEngine
 from .encode_units import encode_files_with, encode_unit
-from .units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count, worker_units
+from .units import (
+    UNIT_BYTES,
+    UNIT_SHIFT,
+    Unit,
+    count_unit,
+    finish_count,
+    partial_table,
+    worker_units,
+)
 
 SPARK_MISSING = "needs Spark: pip install 'tokcolumnar[spark]' (and Java 17 or later)"
 #: A partial table in Spark: the sentinels' word is "" with `sunit` = their unit (a word's
@@ -99,37 +115,84 @@ def _worker_error(e: BaseException) -> str | None:
     return None
 
 
+def is_spark_dataframe(x: Any) -> bool:
+    """A PySpark DataFrame (classic or Spark Connect; checked without importing PySpark)."""
+    return type(x).__module__.startswith("pyspark.sql") and type(x).__name__ == "DataFrame"
+
+
+def _spark_partial(partial: pl.DataFrame) -> list[Any]:
+    """A partial table as Spark's rows (`PARTIAL_DDL`): Arrow batches."""
+    return partial.with_columns(
+        pl.when(pl.col("word").is_null()).then(pl.col("key") // (1 << UNIT_SHIFT))
+        .otherwise(-1).cast(pl.Int64).alias("sunit"),
+        pl.col("word").fill_null(""), pl.col("count").cast(pl.Int64),
+        pl.col("key").cast(pl.Int64)).to_arrow().to_batches()
+
+
 def _count_partitions(units: list[Unit], cfg: TrainConfig) -> Callable[[Any], Iterator[Any]]:
     """The `mapInArrow` function: each input row is a unit number; its partial table out."""
     def count(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                partial = count_unit(units[index], cfg).with_columns(
-                    pl.when(pl.col("word").is_null()).then(pl.col("key") // (1 << UNIT_SHIFT))
-                    .otherwise(-1).cast(pl.Int64).alias("sunit"),
-                    pl.col("word").fill_null(""), pl.col("count").cast(pl.Int64),
-                    pl.col("key").cast(pl.Int64))
-                yield from partial.to_arrow().to_batches()
+                yield from _spark_partial(count_unit(units[index], cfg))
     return count
+
+
+def _count_rows(cfg: TrainConfig) -> Callable[[Any], Iterator[Any]]:
+    """The `mapInArrow` function of a DataFrame's text column: the partition's rows counted
+    as one unit, numbered by the partition."""
+    def count(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        unit = TaskContext.get().partitionId()
+        # the batches' texts in row order, as the single-machine reader gives a table's
+        chunks = (texts for batch in batches for texts in iter_sequences(
+            pa.Table.from_batches([batch]), column=cfg.column))
+        yield from _spark_partial(partial_table(chunks, cfg, unit))
+    return count
+
+
+def _summed(partials: Any) -> pl.DataFrame:
+    """The partial tables (a Spark DataFrame of `PARTIAL_DDL`) summed in Spark's JVM, on the
+    driver as `units.sum_partials` gives them."""
+    functions = import_spark().functions
+    summed = (partials.groupBy("word", "sunit")
+              .agg(functions.sum("count").alias("count"), functions.min("key").alias("key"))
+              .toArrow())
+    return pl.from_arrow(summed).select(
+        pl.when(pl.col("sunit") >= 0).then(None).otherwise(pl.col("word")).alias("word"),
+        pl.col("count").cast(pl.UInt64), pl.col("key").cast(pl.UInt64))
 
 
 def count_words_spark(inputs: Any, cfg: TrainConfig, unit_bytes: int = UNIT_BYTES
                       ) -> pl.DataFrame:
-    """The words table (word, count, first_seen) of files, counted on Spark: the
-    single-machine table (see the module docstring)."""
+    """The words table (word, count, first_seen) of files or of a Spark DataFrame's text
+    column, counted on Spark: the single-machine table (see the module docstring)."""
     import_spark()  # before any work: a missing Spark is the first thing to say
+    if is_spark_dataframe(inputs):
+        return _count_dataframe(inputs, cfg)
     units = worker_units(inputs, cfg.format, unit_bytes, "spark")
     with spark_session(cfg.show_progress) as spark:
-        functions = import_spark().functions
-        summed = (spark.range(0, len(units), 1, len(units))
-                  .mapInArrow(_count_partitions(units, cfg), PARTIAL_DDL)
-                  .groupBy("word", "sunit")
-                  .agg(functions.sum("count").alias("count"), functions.min("key").alias("key"))
-                  .toArrow())
-    table = pl.from_arrow(summed).select(
-        pl.when(pl.col("sunit") >= 0).then(None).otherwise(pl.col("word")).alias("word"),
-        pl.col("count").cast(pl.UInt64), pl.col("key").cast(pl.UInt64))
+        table = _summed(spark.range(0, len(units), 1, len(units))
+                        .mapInArrow(_count_partitions(units, cfg), PARTIAL_DDL))
     return finish_count(table, len(units), cfg.max_word_chars)
+
+
+def _count_dataframe(df: Any, cfg: TrainConfig) -> pl.DataFrame:
+    """The words table of a DataFrame's text column (`cfg.column`), a partition per unit."""
+    types = import_spark().types
+    if cfg.column not in df.columns:
+        raise TokcolumnarError(f"no column {cfg.column!r} in the data frame (columns: "
+                               f"{', '.join(df.columns)})")
+    kind = df.schema[cfg.column].dataType
+    if not isinstance(kind, (types.StringType, types.NullType)):
+        raise TokcolumnarError(f"data frame: text column has type {kind.simpleString()}, "
+                               "expected strings")
+    with spark_session(cfg.show_progress):
+        column = df.select(cfg.column)
+        partitions = column.rdd.getNumPartitions()
+        table = _summed(column.mapInArrow(_count_rows(cfg), PARTIAL_DDL))
+    return finish_count(table, partitions, cfg.max_word_chars)
 
 
 class SparkEngine(PolarsEngine):

@@ -27,12 +27,11 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..config import TrainConfig
 from ..corpus.counting import check_words, fold_chunks, map_words, sort_words
 from ..corpus.readers import iter_source, metered
-from ..corpus.sources import Source, expand_inputs
+from ..corpus.sources import Source, expand_inputs, file_size, open_seekable, parquet_metadata
 from ..errors import TokcolumnarError
 from ..progress import Progress, StageTimer
 
@@ -77,8 +76,9 @@ def worker_units(inputs: Any, fmt: str | None, unit_bytes: int, engine: str) -> 
         inputs = [inputs]
     if not isinstance(inputs, (list, tuple)) or not all(
             isinstance(x, (str, os.PathLike)) for x in inputs):
-        raise TokcolumnarError(f"--engine {engine} reads files (paths, directories, globs) or "
-                               f"a {engine} dataset, not {type(inputs).__name__}")
+        own = {"ray": "a Ray Dataset", "spark": "a Spark DataFrame"}.get(engine, "its own data")
+        raise TokcolumnarError(f"--engine {engine} reads files (paths, directories, globs, "
+                               f"URIs) or {own}, not {type(inputs).__name__}")
     units = plan_units(inputs, fmt, unit_bytes)
     for unit in units:
         if unit.source.kind != "file":
@@ -91,9 +91,12 @@ def worker_units(inputs: Any, fmt: str | None, unit_bytes: int, engine: str) -> 
 def _byte_range_parts(src: Source, unit_bytes: int) -> list[Source]:
     """Line-aligned byte ranges of about `unit_bytes` of a text / JSONL file: each cut moves
     forward to the next line start (one seek and a short read per cut)."""
-    size = src.path.stat().st_size
+    try:
+        size = file_size(src)
+    except OSError as e:
+        raise TokcolumnarError(f"cannot read {src.label}: {e.strerror or e}") from None
     cuts = [0]
-    with open(src.path, "rb") as f:
+    with open_seekable(src) as f:
         target = unit_bytes
         while target < size:
             cut = _next_line_start(f, target, size)
@@ -123,7 +126,9 @@ def _next_line_start(f: Any, pos: int, size: int) -> int:
 def _row_group_parts(src: Source, unit_bytes: int) -> list[Source]:
     """Consecutive row groups of a Parquet file, about `unit_bytes` (uncompressed) each."""
     try:
-        meta = pq.ParquetFile(str(src.path)).metadata
+        meta = parquet_metadata(src)
+    except TokcolumnarError:
+        raise
     except (OSError, pa.ArrowException, ValueError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TokcolumnarError(f"cannot read {src.label} as parquet: {msg}") from None

@@ -73,7 +73,7 @@ def _duckdb_reads(s: Source) -> bool:
     splits at its delimiter, fails on lines over 2 MB, and with strict_mode=false keeps the
     prefix of a truncated file; read_json turns a column mixing strings and numbers into JSON
     text."""
-    return s.fmt == "parquet" and s.compression is None and s.kind == "file"
+    return s.fmt == "parquet" and s.compression is None and s.kind == "file" and s.uri is None
 
 
 def _load_through_python(sql: Scripts, s: Source, src: int, cfg: TrainConfig,

@@ -24,7 +24,7 @@ import polars as pl
 
 from ..config import TrainConfig
 from ..corpus.counts_file import load_counts, normalize_counts
-from ..corpus.sources import expand_inputs
+from ..corpus.sources import Source, expand_inputs
 from ..corpus.spill import count_bounded, unit_bytes_for
 from ..distributed.units import plan_units
 from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
@@ -73,8 +73,14 @@ def engine_for(name: str) -> Engine:
 
 
 def engine_of_run(inputs: Any, cfg: TrainConfig) -> Engine:
-    """The settings' engine; Ray's for a `ray.data.Dataset` (counted where it lives)."""
-    return engine_for("ray" if type(inputs).__module__.startswith("ray.data") else cfg.engine)
+    """The settings' engine; Ray's for a `ray.data.Dataset`, Spark's for a Spark DataFrame
+    (each counted where it lives)."""
+    module = type(inputs).__module__
+    if module.startswith("ray.data"):
+        return engine_for("ray")
+    if module.startswith("pyspark.sql") and type(inputs).__name__ == "DataFrame":
+        return engine_for("spark")
+    return engine_for(cfg.engine)
 
 
 @dataclass
@@ -129,10 +135,11 @@ def count_words(inputs: Any, *, memory_limit: str | int | None = None,
                 checkpoint_every: float = CHECKPOINT_EVERY, **options: Any) -> pl.DataFrame:
     """The counting stage alone: the `words` table (word, count, first_seen); `options` are
     the training options (`engine="duckdb"` counts in DuckDB, `engine="ray"` — or a
-    `ray.data.Dataset` as `inputs` — on Ray). With `memory_limit` or `work_dir`, the count
-    is bounded as `train`'s (spilled to `work_dir`, default a temporary directory); with a
-    `work_dir`, its manifest is saved every `checkpoint_every` seconds and `resume` continues
-    a killed count from it (as `train`'s counting stage)."""
+    `ray.data.Dataset` as `inputs` — on Ray; a Spark DataFrame's `column` on Spark). With
+    `memory_limit` or `work_dir`, the count is bounded as `train`'s (spilled to `work_dir`,
+    default a temporary directory); with a `work_dir`, its manifest is saved every
+    `checkpoint_every` seconds and `resume` continues a killed count from it (as `train`'s
+    counting stage)."""
     cfg = resolve_config(options)
     engine = engine_of_run(inputs, cfg)
     check_checkpoint_every(checkpoint_every)
@@ -170,9 +177,10 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
           memory_limit: str | int | None = None, work_dir: str | Path | None = None,
           resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
           **options: Any) -> TrainResult:
-    """Train a tokenizer. `inputs`: paths/globs/dirs, a Polars or Arrow table, or an iterator of
-    strings; `options`: the CLI options as keyword arguments (see `TrainConfig`;
-    `engine="duckdb"` runs every stage in DuckDB and returns the same tables).
+    """Train a tokenizer. `inputs`: paths/globs/dirs/URIs, a Polars or Arrow table, a Ray
+    Dataset or a Spark DataFrame (counted on Ray / Spark), or an iterator of strings; `options`:
+    the CLI options as keyword arguments (see `TrainConfig`; `engine="duckdb"` runs every stage
+    in DuckDB and returns the same tables).
 
     With `out_dir`, the output is checked before any work starts (it may replace only an
     earlier tokcolumnar output or an empty directory, unless `force`; never an input) and
@@ -218,9 +226,11 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     return result
 
 
-def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None) -> list[Path] | None:
-    """The files a run reads, for the work directory's fingerprint; None when an input cannot
-    be read again (standard input, a pipe, a data frame, an iterator)."""
+def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None
+                    ) -> list[Path | Source] | None:
+    """The files a run reads, for the work directory's fingerprint (local paths; a URI's
+    file as its `Source`); None when an input cannot be read again (standard input, a pipe,
+    a data frame, an iterator)."""
     if isinstance(from_counts, pl.DataFrame):
         return None
     if from_counts is not None:
@@ -231,7 +241,8 @@ def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None) -> list[Path
     sources = expand_inputs(input_list(inputs), fmt)
     if any(src.kind != "file" for src in sources):
         return None
-    return [Path(os.path.abspath(src.path)) for src in sources]
+    return [src if src.uri is not None else Path(os.path.abspath(src.path))
+            for src in sources]
 
 
 @contextlib.contextmanager
