@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -153,3 +154,28 @@ def test_a_spark_dataframe_counts_as_its_rows_in_partition_order(spark_local, tm
     with pytest.raises(TokcolumnarError, match=r"--engine spark reads files \(paths, "
                        r"directories, globs, URIs\) or a Spark DataFrame, not DataFrame"):
         count_words(pl.DataFrame({"text": lines}), engine="spark")
+
+
+def test_spark_submit_runs_the_shipped_job(tmp_path):
+    # the README's recipe: spark-submit the file `python -m tokcolumnar.distributed.spark_job`
+    # prints, with the command line's arguments; the words are the single-machine ones
+    needs_spark()
+    import subprocess
+
+    from tests.support.cli import cli_env
+
+    submit = shutil.which("spark-submit", path=os.path.dirname(sys.executable)) or \
+        shutil.which("spark-submit")
+    assert submit, "PySpark's spark-submit is not on the path"
+    job = subprocess.run([sys.executable, "-m", "tokcolumnar.distributed.spark_job"],
+                         capture_output=True, text=True, env=cli_env(), check=True).stdout.strip()
+    src = tmp_path / "c.txt"
+    src.write_bytes(corpus("small/en_botchan.txt").read_bytes()[:50_000])
+    out = tmp_path / "words.parquet"
+    proc = subprocess.run([submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                           job, "count", "--engine", "spark", str(src), "--out", str(out), "-q"],
+                          capture_output=True, text=True,
+                          env=cli_env({"PYSPARK_PYTHON": sys.executable}))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    expected = count_words(str(src))
+    assert pl.read_parquet(out).equals(expected)
