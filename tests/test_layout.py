@@ -37,6 +37,9 @@ FUNCTION_IMPORTS = {
         "for --format json|csv)",
     ("tokcolumnar/training/pipeline.py", "engine_for"):
         "an engine loads when a run asks for it (DuckDB is not loaded otherwise)",
+    ("tokcolumnar/distributed/spark_job.py", "main"):
+        "run as a file by spark-submit, its folder comes first on sys.path (where `ray.py` would "
+        "hide Ray): the command line loads once that entry is removed",
     ("tokcolumnar/tokenizer.py", "encode_ray"):
         "Ray (an optional extra, tokcolumnar[ray]) and its module load only when used",
 }
