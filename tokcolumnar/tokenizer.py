@@ -20,6 +20,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .encode.offsets import NormAlignment, TokenTable, exclusive_cumsum, piece_starts, word_spans
+from .encode.offsets import check_supported as check_offsets_supported
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
@@ -127,6 +129,7 @@ class Tokenizer:
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
+        self._tokens_table: TokenTable | None = None
 
     # -- loading -------------------------------------------------------------------------------
     @classmethod
@@ -230,30 +233,34 @@ class Tokenizer:
         return self._id_to_token[i] if 0 <= i < len(self._id_to_token) else None
 
     def _segments(self, texts: pl.Series) -> pl.DataFrame:
-        """Rows split around added tokens: (row, seg, text, special id or null)."""
+        """Rows split around added tokens: (row, seg, text, special id or null, start: the
+        segment's first character in the row)."""
         df = texts.to_frame("text").with_row_index("row").with_columns(
-            pl.lit(0, dtype=pl.UInt32).alias("seg"), pl.lit(None, dtype=pl.Int64).alias("sid"))
+            pl.lit(0, dtype=pl.UInt32).alias("seg"), pl.lit(None, dtype=pl.Int64).alias("sid"),
+            pl.lit(0, dtype=pl.Int64).alias("start"))
         if self._added_re is None:
-            return df.select("row", "seg", "text", "sid")
+            return df.select("row", "seg", "text", "sid", "start")
         pattern = "|".join(re.escape(t.content) for t in self.added_tokens)
         has = df.get_column("text").str.contains(pattern)
         plain, special = df.filter(~has), df.filter(has)
-        rows: list[tuple[int, int, str | None, int | None]] = []
+        rows: list[tuple[int, int, str | None, int | None, int]] = []
         for row, text in zip(special.get_column("row").to_list(),
                              special.get_column("text").to_list()):
             seg, last = 0, 0
             for m in self._added_re.finditer(text):
                 if m.start() > last:
-                    rows.append((row, seg, text[last:m.start()], None))
+                    rows.append((row, seg, text[last:m.start()], None, last))
                     seg += 1
-                rows.append((row, seg, None, self._added_ids[m.group()]))
+                rows.append((row, seg, None, self._added_ids[m.group()], m.start()))
                 seg += 1
                 last = m.end()
             if last < len(text):
-                rows.append((row, seg, text[last:], None))
+                rows.append((row, seg, text[last:], None, last))
         extra = pl.DataFrame(rows, schema={"row": pl.UInt32, "seg": pl.UInt32,
-                                           "text": pl.String, "sid": pl.Int64}, orient="row")
-        return pl.concat([plain.select("row", "seg", "text", "sid"), extra]).sort("row", "seg")
+                                           "text": pl.String, "sid": pl.Int64,
+                                           "start": pl.Int64}, orient="row")
+        return pl.concat([plain.select("row", "seg", "text", "sid", "start"),
+                          extra]).sort("row", "seg")
 
     def encode_ids(self, texts: Iterable[str] | pl.Series) -> pl.DataFrame:
         """Columnar encoding: one row per text with `ids` (list[u32]) and `word_ids`. `texts`:
@@ -276,8 +283,10 @@ class Tokenizer:
             self._cache = WordCache(self.model, self.pre_tokenizer.word_expr)
         return self._cache
 
-    def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None) -> pl.DataFrame:
-        """`ids` and `word_ids` before post-processing.
+    def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None,
+                   offsets: bool = False) -> pl.DataFrame:
+        """`ids` and `word_ids` before post-processing (with `offsets`, also each token's
+        character span in its text as `starts` and `ends`, see `encode.offsets`).
 
         Every text is split into items in order: the pre-tokens of its text segments and the
         added tokens found between them (each counts as a word, as in HF). The distinct
@@ -286,8 +295,11 @@ class Tokenizer:
         stage (normalize, pre-tokenize, dedupe, model, gather)."""
         timer = timer or StageTimer()
         n = len(texts)
+        if offsets:
+            check_offsets_supported(self.normalizer, self.pre_tokenizer)
         with timer.stage("normalize"):
             seg = self._segments(texts)
+            original = seg.get_column("text")
             if self.normalizer is not None:
                 seg = seg.with_columns(self.normalizer.expr(pl.col("text")))
         with timer.stage("pre-tokenize"):
@@ -306,16 +318,78 @@ class Tokenizer:
             uniq, uniq_hash, index = distinct_words(flat)
         with timer.stage("model"):
             # distinct pre-tokens once through the cache (the model sees only new words)
-            offsets, values = self.word_cache().lookup(uniq, uniq_hash)
+            table_offsets, values = self.word_cache().lookup(uniq, uniq_hash)
         with timer.stage("gather"):
-            return self._gather(n, seg, per_seg, seg_of_word, index, offsets, values)
+            out, token_item, item_word, item_seg = self._gather(
+                n, seg, per_seg, seg_of_word, index, table_offsets, values)
+        if not offsets:
+            return out
+        with timer.stage("offsets"):
+            return out.with_columns(**self._offsets(
+                n, seg, original, flat, seg_of_word, per_seg, uniq, index, table_offsets,
+                values, token_item, item_word, item_seg))
+
+    def _offsets(self, n: int, seg: pl.DataFrame, original: pl.Series, flat: pl.Series,
+                 seg_of_word: np.ndarray, per_seg: np.ndarray, uniq: pl.Series,
+                 index: np.ndarray, table_offsets: np.ndarray, values: np.ndarray,
+                 token_item: np.ndarray, item_word: np.ndarray, item_seg: np.ndarray
+                 ) -> dict[str, pl.Series]:
+        """Each token's (start, end) in its row's original text (see `encode.offsets`)."""
+        pre = self.pre_tokenizer
+        normalized = seg.get_column("text")
+        # 1. normalized position -> original character, per segment
+        align = NormAlignment.build(self.normalizer, original, normalized)
+        # 2. each word's start in its segment's normalized text
+        word_start = piece_starts(pre, normalized, flat, seg_of_word, per_seg)
+        # 3. each token's span in its word, per distinct word
+        texts = uniq.to_frame("w").select(pre.piece_text_expr(pl.col("w"))).to_series()
+        span_start, span_end = word_spans(self._token_table(), texts, table_offsets, values)
+        # every token: its word's start + its span in the word, mapped to original characters
+        # (an added token spans its content)
+        lengths = np.diff(table_offsets)[index]
+        run_start = np.repeat(table_offsets[:-1][index] - exclusive_cumsum(lengths)[:-1],
+                              lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+        tok_word = item_word[token_item]
+        is_word = tok_word >= 0
+        seg_of_tok = item_seg[token_item]
+        seg_start = seg.get_column("start").to_numpy().astype(np.int64)[seg_of_tok]
+        starts = np.empty(len(token_item), dtype=np.int64)
+        ends = np.empty(len(token_item), dtype=np.int64)
+        # the tokens of words, in item order: the runs of their words' entries
+        where = np.flatnonzero(is_word)
+        a = word_start[tok_word[where]] + span_start[run_start]
+        b = word_start[tok_word[where]] + span_end[run_start]
+        s_of = seg_of_tok[where]
+        first = align.original(s_of, np.maximum(a, 0))
+        last = align.original(s_of, np.maximum(b - 1, 0)) + 1
+        starts[where] = seg_start[where] + first
+        ends[where] = seg_start[where] + np.where(b > a, last, first)
+        sp = np.flatnonzero(~is_word)
+        if len(sp):
+            sid = seg.get_column("sid").to_numpy()[seg_of_tok[sp]]
+            content_len = np.array([len(self._id_to_token[int(i)]) for i in sid],
+                                   dtype=np.int64)
+            starts[sp] = seg_start[sp]
+            ends[sp] = seg_start[sp] + content_len
+        token_row = seg.get_column("row").to_numpy().astype(np.int64)[seg_of_tok]
+        return {"starts": lists_from_flat(n, token_row, pl.Series("starts", starts,
+                                                                  dtype=pl.UInt32)),
+                "ends": lists_from_flat(n, token_row, pl.Series("ends", ends, dtype=pl.UInt32))}
+
+    def _token_table(self) -> TokenTable:
+        if self._tokens_table is None:
+            self._tokens_table = TokenTable.build(self.model, self._id_to_token,
+                                                  self.pre_tokenizer.maps_bytes())
+        return self._tokens_table
 
     @staticmethod
     def _gather(n: int, seg: pl.DataFrame, per_seg: np.ndarray, seg_of_word: np.ndarray,
-                index: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> pl.DataFrame:
+                index: np.ndarray, offsets: np.ndarray, values: np.ndarray
+                ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
         """The rows' `ids` and `word_ids` from each word's index in the table of distinct
         words (runs `values[offsets[i]:offsets[i+1]]`) and the added tokens of `seg`, with
-        NumPy gathers."""
+        NumPy gathers; also each token's item, and each item's word (-1: an added token) and
+        segment."""
         n_table = len(offsets) - 1
         sid = seg.get_column("sid")
         is_special = sid.is_not_null().to_numpy()
@@ -335,9 +409,12 @@ class Tokenizer:
             item_table[item_start[seg_of_word] + within] = index
             item_table[item_start[:-1][is_special]] = n_table + np.arange(
                 len(special_ids), dtype=np.int64)
+            item_word = np.full(len(item_table), -1, dtype=np.int64)
+            item_word[item_start[seg_of_word] + within] = np.arange(len(index), dtype=np.int64)
             items_per_seg = items_per_seg.astype(np.int64)
         else:
             item_table, items_per_seg = index, per_seg
+            item_word = np.arange(len(index), dtype=np.int64)
         # items -> tokens, and each token's row and word index within its row
         lengths, ids = gather_runs(offsets, values, item_table)
         seg_row = seg.get_column("row").to_numpy().astype(np.int64)
@@ -353,7 +430,9 @@ class Tokenizer:
             "word_ids": lists_from_flat(n, token_row,
                                         pl.Series("word_ids", np.repeat(word_in_row, lengths))),
         })
-        return out
+        item_seg = np.repeat(np.arange(len(per_seg), dtype=np.int64), items_per_seg)
+        token_item = np.repeat(np.arange(len(item_table), dtype=np.int64), lengths)
+        return out, token_item, item_word, item_seg
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
         tok = self._id_to_token

@@ -1,0 +1,250 @@
+"""Token offsets: each token's character span (start, end) in the original text, as HF's
+`Encoding.offsets` (with `OffsetType::Char`), computed columnar for a whole batch.
+
+HF follows every character through the pipeline with an alignment; here the same spans come
+from three tables, each built once per batch with Polars and NumPy:
+
+1. normalization (`NormAlignment`): with a normalizer that treats every character on its own
+   (`Normalizer.char_local`: BERT's, lowercase, NFD/NFKD, strip accents), original character i
+   becomes k_i normalized characters; normalized position p belongs to the original character
+   whose run [sum k_<i, sum k_<=i) holds it (HF aligns inserted and decomposed characters to
+   the character they come from). k is computed once per distinct character of the batch;
+2. pre-tokenization (`piece_starts`): the pieces are substrings of the normalized text, in
+   order; a pre-tokenizer that drops characters drops exactly one class of them
+   (`PreTokenizer.dropped_chars`, e.g. whitespace), so piece j starts at the position of the
+   (sum of the lengths of pieces < j)-th kept character of its text. ByteLevel's
+   `add_prefix_space` puts one character before the text: HF aligns it to the first one;
+3. the model (`word_spans`): per distinct word, each token's span in the word: the token's
+   length in the model's characters (its string without the continuing-subword prefix /
+   end-of-word suffix), summed along the word. A word whose tokens do not add up to it (an
+   unknown character dropped or made the unknown token, a WordPiece word that became
+   `[UNK]`) is walked in Python, once per distinct word. With ByteLevel, the model sees one
+   character per UTF-8 byte: a token starts at the character holding its first byte and ends
+   after the one holding its last (so the tokens of one multi-byte character share its span,
+   as in HF).
+
+A token's span in its row is then: segment start (text before an added token) + the original
+positions of its first and last normalized characters. Added tokens found in the text span
+their content; the post-processor's special tokens get (0, 0), as in HF."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ..errors import TokcolumnarValueError
+from ..models.cache import distinct_words
+from ..text.normalizers import Normalizer
+from ..text.pretokenizers import PreTokenizer
+
+_CHAR = r"(?s)."  # one character (a code point), as HF's char offsets count them
+
+
+def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> None:
+    """Refuse, naming the component, a tokenizer whose offsets this module cannot follow."""
+    if normalizer is not None and not normalizer.char_local():
+        raise TokcolumnarValueError(
+            f"offsets are not available with the {type(normalizer).__name__} normalizer (only "
+            "with normalizers that treat each character on its own: BERT's, lowercase, NFD, "
+            "NFKD, strip accents)")
+    if pre_tokenizer.dropped_chars() is None:
+        raise TokcolumnarValueError(
+            f"offsets are not available with the pre-tokenizer {type(pre_tokenizer).__name__}")
+
+
+def exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
+    """Start of each run of `counts` (len n + 1; the last is the total)."""
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+@dataclass
+class NormAlignment:
+    """Normalized position -> original character, per segment: `orig[base[s] + p]` is the
+    original character (index in segment s) of normalized position p; None: identity."""
+
+    orig: np.ndarray | None
+    base: np.ndarray | None
+
+    @classmethod
+    def build(cls, normalizer: Normalizer | None, original: pl.Series,
+              normalized: pl.Series) -> NormAlignment:
+        if normalizer is None:
+            return cls(None, None)
+        chars = original.str.extract_all(_CHAR)
+        per_seg = chars.list.len().fill_null(0).to_numpy().astype(np.int64)
+        flat = chars.explode().drop_nulls()
+        # each distinct character normalised once: how many characters it becomes
+        uniq, _, index = distinct_words(flat)
+        k_uniq = (uniq.to_frame("c").select(normalizer.expr(pl.col("c")).str.len_chars())
+                  .to_series().to_numpy().astype(np.int64))
+        k = k_uniq[index] if len(index) else np.zeros(0, dtype=np.int64)
+        seg_char_base = exclusive_cumsum(per_seg)
+        seg_of_char = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
+        seg_norm_len = np.bincount(seg_of_char, weights=k, minlength=len(per_seg)).astype(
+            np.int64)
+        want = normalized.str.len_chars().fill_null(0).to_numpy().astype(np.int64)
+        if not np.array_equal(seg_norm_len, want):
+            bad = int(np.flatnonzero(seg_norm_len != want)[0])
+            raise TokcolumnarValueError(
+                f"offsets: the normalizer {type(normalizer).__name__} does not treat the "
+                f"characters of {original[bad]!r} one by one")
+        # each normalized character's original character, as an index within its segment
+        local = np.arange(len(flat), dtype=np.int64) - seg_char_base[seg_of_char]
+        return cls(np.repeat(local, k), exclusive_cumsum(want))
+
+    def original(self, seg: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """The original character (within its segment) of normalized position `pos` of
+        segment `seg` (both per token)."""
+        if self.orig is None or self.base is None:
+            return pos
+        return self.orig[self.base[seg] + pos]
+
+
+def piece_starts(pre_tokenizer: PreTokenizer, normalized: pl.Series, pieces: pl.Series,
+                 seg_of_piece: np.ndarray, per_seg: np.ndarray) -> np.ndarray:
+    """Each piece's start in its segment's normalized text (in characters; -1: the character
+    the pre-tokenizer put before the text)."""
+    lengths = (pieces.to_frame("p").select(pre_tokenizer.piece_text_expr(pl.col("p"))
+                                           .str.len_chars())
+               .to_series().to_numpy().astype(np.int64))
+    piece_base = exclusive_cumsum(per_seg)
+    # characters of the pieces before each one, within its segment
+    before = exclusive_cumsum(lengths)[:-1] - exclusive_cumsum(lengths)[piece_base[:-1]][
+        seg_of_piece]
+    text = normalized.fill_null("")
+    prefix = pre_tokenizer.prefix_expr(pl.col("t"))
+    shift = (np.zeros(len(text), dtype=np.int64) if prefix is None else
+             text.to_frame("t").select(prefix).to_series().to_numpy().astype(np.int64))
+    dropped = pre_tokenizer.dropped_chars()
+    if not dropped:
+        return before - shift[seg_of_piece]
+    # the kept characters of each text, in order: piece j starts at the kept character that
+    # follows the pieces before it
+    chars = text.str.extract_all(_CHAR)
+    n_chars = chars.list.len().to_numpy().astype(np.int64)
+    flat = chars.explode().drop_nulls()
+    uniq, _, index = distinct_words(flat)
+    kept_uniq = (~uniq.str.contains(f"^(?:{dropped})$")).to_numpy()
+    kept = kept_uniq[index] if len(index) else np.zeros(0, dtype=bool)
+    kept_pos = np.flatnonzero(kept)
+    seg_char_base = exclusive_cumsum(n_chars)
+    seg_kept_base = exclusive_cumsum(np.bincount(
+        np.repeat(np.arange(len(text)), n_chars)[kept_pos], minlength=len(text)))
+    covered = np.bincount(seg_of_piece, weights=lengths, minlength=len(text)).astype(np.int64)
+    if not np.array_equal(covered, np.diff(seg_kept_base)):
+        bad = int(np.flatnonzero(covered != np.diff(seg_kept_base))[0])
+        raise TokcolumnarValueError(f"offsets: the pieces of {text[bad]!r} do not cover its "
+                                    "characters (an unsupported pre-tokenizer)")
+    at = seg_kept_base[seg_of_piece] + before
+    return kept_pos[at] - seg_char_base[seg_of_piece] - shift[seg_of_piece]
+
+
+@dataclass
+class TokenTable:
+    """Per token id, what the spans need: its length in bytes of the word (in model characters
+    with ByteLevel, one per byte) and whether it carries the continuing-subword prefix /
+    end-of-word suffix (not counted where HF does not count them)."""
+
+    n_bytes: np.ndarray
+    has_prefix: np.ndarray
+    has_suffix: np.ndarray
+    prefix_len: int
+    suffix_len: int
+    eow_id: int | None
+    unk_id: int | None
+    wordpiece: bool
+
+    @classmethod
+    def build(cls, model: Any, id_to_token: list[str], maps_bytes: bool) -> TokenTable:
+        prefix = getattr(model, "continuing_subword_prefix", None) or ""
+        suffix = getattr(model, "end_of_word_suffix", None) or ""
+        tokens = pl.Series(id_to_token, dtype=pl.String)
+        eow = getattr(model, "end_of_word_token", None)
+        unk = getattr(model, "unk_token", None)
+        none = np.zeros(len(tokens), dtype=bool)
+        size = (tokens.str.len_chars() if maps_bytes else tokens.str.len_bytes())
+        return cls(size.to_numpy().astype(np.int64),
+                   tokens.str.starts_with(prefix).to_numpy() if prefix else none,
+                   tokens.str.ends_with(suffix).to_numpy() if suffix else none,
+                   len(prefix) if maps_bytes else len(prefix.encode()),
+                   len(suffix) if maps_bytes else len(suffix.encode()),
+                   model.vocab.get(eow) if eow else None, model.vocab.get(unk) if unk else None,
+                   type(model).__name__ == "WordPieceModel")
+
+
+def word_spans(table: TokenTable, words: pl.Series, offsets: np.ndarray, values: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's (start, end) in its word, in characters of `words` (the pieces' texts),
+    for the runs `values[offsets[i]:offsets[i+1]]` of the distinct words.
+
+    As in HF, a token's span is counted in bytes of the word, summing its symbols' lengths:
+    a character the model does not know and drops (BPE without an unknown token) is not
+    counted (the spans after it are shifted, as HF's are); an unknown token counts the
+    character it stands for (BPE) or the whole word (WordPiece). Byte spans then become
+    characters: from the one holding the first byte to the one holding the last."""
+    n_tok = np.diff(offsets)
+    ids = values.astype(np.int64)
+    word_of = np.repeat(np.arange(len(words), dtype=np.int64), n_tok)
+    pos = np.arange(len(ids), dtype=np.int64) - offsets[word_of]
+    first = pos == 0
+    last = pos == n_tok[word_of] - 1
+    # each token's length: its string, less the prefix on a non-first token and the suffix
+    # on the last one (HF's symbols count the word's own bytes)
+    units = table.n_bytes[ids].copy()
+    units -= np.where(~first & table.has_prefix[ids], table.prefix_len, 0)
+    units -= np.where(last & table.has_suffix[ids], table.suffix_len, 0)
+    if table.eow_id is not None:
+        units[ids == table.eow_id] = 0
+    byte_len = words.str.len_bytes().to_numpy().astype(np.int64)
+    if table.unk_id is not None:
+        # an unknown token: the whole word (WordPiece) or the character at its place (BPE)
+        for w in np.unique(word_of[ids == table.unk_id]):
+            lo, hi = int(offsets[w]), int(offsets[w + 1])
+            if table.wordpiece:
+                units[lo:hi] = byte_len[w]
+                continue
+            raw = words[int(w)].encode()
+            at = 0
+            for k in range(lo, hi):
+                if ids[k] == table.unk_id:
+                    lead = raw[at] if at < len(raw) else 0
+                    units[k] = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+                at += int(units[k])
+    end = np.cumsum(units) - np.repeat(exclusive_cumsum(units)[offsets[:-1]], n_tok)
+    start = end - units
+    # byte positions -> characters of the word: the character holding the first byte, and
+    # the one holding the last byte (+1)
+    chars = words.str.extract_all(_CHAR)
+    n_chars = chars.list.len().to_numpy().astype(np.int64)
+    char_bytes = chars.explode().drop_nulls().str.len_bytes().to_numpy().astype(np.int64)
+    char_byte_start = exclusive_cumsum(char_bytes)[:-1]
+    word_char_base = exclusive_cumsum(n_chars)
+    word_byte_base = exclusive_cumsum(byte_len)
+    base = word_byte_base[word_of]
+    cbase = word_char_base[word_of]
+    c_start = np.searchsorted(char_byte_start, base + start, side="right") - 1 - cbase
+    c_last = np.searchsorted(char_byte_start, base + np.maximum(end - 1, start), side="right")
+    c_last = c_last - 1 - cbase
+    return c_start, np.where(end > start, c_last + 1, c_start)
+
+
+def trim_offsets(ids: np.ndarray, pos: np.ndarray, starts: np.ndarray,
+                 ends: np.ndarray, leading: np.ndarray, trailing: np.ndarray,
+                 add_prefix_space: bool) -> tuple[np.ndarray, np.ndarray]:
+    """HF's ByteLevel `process_offsets` (trim_offsets): a token's leading and trailing spaces
+    are left out of its span, but not the one space `add_prefix_space` put before the first
+    token (`pos`: the token's index in its sequence)."""
+    lead = leading[ids].astype(np.int64)
+    trail = trailing[ids].astype(np.int64)
+    if add_prefix_space:
+        keep = ((pos == 0) | (starts == 0)) & (lead == 1)
+        lead = np.where(keep, 0, lead)
+    new_start = np.where(lead > 0, np.minimum(starts + lead, ends), starts)
+    new_end = np.where((trail > 0) & (ends >= trail), np.maximum(ends - trail, new_start),
+                       ends)
+    return new_start, new_end
