@@ -20,8 +20,17 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .encode.offsets import NormAlignment, TokenTable, exclusive_cumsum, piece_starts, word_spans
+from .encode.offsets import (
+    NormAlignment,
+    TokenTable,
+    exclusive_cumsum,
+    offsets_supported,
+    piece_starts,
+    trim_offsets,
+    word_spans,
+)
 from .encode.offsets import check_supported as check_offsets_supported
+from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
@@ -30,7 +39,7 @@ from .models.cache import WordCache, distinct_words, gather_runs, list_parts
 from .progress import StageTimer
 from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
-from .text.postprocessors import ByteLevelProcessing, post_processor_from_hf
+from .text.postprocessors import ByteLevelProcessing, offset_trimming, post_processor_from_hf
 from .text.pretokenizers import (
     PreTokenizer,
     SubwordNmtSplit,
@@ -44,16 +53,25 @@ ENCODE_BATCH_ROWS = 100_000  # rows per batch of encode_column (bounds its worki
 
 @dataclass
 class Encoding:
-    """One encoded text: token ids, token strings and the word index of each token (None for
-    special tokens)."""
+    """One encoded text, as HF's `Encoding`: token ids, token strings, the word index of each
+    token (None for special tokens), type ids, each token's (start, end) character span in the
+    text (`offsets`; (0, 0) for the special tokens the post-processor adds; empty when the
+    tokenizer's normalizer or pre-tokenizer has no offsets, see `encode.offsets`) and, with
+    truncation, the `overflowing` windows."""
 
     ids: list[int]
     tokens: list[str]
     word_ids: list[int | None] = field(default_factory=list)
     type_ids: list[int] = field(default_factory=list)
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    overflowing: list[Encoding] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def attention_mask(self) -> list[int]:
+        return [1] * len(self.ids)
 
 
 @dataclass
@@ -130,6 +148,8 @@ class Tokenizer:
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
         self._tokens_table: TokenTable | None = None
+        self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
+        self.truncation_params: Truncation | None = None
 
     # -- loading -------------------------------------------------------------------------------
     @classmethod
@@ -265,11 +285,89 @@ class Tokenizer:
     def encode_ids(self, texts: Iterable[str] | pl.Series) -> pl.DataFrame:
         """Columnar encoding: one row per text with `ids` (list[u32]) and `word_ids`. `texts`:
         strings, or a Polars string Series (a null row encodes to no ids)."""
-        texts = text_series(texts)
-        out = self.encode_raw(texts)
-        if self.post_processor is not None:
-            out = self.post_processor.apply(out, self._added_ids)
-        return out
+        return self.encode_frame(text_series(texts), overflowing=False)
+
+    # -- truncation (HF's enable_truncation) ----------------------------------------------------
+    def enable_truncation(self, max_length: int, stride: int = 0,
+                          strategy: str = "longest_first", direction: str = "right") -> None:
+        """Truncate every encoding to `max_length` tokens, special tokens included (room is
+        kept for them), as HF's `enable_truncation`: `encode`/`encode_batch` then give the
+        rest as `overflowing` windows of the same size overlapping by `stride` tokens;
+        `direction` "left" keeps the end of the text. The columnar methods (`encode_ids`,
+        `encode_column`, `encode_arrow`) keep the first window (`encode_arrow` can give them
+        all, see `return_overflowing`). Pairs of texts are not truncated (refused)."""
+        if strategy not in ("longest_first", "only_first"):
+            raise TokcolumnarValueError(f"truncation: strategy {strategy!r} is not supported "
+                                        "(single sequences: longest_first or only_first)")
+        params = Truncation(max_length, stride, direction)
+        params.room(self.num_special_tokens_to_add())
+        self.truncation_params = params
+
+    def no_truncation(self) -> None:
+        self.truncation_params = None
+
+    @property
+    def truncation(self) -> dict[str, Any] | None:
+        """The truncation parameters as HF shows them (None when off)."""
+        return None if self.truncation_params is None else self.truncation_params.to_hf()
+
+    def num_special_tokens_to_add(self, is_pair: bool = False) -> int:
+        return 0 if self.post_processor is None else self.post_processor.added_tokens(is_pair)
+
+    def encode_frame(self, texts: pl.Series, add_special_tokens: bool = True,
+                     offsets: bool = False, overflowing: bool = True,
+                     timer: StageTimer | None = None) -> pl.DataFrame:
+        """The columnar encoding every method shares: one row per encoding with `ids`,
+        `word_ids`, `type_ids`, with `offsets` also `starts` and `ends` (list[u32] each), and
+        `overflow_to_sample`, the index of its text. With truncation, a text gives one row per
+        window when `overflowing` (the first one first, as HF's encoding then its
+        `overflowing`), else only the first. `add_special_tokens=False` leaves out the
+        post-processor's tokens (HF's `add_special_tokens=False`)."""
+        timer = timer or StageTimer()
+        raw = self.encode_raw(texts, timer, offsets=offsets)
+        rows = np.arange(len(texts), dtype=np.int64)
+        with timer.stage("post-process"):
+            if self.truncation_params is not None:
+                # HF truncates the model's tokens, keeping room for the special tokens
+                params = self.truncation_params
+                room = params.room(self.num_special_tokens_to_add()
+                                   if add_special_tokens else 0)
+                lengths = raw.get_column("ids").list.len().to_numpy()
+                rows, start, stop = windows(lengths, room, params.stride, params.direction,
+                                            overflowing)
+                raw = take_windows(raw, rows, start, stop)
+            trim = offset_trimming(self.post_processor)
+            if offsets and trim is not None:
+                raw = self._trimmed(raw, trim)
+            if add_special_tokens and self.post_processor is not None:
+                out = self.post_processor.apply(raw, self._added_ids)
+            else:
+                out = raw.with_columns(type_ids=pl.col("ids").list.eval(pl.element() * 0))
+            out = out.with_columns(pl.col("ids").cast(pl.List(pl.UInt32)),
+                                   pl.col("type_ids").cast(pl.List(pl.UInt32)))
+            return out.with_columns(overflow_to_sample=pl.Series(rows, dtype=pl.UInt32))
+
+    def _trimmed(self, raw: pl.DataFrame, add_prefix_space: bool) -> pl.DataFrame:
+        """HF's ByteLevel offset trimming on every encoding (window) of `raw`."""
+        if self._space_counts is None:
+            def spaces(t: str) -> int:
+                return len(t) - len(t.lstrip("Ġ" + "".join(
+                    c for c in set(t) if c.isspace() and c not in "\x1c\x1d\x1e\x1f")))
+            lead = np.array([spaces(t) for t in self._id_to_token], dtype=np.int64)
+            trail = np.array([spaces(t[::-1]) for t in self._id_to_token], dtype=np.int64)
+            self._space_counts = (lead, trail)
+        ids_off, ids = list_parts(raw.get_column("ids"))
+        _, starts = list_parts(raw.get_column("starts"))
+        _, ends = list_parts(raw.get_column("ends"))
+        row = np.repeat(np.arange(len(ids_off) - 1, dtype=np.int64), np.diff(ids_off))
+        pos = np.arange(len(ids), dtype=np.int64) - ids_off[row]
+        new_start, new_end = trim_offsets(ids.astype(np.int64), pos, starts.astype(np.int64),
+                                          ends.astype(np.int64), *self._space_counts,
+                                          add_prefix_space)
+        n = raw.height
+        return raw.with_columns(
+            starts=lists_from_flat(n, row, pl.Series("starts", new_start, dtype=pl.UInt32)),
+            ends=lists_from_flat(n, row, pl.Series("ends", new_end, dtype=pl.UInt32)))
 
     def __getstate__(self) -> dict[str, Any]:
         # the word cache (and its lock) stays behind: a copy sent to a worker makes its own
@@ -435,16 +533,40 @@ class Tokenizer:
         return out, token_item, item_word, item_seg
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
+        """Encoding objects of `encode_frame`'s rows: a text's later windows become the
+        `overflowing` of its first."""
         tok = self._id_to_token
         ids_l = out.get_column("ids").to_list()
         wids_l = out.get_column("word_ids").to_list()
         types_l = (out.get_column("type_ids").to_list() if "type_ids" in out.columns
                    else [[0] * len(x) for x in ids_l])
-        return [Encoding(ids, [tok[i] for i in ids], wids, types)
-                for ids, wids, types in zip(ids_l, wids_l, types_l)]
+        if "starts" in out.columns:
+            offsets_l = [list(zip(a, b)) for a, b in zip(out.get_column("starts").to_list(),
+                                                          out.get_column("ends").to_list())]
+        else:
+            offsets_l = [[] for _ in ids_l]
+        rows = (out.get_column("overflow_to_sample").to_list()
+                if "overflow_to_sample" in out.columns else list(range(len(ids_l))))
+        result: list[Encoding] = []
+        last_row = None
+        for ids, wids, types, offs, row in zip(ids_l, wids_l, types_l, offsets_l, rows):
+            enc = Encoding(ids, [tok[i] for i in ids], wids, types, offs)
+            if row == last_row:
+                result[-1].overflowing.append(enc)
+            else:
+                result.append(enc)
+                last_row = row
+        return result
 
-    def encode_batch(self, texts: Iterable[str]) -> list[Encoding]:
-        return self._encodings(self.encode_ids(texts))
+    def encode_batch(self, texts: Iterable[str], add_special_tokens: bool = True
+                     ) -> list[Encoding]:
+        """HF's `encode_batch`: one `Encoding` per text, with offsets (when the tokenizer's
+        components have them, see `encode.offsets`) and, with truncation, the overflowing
+        windows."""
+        series = text_series(texts)
+        return self._encodings(self.encode_frame(
+            series, add_special_tokens, offsets=offsets_supported(self.normalizer,
+                                                                  self.pre_tokenizer)))
 
     def encode_ray(self, ds: Any, column: str = "text") -> Any:
         """A `ray.data.Dataset` with an `ids` column (list<uint32>) appended: the ids of its
@@ -468,28 +590,31 @@ class Tokenizer:
         parts = []
         for start in range(0, max(len(texts), 1), batch_rows):
             batch = texts.slice(start, batch_rows)
-            out = self.encode_raw(batch.fill_null(""))
-            if add_special_tokens and self.post_processor is not None:
-                out = self.post_processor.apply(out, self._added_ids)
-            parts.append(out.get_column("ids").cast(pl.List(pl.UInt32)))
+            out = self.encode_frame(batch.fill_null(""), add_special_tokens, overflowing=False)
+            parts.append(out.get_column("ids"))
         ids = pl.concat(parts) if parts else pl.Series("ids", [], dtype=pl.List(pl.UInt32))
         if texts.null_count():
             ids = pl.select(pl.when(texts.is_null()).then(None).otherwise(ids)).to_series()
         return ids.rename(texts.name or "ids")
 
-    def encode_arrow(self, texts: Iterable[str] | pl.Series,
-                     add_special_tokens: bool = True) -> pa.Table:
+    def encode_arrow(self, texts: Iterable[str] | pl.Series, add_special_tokens: bool = True,
+                     offsets: bool = False, return_overflowing: bool = False) -> pa.Table:
         """Columnar `encode_batch`: an Arrow table with `ids`, `tokens`, `word_ids` and
-        `type_ids` per text (no Python object per token)."""
-        raw = self.encode_raw(text_series(texts))
-        out = (self.post_processor.apply(raw, self._added_ids)
-               if add_special_tokens and self.post_processor is not None else raw)
-        ids = out.get_column("ids").cast(pl.List(pl.UInt32))
-        types = (out.get_column("type_ids") if "type_ids" in out.columns
-                 else ids.list.eval(pl.element() * 0))
-        return pl.DataFrame({"ids": ids, "tokens": self.tokens_of(ids),
-                             "word_ids": out.get_column("word_ids"),
-                             "type_ids": types.cast(pl.List(pl.UInt32))}).to_arrow()
+        `type_ids` per text (no Python object per token); with `offsets`, an `offsets` column
+        (list<struct<start: u32, end: u32>>, see `offsets_column`). With truncation and
+        `return_overflowing`, one row per window and an `overflow_to_sample` column (the
+        text's index), as transformers' `return_overflowing_tokens=True`; else the first
+        window of each text."""
+        out = self.encode_frame(text_series(texts), add_special_tokens, offsets=offsets,
+                                overflowing=return_overflowing)
+        ids = out.get_column("ids")
+        columns = {"ids": ids, "tokens": self.tokens_of(ids),
+                   "word_ids": out.get_column("word_ids"), "type_ids": out.get_column("type_ids")}
+        if offsets:
+            columns["offsets"] = offsets_column(out)
+        if return_overflowing and self.truncation_params is not None:
+            columns["overflow_to_sample"] = out.get_column("overflow_to_sample")
+        return pl.DataFrame(columns).to_arrow()
 
     def decode_column(self, ids: pl.Series, skip_special_tokens: bool = True) -> pl.Series:
         """The texts of a list[int] Series of ids (`decode` per row; a null row gives null)."""
@@ -505,6 +630,9 @@ class Tokenizer:
         post-processing, then the processor's pair template joins them. Without a
         post-processor the two sequences are concatenated (type id 1 for the second), as HF
         does."""
+        if self.truncation_params is not None:
+            raise TokcolumnarValueError("truncation of pairs of texts is not supported (call "
+                                        "no_truncation() first)")
         raw = copy.copy(self)
         raw.post_processor = None
         first = raw.encode_ids(list(firsts))
@@ -568,6 +696,21 @@ class TokExpressions:
         return self._expr.map_batches(
             lambda s: tokenizer.decode_column(s, skip_special_tokens),
             return_dtype=pl.String)
+
+
+OFFSETS_TYPE = pa.large_list(pa.struct([("start", pa.uint32()), ("end", pa.uint32())]))
+
+
+def offsets_column(frame: pl.DataFrame) -> pl.Series:
+    """The `offsets` column of an encoding frame's `starts` and `ends`: one list of
+    {start, end} per row (Parquet list<struct<start: u32, end: u32>>; HF's `Encoding.offsets`
+    as (start, end) character spans)."""
+    ids_off, starts = list_parts(frame.get_column("starts"))
+    _, ends = list_parts(frame.get_column("ends"))
+    spans = pa.StructArray.from_arrays([pa.array(starts, pa.uint32()), pa.array(ends,
+                                                                               pa.uint32())],
+                                       names=["start", "end"])
+    return pl.Series("offsets", pa.LargeListArray.from_arrays(pa.array(ids_off), spans))
 
 
 def text_series(texts: Any) -> pl.Series:

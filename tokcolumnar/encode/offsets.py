@@ -55,6 +55,14 @@ def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) 
             f"offsets are not available with the pre-tokenizer {type(pre_tokenizer).__name__}")
 
 
+def offsets_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> bool:
+    try:
+        check_supported(normalizer, pre_tokenizer)
+    except TokcolumnarValueError:
+        return False
+    return True
+
+
 def exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
     """Start of each run of `counts` (len n + 1; the last is the total)."""
     out = np.zeros(len(counts) + 1, dtype=np.int64)
