@@ -319,8 +319,8 @@ class Tokenizer:
                      timer: StageTimer | None = None) -> pl.DataFrame:
         """The columnar encoding every method shares: one row per encoding with `ids`,
         `word_ids`, `type_ids`, with `offsets` also `starts` and `ends` (list[u32] each), and
-        `overflow_to_sample`, the index of its text. With truncation, a text gives one row per
-        window when `overflowing` (the first one first, as HF's encoding then its
+        `overflow_to_sample_mapping`, the index of its text. With truncation, a text gives one
+        row per window when `overflowing` (the first one first, as HF's encoding then its
         `overflowing`), else only the first. `add_special_tokens=False` leaves out the
         post-processor's tokens (HF's `add_special_tokens=False`)."""
         timer = timer or StageTimer()
@@ -345,7 +345,7 @@ class Tokenizer:
                 out = raw.with_columns(type_ids=pl.col("ids").list.eval(pl.element() * 0))
             out = out.with_columns(pl.col("ids").cast(pl.List(pl.UInt32)),
                                    pl.col("type_ids").cast(pl.List(pl.UInt32)))
-            return out.with_columns(overflow_to_sample=pl.Series(rows, dtype=pl.UInt32))
+            return out.with_columns(overflow_to_sample_mapping=pl.Series(rows, dtype=pl.UInt32))
 
     def _trimmed(self, raw: pl.DataFrame, add_prefix_space: bool) -> pl.DataFrame:
         """HF's ByteLevel offset trimming on every encoding (window) of `raw`."""
@@ -545,8 +545,8 @@ class Tokenizer:
                                                           out.get_column("ends").to_list())]
         else:
             offsets_l = [[] for _ in ids_l]
-        rows = (out.get_column("overflow_to_sample").to_list()
-                if "overflow_to_sample" in out.columns else list(range(len(ids_l))))
+        rows = (out.get_column("overflow_to_sample_mapping").to_list()
+                if "overflow_to_sample_mapping" in out.columns else list(range(len(ids_l))))
         result: list[Encoding] = []
         last_row = None
         for ids, wids, types, offs, row in zip(ids_l, wids_l, types_l, offsets_l, rows):
@@ -602,9 +602,9 @@ class Tokenizer:
         """Columnar `encode_batch`: an Arrow table with `ids`, `tokens`, `word_ids` and
         `type_ids` per text (no Python object per token); with `offsets`, an `offsets` column
         (list<struct<start: u32, end: u32>>, see `offsets_column`). With truncation and
-        `return_overflowing`, one row per window and an `overflow_to_sample` column (the
-        text's index), as transformers' `return_overflowing_tokens=True`; else the first
-        window of each text."""
+        `return_overflowing`, one row per window and an `overflow_to_sample_mapping` column
+        (u64, the text's index), as transformers' `return_overflowing_tokens=True`; else the
+        first window of each text."""
         out = self.encode_frame(text_series(texts), add_special_tokens, offsets=offsets,
                                 overflowing=return_overflowing)
         ids = out.get_column("ids")
@@ -613,7 +613,8 @@ class Tokenizer:
         if offsets:
             columns["offsets"] = offsets_column(out)
         if return_overflowing and self.truncation_params is not None:
-            columns["overflow_to_sample"] = out.get_column("overflow_to_sample")
+            columns["overflow_to_sample_mapping"] = out.get_column(
+                "overflow_to_sample_mapping").cast(pl.UInt64)
         return pl.DataFrame(columns).to_arrow()
 
     def decode_column(self, ids: pl.Series, skip_special_tokens: bool = True) -> pl.Series:

@@ -94,7 +94,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
                                        ("--drop-text", args.drop_text),
                                        ("--no-special-tokens", args.no_special_tokens),
                                        ("--rows-per-file", args.rows_per_file is not None),
-                                       ("--timings", args.timings)) if on]
+                                       ("--timings", args.timings),
+                                       ("--max-length", args.max_length is not None),
+                                       ("--stride", args.stride is not None)) if on]
         if given:
             raise TokcolumnarError(f"{given[0]} is not available with --engine {args.engine}")
         encode = {"ray": encode_files_ray, "spark": encode_files_spark}[args.engine]
@@ -104,6 +106,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
         return 0
+    if args.max_length is None and (args.truncation is not None or args.stride is not None):
+        raise TokcolumnarError(f"{'--truncation' if args.truncation else '--stride'} needs "
+                               "--max-length")
     timer = StageTimer()
     rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
                         column=args.column or "text", keep_newlines=args.keep_newlines,
@@ -111,7 +116,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
                         columns=columns, keep_text=not args.drop_text,
                         add_special_tokens=not args.no_special_tokens,
                         max_line_bytes=args.max_line_bytes,
-                        rows_per_file=args.rows_per_file, timer=timer)
+                        rows_per_file=args.rows_per_file, timer=timer,
+                        max_length=args.max_length, truncation=args.truncation or "right",
+                        stride=args.stride)
     if args.timings:
         total = sum(timer.seconds.values())
         print("stage seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in timer.seconds.items())

@@ -5,6 +5,7 @@ batches are held at once whatever the input size."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections import deque
@@ -22,8 +23,10 @@ from ..errors import TokcolumnarError
 from ..outputs import PARQUET_MARKER, PARTS_MARKER, output_dir, output_file
 from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
-from ..tokenizer import Tokenizer
-from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
+from ..tokenizer import Tokenizer, offsets_column
+from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS, OVERFLOW_COLUMN
+from .offsets import check_supported as check_offsets_supported
+from .truncation import Truncation
 
 BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
@@ -48,7 +51,7 @@ def check_columns(columns: list[str], text_column: str, keep_text: bool) -> None
                                f"(got {','.join(columns)!r})")
     if "ids" not in columns:
         raise TokcolumnarError("--columns must include ids")
-    if keep_text and text_column in columns:
+    if keep_text and text_column in (*columns, OVERFLOW_COLUMN):
         raise TokcolumnarError(f"the input column {text_column!r} has the name of an output "
                                f"column: it would be overwritten (use --drop-text, or rename it)")
 
@@ -75,14 +78,21 @@ def batched(series: Iterator[pl.Series], batch_bytes: int, max_line_bytes: int
 
 
 def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[str],
-                  keep_text: bool, add_special_tokens: bool, timer: StageTimer) -> pa.Table:
-    """One batch: the requested columns (with the text column first when kept) as Arrow."""
-    enc = tok.encode_raw(texts, timer)
+                  keep_text: bool, add_special_tokens: bool, timer: StageTimer,
+                  first_row: int = 0, overflow: bool = False) -> pa.Table:
+    """One batch: the requested columns (with the text column first when kept) as Arrow.
+    With `overflow` (truncation with a stride), one row per window, the text repeated, and
+    the input row it comes from (`first_row` + its index in the batch) in `OVERFLOW_COLUMN`."""
+    enc = tok.encode_frame(texts, add_special_tokens, offsets="offsets" in columns,
+                           overflowing=overflow, timer=timer)
     with timer.stage("post-process"):
-        if add_special_tokens and tok.post_processor is not None:
-            enc = tok.post_processor.apply(enc, tok.added_token_ids())
         ids = enc.get_column("ids")
-        out: dict[str, pl.Series] = {column: texts} if keep_text else {}
+        rows = enc.get_column(OVERFLOW_COLUMN)
+        out: dict[str, pl.Series] = {}
+        if keep_text:
+            out[column] = texts.gather(rows) if overflow else texts
+        if overflow:
+            out[OVERFLOW_COLUMN] = (rows.cast(pl.UInt64) + first_row).rename(OVERFLOW_COLUMN)
         for name in columns:
             if name == "ids":
                 out[name] = ids
@@ -93,10 +103,11 @@ def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[s
             elif name == "word_ids":
                 out[name] = enc.get_column("word_ids")
             elif name == "type_ids":
-                out[name] = (enc.get_column("type_ids") if "type_ids" in enc.columns
-                             else ids.list.eval(pl.element() * 0))
+                out[name] = enc.get_column("type_ids")
             elif name == "attention_mask":  # 1 per token (no padding is written)
                 out[name] = ids.list.eval(pl.element() * 0 + 1).cast(pl.List(pl.UInt8))
+            elif name == "offsets":  # list<struct<start: u32, end: u32>>, HF's offsets
+                out[name] = offsets_column(enc)
         return pl.DataFrame(out).to_arrow()
 
 
@@ -147,7 +158,9 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                  force: bool = False, progress: bool | None = None,
                  columns: list[str] | None = None, keep_text: bool = True,
                  add_special_tokens: bool = True, max_line_bytes: int = MAX_LINE_BYTES,
-                 rows_per_file: int | None = None, timer: StageTimer | None = None) -> int:
+                 rows_per_file: int | None = None, timer: StageTimer | None = None,
+                 max_length: int | None = None, truncation: str = "right",
+                 stride: int | None = None) -> int:
     """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
     rows written. `tokenizer` is a Tokenizer or the path of a training directory or
     tokenizer.json (loaded after the output is checked). `columns`: the output columns
@@ -156,9 +169,17 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     `add_special_tokens=False`). `timer` gets the wall time of each stage: read, normalize,
     pre-tokenize, dedupe, model, gather, post-process, write (write overlaps the next
     batch's encoding). `rows_per_file`: `out` is a directory of Parquet parts of at most that
-    many rows (row order kept), with the marker `_SUCCESS` written last."""
+    many rows (row order kept), with the marker `_SUCCESS` written last. `max_length`:
+    truncate each encoding to that many tokens, special tokens included, from the `truncation`
+    side (right or left) as HF's `enable_truncation`; with a `stride` every window is a row
+    (consecutive windows sharing `stride` tokens), with `overflow_to_sample_mapping` the index
+    of its input row. The number of rows written is returned."""
     if rows_per_file is not None and rows_per_file < 1:
         raise TokcolumnarError(f"--rows-per-file must be at least 1, got {rows_per_file}")
+    if max_length is None and stride is not None:
+        raise TokcolumnarError("--stride needs --max-length")
+    truncate = (None if max_length is None
+                else Truncation(max_length, stride or 0, truncation))
     columns = list(columns or DEFAULT_COLUMNS)
     check_columns(columns, column, keep_text)
     timer = timer or StageTimer()
@@ -173,6 +194,15 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
             ThreadPoolExecutor(max_workers=WORKERS + 1) as pool:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
         tok.word_cache()  # made once, before the workers share it
+        if truncate is not None:
+            # checked as HF checks it, with the special tokens added or not
+            truncate.room(tok.num_special_tokens_to_add() if add_special_tokens else 0)
+            tok = copy.copy(tok)  # the caller's tokenizer keeps its settings (and shares
+            tok.truncation_params = truncate  # the word cache)
+        if "offsets" in columns:
+            check_offsets_supported(tok.normalizer, tok.pre_tokenizer)
+        overflow = truncate is not None and stride is not None
+        first_row = 0  # the input row of each batch's first text
         encoding: deque[Future[pa.Table]] = deque()  # batches being encoded, in input order
         written: Future[None] | None = None
         sink = ParquetSink(tmp, rows_per_file)
@@ -192,7 +222,9 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     # batches are encoded in parallel (Polars and NumPy release the GIL)
                     encoding.append(pool.submit(encoded_table, tok, texts.fill_null(""),
                                                 column, columns, keep_text,
-                                                add_special_tokens, timer))
+                                                add_special_tokens, timer, first_row,
+                                                overflow))
+                    first_row += len(texts)
                 if not encoding or (texts is not None and len(encoding) < WORKERS):
                     if texts is None:
                         break

@@ -17,8 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..errors import TokcolumnarValueError
-
-DIRECTIONS = ("right", "left")
+from . import TRUNCATION_DIRECTIONS as DIRECTIONS
 
 
 @dataclass(frozen=True)
