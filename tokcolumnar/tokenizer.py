@@ -11,6 +11,7 @@ import copy
 import json
 import numbers
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +22,12 @@ import polars as pl
 import pyarrow as pa
 
 from .encode.offsets import (
+    CharTable,
     NormAlignment,
     TokenTable,
     exclusive_cumsum,
+    kept_chars,
+    normalized_lengths,
     offsets_supported,
     piece_starts,
     trim_offsets,
@@ -149,6 +153,8 @@ class Tokenizer:
         self._cache: WordCache | None = None
         self._tokens_table: TokenTable | None = None
         self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
+        self._offset_chars: tuple[CharTable | None, CharTable] | None = None
+        self._lock = threading.Lock()
         self.truncation_params: Truncation | None = None
 
     # -- loading -------------------------------------------------------------------------------
@@ -373,7 +379,13 @@ class Tokenizer:
         # the word cache (and its lock) stays behind: a copy sent to a worker makes its own
         state = self.__dict__.copy()
         state["_cache"] = None
+        state["_offset_chars"] = None
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def word_cache(self) -> WordCache:
         """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
@@ -436,9 +448,10 @@ class Tokenizer:
         pre = self.pre_tokenizer
         normalized = seg.get_column("text")
         # 1. normalized position -> original character, per segment
-        align = NormAlignment.build(self.normalizer, original, normalized)
+        tables = self._char_tables()
+        align = NormAlignment.build(self.normalizer, tables[0], original, normalized)
         # 2. each word's start in its segment's normalized text
-        word_start = piece_starts(pre, normalized, flat, seg_of_word, per_seg)
+        word_start = piece_starts(pre, tables[1], normalized, flat, seg_of_word, per_seg)
         # 3. each token's span in its word, per distinct word
         texts = uniq.to_frame("w").select(pre.piece_text_expr(pl.col("w"))).to_series()
         span_start, span_end = word_spans(self._token_table(), texts, table_offsets, values)
@@ -473,6 +486,16 @@ class Tokenizer:
         return {"starts": lists_from_flat(n, token_row, pl.Series("starts", starts,
                                                                   dtype=pl.UInt32)),
                 "ends": lists_from_flat(n, token_row, pl.Series("ends", ends, dtype=pl.UInt32))}
+
+    def _char_tables(self) -> tuple[CharTable | None, CharTable]:
+        """Per code point, kept across batches: the normalized length, whether the
+        pre-tokenizer keeps the character."""
+        with self._lock:
+            if self._offset_chars is None:
+                self._offset_chars = (None if self.normalizer is None
+                                      else normalized_lengths(self.normalizer),
+                                      kept_chars(self.pre_tokenizer))
+        return self._offset_chars
 
     def _token_table(self) -> TokenTable:
         if self._tokens_table is None:

@@ -193,12 +193,12 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     with target as tmp, \
             ThreadPoolExecutor(max_workers=WORKERS + 1) as pool:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
-        tok.word_cache()  # made once, before the workers share it
         if truncate is not None:
             # checked as HF checks it, with the special tokens added or not
             truncate.room(tok.num_special_tokens_to_add() if add_special_tokens else 0)
-            tok = copy.copy(tok)  # the caller's tokenizer keeps its settings (and shares
-            tok.truncation_params = truncate  # the word cache)
+            tok = copy.copy(tok)  # the caller's tokenizer keeps its settings (a copy has
+            tok.truncation_params = truncate  # caches of its own)
+        tok.word_cache()  # made once, before the workers share it
         if "offsets" in columns:
             check_offsets_supported(tok.normalizer, tok.pre_tokenizer)
         overflow = truncate is not None and stride is not None

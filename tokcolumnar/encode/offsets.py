@@ -29,14 +29,16 @@ their content; the post-processor's special tokens get (0, 0), as in HF."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from ..errors import TokcolumnarValueError
-from ..models.cache import distinct_words
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
 
@@ -55,6 +57,56 @@ def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) 
             f"offsets are not available with the pre-tokenizer {type(pre_tokenizer).__name__}")
 
 
+def code_points(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Every character of `texts` as its code point (flat, in order) and each text's number
+    of characters (a null has none), read from the UTF-8 bytes with NumPy: no string per
+    character."""
+    arr = texts.cast(pl.String).to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = arr.cast(pa.large_string())
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data_buf = arr.buffers()[2]
+    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
+            else np.zeros(0, dtype=np.uint8))[offsets[0]:offsets[-1]]
+    offsets = offsets - offsets[0]
+    # a character starts at every byte that is not a continuation byte (10xxxxxx)
+    lead = (data & 0xC0) != 0x80
+    starts = np.flatnonzero(lead)
+    size = np.diff(np.append(starts, len(data)))
+    first = data[starts].astype(np.int32)
+    cp = np.where(first < 0x80, first, np.where(first < 0xE0, first & 0x1F,
+                                                np.where(first < 0xF0, first & 0x0F,
+                                                         first & 0x07)))
+    for k in (1, 2, 3):  # the continuation bytes add 6 bits each
+        more = np.flatnonzero(size > k)
+        cp[more] = (cp[more] << 6) | (data[starts[more] + k] & 0x3F)
+    lead_before = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum(lead, out=lead_before[1:])
+    return cp, lead_before[offsets[1:]] - lead_before[offsets[:-1]]
+
+
+class CharTable:
+    """A value per code point, computed on first sight of the character and kept (for the
+    normalized length of a character, or whether the pre-tokenizer keeps it): a batch costs
+    one array lookup per character, whatever its size."""
+
+    def __init__(self, compute: Callable[[pl.Series], np.ndarray]):
+        self.compute = compute
+        self.values = np.full(0x110000, -1, dtype=np.int16)
+        self.lock = threading.Lock()
+
+    def lookup(self, cps: np.ndarray) -> np.ndarray:
+        out = self.values[cps]
+        if (out < 0).any():
+            new = np.unique(cps[out < 0])
+            chars = pl.Series([chr(c) for c in new], dtype=pl.String)
+            with self.lock:
+                self.values[new] = self.compute(chars)
+            out = self.values[cps]
+        return out
+
+
 def offsets_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> bool:
     try:
         check_supported(normalizer, pre_tokenizer)
@@ -70,6 +122,18 @@ def exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
     return out
 
 
+def normalized_lengths(normalizer: Normalizer) -> CharTable:
+    """The table of how many characters `normalizer` makes of each character alone."""
+    return CharTable(lambda chars: chars.to_frame("c").select(
+        normalizer.expr(pl.col("c")).str.len_chars()).to_series().to_numpy())
+
+
+def kept_chars(pre_tokenizer: PreTokenizer) -> CharTable:
+    """The table of whether `pre_tokenizer` keeps each character (1) or drops it (0)."""
+    dropped = pre_tokenizer.dropped_chars() or "[^\\s\\S]"
+    return CharTable(lambda chars: (~chars.str.contains(f"^(?:{dropped})$")).to_numpy())
+
+
 @dataclass
 class NormAlignment:
     """Normalized position -> original character, per segment: `orig[base[s] + p]` is the
@@ -79,18 +143,14 @@ class NormAlignment:
     base: np.ndarray | None
 
     @classmethod
-    def build(cls, normalizer: Normalizer | None, original: pl.Series,
+    def build(cls, normalizer: Normalizer | None, table: CharTable | None, original: pl.Series,
               normalized: pl.Series) -> NormAlignment:
-        if normalizer is None:
+        """`table`: each character's normalized length (`normalized_lengths`)."""
+        if normalizer is None or table is None:
             return cls(None, None)
-        chars = original.str.extract_all(_CHAR)
-        per_seg = chars.list.len().fill_null(0).to_numpy().astype(np.int64)
-        flat = chars.explode().drop_nulls()
-        # each distinct character normalised once: how many characters it becomes
-        uniq, _, index = distinct_words(flat)
-        k_uniq = (uniq.to_frame("c").select(normalizer.expr(pl.col("c")).str.len_chars())
-                  .to_series().to_numpy().astype(np.int64))
-        k = k_uniq[index] if len(index) else np.zeros(0, dtype=np.int64)
+        cps, per_seg = code_points(original)
+        # how many characters each original character becomes (looked up per code point)
+        k = table.lookup(cps).astype(np.int64)
         seg_char_base = exclusive_cumsum(per_seg)
         seg_of_char = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
         seg_norm_len = np.bincount(seg_of_char, weights=k, minlength=len(per_seg)).astype(
@@ -102,7 +162,7 @@ class NormAlignment:
                 f"offsets: the normalizer {type(normalizer).__name__} does not treat the "
                 f"characters of {original[bad]!r} one by one")
         # each normalized character's original character, as an index within its segment
-        local = np.arange(len(flat), dtype=np.int64) - seg_char_base[seg_of_char]
+        local = np.arange(len(cps), dtype=np.int64) - seg_char_base[seg_of_char]
         return cls(np.repeat(local, k), exclusive_cumsum(want))
 
     def original(self, seg: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -113,10 +173,11 @@ class NormAlignment:
         return self.orig[self.base[seg] + pos]
 
 
-def piece_starts(pre_tokenizer: PreTokenizer, normalized: pl.Series, pieces: pl.Series,
-                 seg_of_piece: np.ndarray, per_seg: np.ndarray) -> np.ndarray:
+def piece_starts(pre_tokenizer: PreTokenizer, kept_table: CharTable, normalized: pl.Series,
+                 pieces: pl.Series, seg_of_piece: np.ndarray, per_seg: np.ndarray
+                 ) -> np.ndarray:
     """Each piece's start in its segment's normalized text (in characters; -1: the character
-    the pre-tokenizer put before the text)."""
+    the pre-tokenizer put before the text). `kept_table`: `kept_chars(pre_tokenizer)`."""
     lengths = (pieces.to_frame("p").select(pre_tokenizer.piece_text_expr(pl.col("p"))
                                            .str.len_chars())
                .to_series().to_numpy().astype(np.int64))
@@ -128,18 +189,12 @@ def piece_starts(pre_tokenizer: PreTokenizer, normalized: pl.Series, pieces: pl.
     prefix = pre_tokenizer.prefix_expr(pl.col("t"))
     shift = (np.zeros(len(text), dtype=np.int64) if prefix is None else
              text.to_frame("t").select(prefix).to_series().to_numpy().astype(np.int64))
-    dropped = pre_tokenizer.dropped_chars()
-    if not dropped:
+    if not pre_tokenizer.dropped_chars():
         return before - shift[seg_of_piece]
     # the kept characters of each text, in order: piece j starts at the kept character that
     # follows the pieces before it
-    chars = text.str.extract_all(_CHAR)
-    n_chars = chars.list.len().to_numpy().astype(np.int64)
-    flat = chars.explode().drop_nulls()
-    uniq, _, index = distinct_words(flat)
-    kept_uniq = (~uniq.str.contains(f"^(?:{dropped})$")).to_numpy()
-    kept = kept_uniq[index] if len(index) else np.zeros(0, dtype=bool)
-    kept_pos = np.flatnonzero(kept)
+    cps, n_chars = code_points(text)
+    kept_pos = np.flatnonzero(kept_table.lookup(cps) > 0)
     seg_char_base = exclusive_cumsum(n_chars)
     seg_kept_base = exclusive_cumsum(np.bincount(
         np.repeat(np.arange(len(text)), n_chars)[kept_pos], minlength=len(text)))
