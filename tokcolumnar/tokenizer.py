@@ -7,7 +7,6 @@ are joined back to the rows."""
 
 from __future__ import annotations
 
-import copy
 import json
 import numbers
 import re
@@ -650,17 +649,19 @@ class Tokenizer:
                                     for row in ids.to_list()], dtype=pl.String)
 
     def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
-        """Pairs of sequences (ids, word_ids, type_ids): each side is encoded without
-        post-processing, then the processor's pair template joins them. Without a
+        """Pairs of sequences (ids, word_ids, type_ids, and `starts`/`ends` when the
+        tokenizer has offsets): each side is encoded without the special tokens (its offsets
+        trimmed as HF trims each), then the processor's pair template joins them. Without a
         post-processor the two sequences are concatenated (type id 1 for the second), as HF
         does."""
         if self.truncation_params is not None:
             raise TokcolumnarValueError("truncation of pairs of texts is not supported (call "
                                         "no_truncation() first)")
-        raw = copy.copy(self)
-        raw.post_processor = None
-        first = raw.encode_ids(list(firsts))
-        second = raw.encode_ids(list(seconds))
+        offsets = offsets_supported(self.normalizer, self.pre_tokenizer)
+        first, second = (self.encode_frame(text_series(list(texts)), add_special_tokens=False,
+                                           offsets=offsets).drop("type_ids",
+                                                                 "overflow_to_sample_mapping")
+                         for texts in (firsts, seconds))
         processor = self.post_processor or ByteLevelProcessing()
         return processor.apply_pair(first, second, self._added_ids)
 

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.corpora import PRIMER as DATA
@@ -118,3 +119,68 @@ def test_random_text_offsets_match_hf(trained, name):
                     [text, text + " x"])
 
     check()
+
+
+def _hf_trained(model, trainer, post, **parts) -> HFTokenizer:
+    hf = HFTokenizer(model)
+    for k, v in parts.items():
+        setattr(hf, k, v)
+    hf.train([str(DATA)], trainer)
+    hf.post_processor = post
+    return hf
+
+
+def hf_built() -> dict[str, HFTokenizer]:
+    """Tokenizers built with HF's own library: RoBERTa (prefix space, offsets trimmed by its
+    post-processor), byte-level with a trimming ByteLevel post-processor alone and in a
+    Sequence, BERT, and a normalizer / pre-tokenizer Sequence."""
+    def byte_bpe(prefix: bool) -> dict:
+        return {"model": models.BPE(), "trainer": trainers.BpeTrainer(
+            vocab_size=600, special_tokens=["<s>", "</s>"], show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+            "pre_tokenizer": pre_tokenizers.ByteLevel(add_prefix_space=prefix),
+            "decoder": decoders.ByteLevel()}
+    return {
+        "roberta": _hf_trained(post=processors.RobertaProcessing(("</s>", 1), ("<s>", 0)),
+                               **byte_bpe(True)),
+        "bytelevel-trim": _hf_trained(post=processors.ByteLevel(trim_offsets=True,
+                                                                add_prefix_space=False),
+                                      **byte_bpe(False)),
+        "sequence-trim": _hf_trained(post=processors.Sequence([
+            processors.ByteLevel(trim_offsets=True, add_prefix_space=True),
+            processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1",
+                                          special_tokens=[("<s>", 0), ("</s>", 1)])]),
+            **byte_bpe(True)),
+        "bert": _hf_trained(
+            models.WordPiece(unk_token="[UNK]"),
+            trainers.WordPieceTrainer(vocab_size=600, special_tokens=["[UNK]", "[CLS]", "[SEP]"],
+                                      show_progress=False),
+            processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                          pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                          special_tokens=[("[CLS]", 1), ("[SEP]", 2)]),
+            normalizer=normalizers.BertNormalizer(lowercase=True),
+            pre_tokenizer=pre_tokenizers.BertPreTokenizer()),
+        "sequences": _hf_trained(
+            models.BPE(unk_token="[UNK]"),
+            trainers.BpeTrainer(vocab_size=400, special_tokens=["[UNK]"], show_progress=False),
+            None,
+            normalizer=normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(),
+                                             normalizers.StripAccents()]),
+            pre_tokenizer=pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                   pre_tokenizers.Digits(individual_digits=True),
+                                                   pre_tokenizers.Punctuation()])),
+    }
+
+
+def test_hf_built_tokenizers_offsets_and_pairs(tmp_path):
+    lines = DATA.read_text(encoding="utf-8").splitlines()[:300] + LINES + [
+        " lead", "x <s> y", "Σ 123 ½ a\u0301\u0302b 😀"]
+    for name, built in hf_built().items():
+        path = tmp_path / f"{name}.json"
+        built.save(str(path))
+        tok, hf = Tokenizer.from_file(path), HFTokenizer.from_file(str(path))
+        assert_same(tok.encode_batch(lines), hf.encode_batch(lines), lines)
+        for a, b in [("Héllo wörld", "the pair 東京"), (" x  y ", ""), ("", "z")]:
+            ours, theirs = tok.encode(a, b), hf.encode(a, b)
+            assert (ours.ids, ours.offsets, ours.type_ids) == (theirs.ids, theirs.offsets,
+                                                               theirs.type_ids), (name, a, b)
