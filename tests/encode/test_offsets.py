@@ -133,7 +133,8 @@ def _hf_trained(model, trainer, post, **parts) -> HFTokenizer:
 def hf_built() -> dict[str, HFTokenizer]:
     """Tokenizers built with HF's own library: RoBERTa (prefix space, offsets trimmed by its
     post-processor), byte-level with a trimming ByteLevel post-processor alone and in a
-    Sequence, BERT, and a normalizer / pre-tokenizer Sequence."""
+    Sequence, BERT, a normalizer / pre-tokenizer Sequence, and Metaspace (spaces replaced,
+    the replacement put before the text)."""
     def byte_bpe(prefix: bool) -> dict:
         return {"model": models.BPE(), "trainer": trainers.BpeTrainer(
             vocab_size=600, special_tokens=["<s>", "</s>"], show_progress=False,
@@ -169,12 +170,17 @@ def hf_built() -> dict[str, HFTokenizer]:
             pre_tokenizer=pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
                                                    pre_tokenizers.Digits(individual_digits=True),
                                                    pre_tokenizers.Punctuation()])),
+        "metaspace": _hf_trained(
+            models.BPE(unk_token="<unk>"),
+            trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"], show_progress=False),
+            None, normalizer=normalizers.Lowercase(),
+            pre_tokenizer=pre_tokenizers.Metaspace(prepend_scheme="first")),
     }
 
 
 def test_hf_built_tokenizers_offsets_and_pairs(tmp_path):
     lines = DATA.read_text(encoding="utf-8").splitlines()[:300] + LINES + [
-        " lead", "x <s> y", "Σ 123 ½ a\u0301\u0302b 😀"]
+        " lead", "x <s> y", "Σ 123 ½ a\u0301\u0302b 😀", "▁x ▁", " "]
     for name, built in hf_built().items():
         path = tmp_path / f"{name}.json"
         built.save(str(path))

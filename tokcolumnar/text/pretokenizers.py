@@ -480,6 +480,16 @@ class Metaspace(PreTokenizer):
                                               .drop_nulls())
         return pl.concat_list(head.fill_null([]), tail)
 
+    def dropped_chars(self) -> str | None:
+        return ""  # spaces become the replacement, one for one
+
+    def prefix_expr(self, col: pl.Expr) -> pl.Expr | None:
+        if self.prepend_scheme == "never":
+            return None
+        r = self.replacement
+        return (col.str.len_bytes() > 0) & col.str.replace_all(" ", r, literal=True) \
+            .str.starts_with(r).not_()
+
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "replacement": self.replacement,
                 "prepend_scheme": self.prepend_scheme, "split": self.split}
