@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -17,6 +18,7 @@ from tests.support.corpora import corpus, small_tiered
 from tests.support.hf_text import NORM_DIFF, text_strategy
 from tokcolumnar import TokcolumnarError, Tokenizer, train
 from tokcolumnar.encode import dataset
+from tokcolumnar.encode.offsets import code_points
 
 PRESETS = {"whitespace": {}, "gpt2": {"preset": "gpt2"}, "bert": {"preset": "bert"},
            "subword-nmt": {"preset": "subword-nmt"}}
@@ -190,3 +192,14 @@ def test_hf_built_tokenizers_offsets_and_pairs(tmp_path):
             ours, theirs = tok.encode(a, b), hf.encode(a, b)
             assert (ours.ids, ours.offsets, ours.type_ids) == (theirs.ids, theirs.offsets,
                                                                theirs.type_ids), (name, a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text()), max_size=6), st.integers(0, 3))
+def test_code_points_read_from_utf8(texts, skip):
+    """Code points and character counts read from the UTF-8 buffer (also of a sliced
+    Series, and of nulls) are Python's."""
+    series = pl.Series(["x"] * skip + texts, dtype=pl.String).slice(skip)
+    cps, counts = code_points(series)
+    assert cps.tolist() == [ord(c) for t in texts if t for c in t]
+    assert counts.tolist() == [len(t or "") for t in texts]

@@ -57,6 +57,11 @@ def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) 
             f"offsets are not available with the pre-tokenizer {type(pre_tokenizer).__name__}")
 
 
+# the bits of a UTF-8 lead byte that belong to its code point, by the byte's top 5 bits
+_LEAD_BITS = np.array([0x7F] * 16 + [0] * 8 + [0x1F] * 4 + [0x0F] * 2 + [0x07, 0],
+                      dtype=np.int32)
+
+
 def code_points(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Every character of `texts` as its code point (flat, in order) and each text's number
     of characters (a null has none), read from the UTF-8 bytes with NumPy: no string per
@@ -64,20 +69,21 @@ def code_points(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     arr = texts.cast(pl.String).to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    arr = arr.cast(pa.large_string())
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
     data_buf = arr.buffers()[2]
     data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
             else np.zeros(0, dtype=np.uint8))[offsets[0]:offsets[-1]]
     offsets = offsets - offsets[0]
+    if not len(data) or int(data.max()) < 0x80:  # ASCII: one character per byte
+        return data.astype(np.int32), np.diff(offsets)
     # a character starts at every byte that is not a continuation byte (10xxxxxx)
     lead = (data & 0xC0) != 0x80
     starts = np.flatnonzero(lead)
-    size = np.diff(np.append(starts, len(data)))
-    first = data[starts].astype(np.int32)
-    cp = np.where(first < 0x80, first, np.where(first < 0xE0, first & 0x1F,
-                                                np.where(first < 0xF0, first & 0x0F,
-                                                         first & 0x07)))
+    first = data[starts]
+    cp = first.astype(np.int32) & _LEAD_BITS[first >> 3]
+    size = np.diff(starts, append=len(data))
     for k in (1, 2, 3):  # the continuation bytes add 6 bits each
         more = np.flatnonzero(size > k)
         cp[more] = (cp[more] << 6) | (data[starts[more] + k] & 0x3F)
@@ -161,6 +167,8 @@ class NormAlignment:
             raise TokcolumnarValueError(
                 f"offsets: the normalizer {type(normalizer).__name__} does not treat the "
                 f"characters of {original[bad]!r} one by one")
+        if (k == 1).all():  # every character normalised to one: positions hold
+            return cls(None, None)
         # each normalized character's original character, as an index within its segment
         local = np.arange(len(cps), dtype=np.int64) - seg_char_base[seg_of_char]
         return cls(np.repeat(local, k), exclusive_cumsum(want))
