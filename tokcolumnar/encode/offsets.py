@@ -8,20 +8,24 @@ from three tables, each built once per batch with Polars and NumPy:
    (`Normalizer.char_local`: BERT's, lowercase, NFD/NFKD, strip accents), original character i
    becomes k_i normalized characters; normalized position p belongs to the original character
    whose run [sum k_<i, sum k_<=i) holds it (HF aligns inserted and decomposed characters to
-   the character they come from). k is computed once per distinct character of the batch;
+   the character they come from). k is looked up per code point in a table kept across
+   batches (`CharTable`); the characters are read as code points from the UTF-8 buffer;
 2. pre-tokenization (`piece_starts`): the pieces are substrings of the normalized text, in
    order; a pre-tokenizer that drops characters drops exactly one class of them
    (`PreTokenizer.dropped_chars`, e.g. whitespace), so piece j starts at the position of the
    (sum of the lengths of pieces < j)-th kept character of its text. ByteLevel's
-   `add_prefix_space` puts one character before the text: HF aligns it to the first one;
-3. the model (`word_spans`): per distinct word, each token's span in the word: the token's
-   length in the model's characters (its string without the continuing-subword prefix /
-   end-of-word suffix), summed along the word. A word whose tokens do not add up to it (an
-   unknown character dropped or made the unknown token, a WordPiece word that became
-   `[UNK]`) is walked in Python, once per distinct word. With ByteLevel, the model sees one
-   character per UTF-8 byte: a token starts at the character holding its first byte and ends
-   after the one holding its last (so the tokens of one multi-byte character share its span,
-   as in HF).
+   `add_prefix_space` and Metaspace's prepended replacement put one character before the
+   text: HF aligns it to the first one;
+3. the model (`word_spans`): per distinct word, each token's span in bytes of the word as HF's
+   `Word` counts its symbols: the token's string without the continuing-subword prefix /
+   end-of-word suffix (with ByteLevel, one model character per byte), summed along the word;
+   an unknown token counts the character it replaces (BPE) or the whole word (WordPiece); a
+   character BPE drops (no unknown token) counts nothing, which shifts the spans after it as
+   in HF. Byte spans become characters: from the one holding the first byte to the one
+   holding the last (so the tokens of one multi-byte character share its span, as in HF).
+
+Batch checks (each segment's normalized length, the kept characters covered by the pieces)
+turn a broken assumption into an error, never a wrong span.
 
 A token's span in its row is then: segment start (text before an added token) + the original
 positions of its first and last normalized characters. Added tokens found in the text span
