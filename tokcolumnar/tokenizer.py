@@ -7,10 +7,10 @@ are joined back to the rows."""
 
 from __future__ import annotations
 
-import copy
 import json
 import numbers
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,20 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .encode.offsets import (
+    CharTable,
+    NormAlignment,
+    TokenTable,
+    exclusive_cumsum,
+    kept_chars,
+    normalized_lengths,
+    offsets_supported,
+    piece_starts,
+    trim_offsets,
+    word_spans,
+)
+from .encode.offsets import check_supported as check_offsets_supported
+from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
@@ -28,7 +42,7 @@ from .models.cache import WordCache, distinct_words, gather_runs, list_parts
 from .progress import StageTimer
 from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
-from .text.postprocessors import ByteLevelProcessing, post_processor_from_hf
+from .text.postprocessors import ByteLevelProcessing, offset_trimming, post_processor_from_hf
 from .text.pretokenizers import (
     PreTokenizer,
     SubwordNmtSplit,
@@ -42,16 +56,25 @@ ENCODE_BATCH_ROWS = 100_000  # rows per batch of encode_column (bounds its worki
 
 @dataclass
 class Encoding:
-    """One encoded text: token ids, token strings and the word index of each token (None for
-    special tokens)."""
+    """One encoded text, as HF's `Encoding`: token ids, token strings, the word index of each
+    token (None for special tokens), type ids, each token's (start, end) character span in the
+    text (`offsets`; (0, 0) for the special tokens the post-processor adds; empty when the
+    tokenizer's normalizer or pre-tokenizer has no offsets, see `encode.offsets`) and, with
+    truncation, the `overflowing` windows."""
 
     ids: list[int]
     tokens: list[str]
     word_ids: list[int | None] = field(default_factory=list)
     type_ids: list[int] = field(default_factory=list)
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    overflowing: list[Encoding] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def attention_mask(self) -> list[int]:
+        return [1] * len(self.ids)
 
 
 @dataclass
@@ -127,6 +150,11 @@ class Tokenizer:
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
+        self._tokens_table: TokenTable | None = None
+        self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
+        self._offset_chars: tuple[CharTable | None, CharTable] | None = None
+        self._lock = threading.Lock()
+        self.truncation_params: Truncation | None = None
 
     # -- loading -------------------------------------------------------------------------------
     @classmethod
@@ -230,45 +258,133 @@ class Tokenizer:
         return self._id_to_token[i] if 0 <= i < len(self._id_to_token) else None
 
     def _segments(self, texts: pl.Series) -> pl.DataFrame:
-        """Rows split around added tokens: (row, seg, text, special id or null)."""
+        """Rows split around added tokens: (row, seg, text, special id or null, start: the
+        segment's first character in the row)."""
         df = texts.to_frame("text").with_row_index("row").with_columns(
-            pl.lit(0, dtype=pl.UInt32).alias("seg"), pl.lit(None, dtype=pl.Int64).alias("sid"))
+            pl.lit(0, dtype=pl.UInt32).alias("seg"), pl.lit(None, dtype=pl.Int64).alias("sid"),
+            pl.lit(0, dtype=pl.Int64).alias("start"))
         if self._added_re is None:
-            return df.select("row", "seg", "text", "sid")
+            return df.select("row", "seg", "text", "sid", "start")
         pattern = "|".join(re.escape(t.content) for t in self.added_tokens)
         has = df.get_column("text").str.contains(pattern)
         plain, special = df.filter(~has), df.filter(has)
-        rows: list[tuple[int, int, str | None, int | None]] = []
+        rows: list[tuple[int, int, str | None, int | None, int]] = []
         for row, text in zip(special.get_column("row").to_list(),
                              special.get_column("text").to_list()):
             seg, last = 0, 0
             for m in self._added_re.finditer(text):
                 if m.start() > last:
-                    rows.append((row, seg, text[last:m.start()], None))
+                    rows.append((row, seg, text[last:m.start()], None, last))
                     seg += 1
-                rows.append((row, seg, None, self._added_ids[m.group()]))
+                rows.append((row, seg, None, self._added_ids[m.group()], m.start()))
                 seg += 1
                 last = m.end()
             if last < len(text):
-                rows.append((row, seg, text[last:], None))
+                rows.append((row, seg, text[last:], None, last))
         extra = pl.DataFrame(rows, schema={"row": pl.UInt32, "seg": pl.UInt32,
-                                           "text": pl.String, "sid": pl.Int64}, orient="row")
-        return pl.concat([plain.select("row", "seg", "text", "sid"), extra]).sort("row", "seg")
+                                           "text": pl.String, "sid": pl.Int64,
+                                           "start": pl.Int64}, orient="row")
+        return pl.concat([plain.select("row", "seg", "text", "sid", "start"),
+                          extra]).sort("row", "seg")
 
     def encode_ids(self, texts: Iterable[str] | pl.Series) -> pl.DataFrame:
         """Columnar encoding: one row per text with `ids` (list[u32]) and `word_ids`. `texts`:
         strings, or a Polars string Series (a null row encodes to no ids)."""
-        texts = text_series(texts)
-        out = self.encode_raw(texts)
-        if self.post_processor is not None:
-            out = self.post_processor.apply(out, self._added_ids)
-        return out
+        return self.encode_frame(text_series(texts), overflowing=False)
+
+    # -- truncation (HF's enable_truncation) ----------------------------------------------------
+    def enable_truncation(self, max_length: int, stride: int = 0,
+                          strategy: str = "longest_first", direction: str = "right") -> None:
+        """Truncate every encoding to `max_length` tokens, special tokens included (room is
+        kept for them), as HF's `enable_truncation`: `encode`/`encode_batch` then give the
+        rest as `overflowing` windows of the same size overlapping by `stride` tokens;
+        `direction` "left" keeps the end of the text. The columnar methods (`encode_ids`,
+        `encode_column`, `encode_arrow`) keep the first window (`encode_arrow` can give them
+        all, see `return_overflowing`). Pairs of texts are not truncated (refused)."""
+        if strategy not in ("longest_first", "only_first"):
+            raise TokcolumnarValueError(f"truncation: strategy {strategy!r} is not supported "
+                                        "(single sequences: longest_first or only_first)")
+        params = Truncation(max_length, stride, direction)
+        params.room(self.num_special_tokens_to_add())
+        self.truncation_params = params
+
+    def no_truncation(self) -> None:
+        self.truncation_params = None
+
+    @property
+    def truncation(self) -> dict[str, Any] | None:
+        """The truncation parameters as HF shows them (None when off)."""
+        return None if self.truncation_params is None else self.truncation_params.to_hf()
+
+    def num_special_tokens_to_add(self, is_pair: bool = False) -> int:
+        return 0 if self.post_processor is None else self.post_processor.added_tokens(is_pair)
+
+    def encode_frame(self, texts: pl.Series, add_special_tokens: bool = True,
+                     offsets: bool = False, overflowing: bool = True,
+                     timer: StageTimer | None = None) -> pl.DataFrame:
+        """The columnar encoding every method shares: one row per encoding with `ids`,
+        `word_ids`, `type_ids`, with `offsets` also `starts` and `ends` (list[u32] each), and
+        `overflow_to_sample_mapping`, the index of its text. With truncation, a text gives one
+        row per window when `overflowing` (the first one first, as HF's encoding then its
+        `overflowing`), else only the first. `add_special_tokens=False` leaves out the
+        post-processor's tokens (HF's `add_special_tokens=False`)."""
+        timer = timer or StageTimer()
+        raw = self.encode_raw(texts, timer, offsets=offsets)
+        rows = np.arange(len(texts), dtype=np.int64)
+        with timer.stage("post-process"):
+            if self.truncation_params is not None:
+                # HF truncates the model's tokens, keeping room for the special tokens
+                params = self.truncation_params
+                room = params.room(self.num_special_tokens_to_add()
+                                   if add_special_tokens else 0)
+                lengths = raw.get_column("ids").list.len().to_numpy()
+                rows, start, stop = windows(lengths, room, params.stride, params.direction,
+                                            overflowing)
+                raw = take_windows(raw, rows, start, stop)
+            trim = offset_trimming(self.post_processor)
+            if offsets and trim is not None:
+                raw = self._trimmed(raw, trim)
+            if add_special_tokens and self.post_processor is not None:
+                out = self.post_processor.apply(raw, self._added_ids)
+            else:
+                out = raw.with_columns(type_ids=pl.col("ids").list.eval(pl.element() * 0))
+            out = out.with_columns(pl.col("ids").cast(pl.List(pl.UInt32)),
+                                   pl.col("type_ids").cast(pl.List(pl.UInt32)))
+            return out.with_columns(overflow_to_sample_mapping=pl.Series(rows, dtype=pl.UInt32))
+
+    def _trimmed(self, raw: pl.DataFrame, add_prefix_space: bool) -> pl.DataFrame:
+        """HF's ByteLevel offset trimming on every encoding (window) of `raw`."""
+        if self._space_counts is None:
+            def spaces(t: str) -> int:
+                return len(t) - len(t.lstrip("Ġ" + "".join(
+                    c for c in set(t) if c.isspace() and c not in "\x1c\x1d\x1e\x1f")))
+            lead = np.array([spaces(t) for t in self._id_to_token], dtype=np.int64)
+            trail = np.array([spaces(t[::-1]) for t in self._id_to_token], dtype=np.int64)
+            self._space_counts = (lead, trail)
+        ids_off, ids = list_parts(raw.get_column("ids"))
+        _, starts = list_parts(raw.get_column("starts"))
+        _, ends = list_parts(raw.get_column("ends"))
+        row = np.repeat(np.arange(len(ids_off) - 1, dtype=np.int64), np.diff(ids_off))
+        pos = np.arange(len(ids), dtype=np.int64) - ids_off[row]
+        new_start, new_end = trim_offsets(ids.astype(np.int64), pos, starts.astype(np.int64),
+                                          ends.astype(np.int64), *self._space_counts,
+                                          add_prefix_space)
+        n = raw.height
+        return raw.with_columns(
+            starts=lists_from_flat(n, row, pl.Series("starts", new_start, dtype=pl.UInt32)),
+            ends=lists_from_flat(n, row, pl.Series("ends", new_end, dtype=pl.UInt32)))
 
     def __getstate__(self) -> dict[str, Any]:
         # the word cache (and its lock) stays behind: a copy sent to a worker makes its own
         state = self.__dict__.copy()
         state["_cache"] = None
+        state["_offset_chars"] = None
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def word_cache(self) -> WordCache:
         """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
@@ -276,8 +392,10 @@ class Tokenizer:
             self._cache = WordCache(self.model, self.pre_tokenizer.word_expr)
         return self._cache
 
-    def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None) -> pl.DataFrame:
-        """`ids` and `word_ids` before post-processing.
+    def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None,
+                   offsets: bool = False) -> pl.DataFrame:
+        """`ids` and `word_ids` before post-processing (with `offsets`, also each token's
+        character span in its text as `starts` and `ends`, see `encode.offsets`).
 
         Every text is split into items in order: the pre-tokens of its text segments and the
         added tokens found between them (each counts as a word, as in HF). The distinct
@@ -286,8 +404,11 @@ class Tokenizer:
         stage (normalize, pre-tokenize, dedupe, model, gather)."""
         timer = timer or StageTimer()
         n = len(texts)
+        if offsets:
+            check_offsets_supported(self.normalizer, self.pre_tokenizer)
         with timer.stage("normalize"):
             seg = self._segments(texts)
+            original = seg.get_column("text")
             if self.normalizer is not None:
                 seg = seg.with_columns(self.normalizer.expr(pl.col("text")))
         with timer.stage("pre-tokenize"):
@@ -306,16 +427,89 @@ class Tokenizer:
             uniq, uniq_hash, index = distinct_words(flat)
         with timer.stage("model"):
             # distinct pre-tokens once through the cache (the model sees only new words)
-            offsets, values = self.word_cache().lookup(uniq, uniq_hash)
+            table_offsets, values = self.word_cache().lookup(uniq, uniq_hash)
         with timer.stage("gather"):
-            return self._gather(n, seg, per_seg, seg_of_word, index, offsets, values)
+            out, token_item, item_word, item_seg = self._gather(
+                n, seg, per_seg, seg_of_word, index, table_offsets, values)
+        if not offsets:
+            return out
+        with timer.stage("offsets"):
+            return out.with_columns(**self._offsets(
+                n, seg, original, flat, seg_of_word, per_seg, uniq, index, table_offsets,
+                values, token_item, item_word, item_seg))
+
+    def _offsets(self, n: int, seg: pl.DataFrame, original: pl.Series, flat: pl.Series,
+                 seg_of_word: np.ndarray, per_seg: np.ndarray, uniq: pl.Series,
+                 index: np.ndarray, table_offsets: np.ndarray, values: np.ndarray,
+                 token_item: np.ndarray, item_word: np.ndarray, item_seg: np.ndarray
+                 ) -> dict[str, pl.Series]:
+        """Each token's (start, end) in its row's original text (see `encode.offsets`)."""
+        pre = self.pre_tokenizer
+        normalized = seg.get_column("text")
+        # 1. normalized position -> original character, per segment
+        tables = self._char_tables()
+        align = NormAlignment.build(self.normalizer, tables[0], original, normalized)
+        # 2. each word's start in its segment's normalized text
+        word_start = piece_starts(pre, tables[1], normalized, flat, seg_of_word, per_seg)
+        # 3. each token's span in its word, per distinct word
+        texts = uniq.to_frame("w").select(pre.piece_text_expr(pl.col("w"))).to_series()
+        span_start, span_end = word_spans(self._token_table(), texts, table_offsets, values)
+        # every token: its word's start + its span in the word, mapped to original characters
+        # (an added token spans its content)
+        lengths = np.diff(table_offsets)[index]
+        run_start = np.repeat(table_offsets[:-1][index] - exclusive_cumsum(lengths)[:-1],
+                              lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+        tok_word = item_word[token_item]
+        is_word = tok_word >= 0
+        seg_of_tok = item_seg[token_item]
+        seg_start = seg.get_column("start").to_numpy().astype(np.int64)[seg_of_tok]
+        starts = np.empty(len(token_item), dtype=np.int64)
+        ends = np.empty(len(token_item), dtype=np.int64)
+        # the tokens of words, in item order: the runs of their words' entries
+        where = np.flatnonzero(is_word)
+        a = word_start[tok_word[where]] + span_start[run_start]
+        b = word_start[tok_word[where]] + span_end[run_start]
+        s_of = seg_of_tok[where]
+        first = align.original(s_of, np.maximum(a, 0))
+        last = align.original(s_of, np.maximum(b - 1, 0)) + 1
+        starts[where] = seg_start[where] + first
+        ends[where] = seg_start[where] + np.where(b > a, last, first)
+        sp = np.flatnonzero(~is_word)
+        if len(sp):
+            sid = seg.get_column("sid").to_numpy()[seg_of_tok[sp]]
+            content_len = np.array([len(self._id_to_token[int(i)]) for i in sid],
+                                   dtype=np.int64)
+            starts[sp] = seg_start[sp]
+            ends[sp] = seg_start[sp] + content_len
+        token_row = seg.get_column("row").to_numpy().astype(np.int64)[seg_of_tok]
+        return {"starts": lists_from_flat(n, token_row, pl.Series("starts", starts,
+                                                                  dtype=pl.UInt32)),
+                "ends": lists_from_flat(n, token_row, pl.Series("ends", ends, dtype=pl.UInt32))}
+
+    def _char_tables(self) -> tuple[CharTable | None, CharTable]:
+        """Per code point, kept across batches: the normalized length, whether the
+        pre-tokenizer keeps the character."""
+        with self._lock:
+            if self._offset_chars is None:
+                self._offset_chars = (None if self.normalizer is None
+                                      else normalized_lengths(self.normalizer),
+                                      kept_chars(self.pre_tokenizer))
+        return self._offset_chars
+
+    def _token_table(self) -> TokenTable:
+        if self._tokens_table is None:
+            self._tokens_table = TokenTable.build(self.model, self._id_to_token,
+                                                  self.pre_tokenizer.maps_bytes())
+        return self._tokens_table
 
     @staticmethod
     def _gather(n: int, seg: pl.DataFrame, per_seg: np.ndarray, seg_of_word: np.ndarray,
-                index: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> pl.DataFrame:
+                index: np.ndarray, offsets: np.ndarray, values: np.ndarray
+                ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
         """The rows' `ids` and `word_ids` from each word's index in the table of distinct
         words (runs `values[offsets[i]:offsets[i+1]]`) and the added tokens of `seg`, with
-        NumPy gathers."""
+        NumPy gathers; also each token's item, and each item's word (-1: an added token) and
+        segment."""
         n_table = len(offsets) - 1
         sid = seg.get_column("sid")
         is_special = sid.is_not_null().to_numpy()
@@ -335,9 +529,12 @@ class Tokenizer:
             item_table[item_start[seg_of_word] + within] = index
             item_table[item_start[:-1][is_special]] = n_table + np.arange(
                 len(special_ids), dtype=np.int64)
+            item_word = np.full(len(item_table), -1, dtype=np.int64)
+            item_word[item_start[seg_of_word] + within] = np.arange(len(index), dtype=np.int64)
             items_per_seg = items_per_seg.astype(np.int64)
         else:
             item_table, items_per_seg = index, per_seg
+            item_word = np.arange(len(index), dtype=np.int64)
         # items -> tokens, and each token's row and word index within its row
         lengths, ids = gather_runs(offsets, values, item_table)
         seg_row = seg.get_column("row").to_numpy().astype(np.int64)
@@ -353,16 +550,35 @@ class Tokenizer:
             "word_ids": lists_from_flat(n, token_row,
                                         pl.Series("word_ids", np.repeat(word_in_row, lengths))),
         })
-        return out
+        item_seg = np.repeat(np.arange(len(per_seg), dtype=np.int64), items_per_seg)
+        token_item = np.repeat(np.arange(len(item_table), dtype=np.int64), lengths)
+        return out, token_item, item_word, item_seg
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
+        """Encoding objects of `encode_frame`'s rows: a text's later windows become the
+        `overflowing` of its first."""
         tok = self._id_to_token
         ids_l = out.get_column("ids").to_list()
         wids_l = out.get_column("word_ids").to_list()
         types_l = (out.get_column("type_ids").to_list() if "type_ids" in out.columns
                    else [[0] * len(x) for x in ids_l])
-        return [Encoding(ids, [tok[i] for i in ids], wids, types)
-                for ids, wids, types in zip(ids_l, wids_l, types_l)]
+        if "starts" in out.columns:
+            offsets_l = [list(zip(a, b)) for a, b in zip(out.get_column("starts").to_list(),
+                                                          out.get_column("ends").to_list())]
+        else:
+            offsets_l = [[] for _ in ids_l]
+        rows = (out.get_column("overflow_to_sample_mapping").to_list()
+                if "overflow_to_sample_mapping" in out.columns else list(range(len(ids_l))))
+        result: list[Encoding] = []
+        last_row = None
+        for ids, wids, types, offs, row in zip(ids_l, wids_l, types_l, offsets_l, rows):
+            enc = Encoding(ids, [tok[i] for i in ids], wids, types, offs)
+            if row == last_row:
+                result[-1].overflowing.append(enc)
+            else:
+                result.append(enc)
+                last_row = row
+        return result
 
     @overload
     def encode_batch(self, texts: Iterable[str] | pl.Series, add_special_tokens: bool = ...,
@@ -374,19 +590,22 @@ class Tokenizer:
 
     def encode_batch(self, texts: Iterable[str] | pl.Series, add_special_tokens: bool = True,
                      as_arrow: bool = False) -> list[Encoding] | pa.ListArray:
-        """Encode texts as HF's `encode_batch` does (`add_special_tokens=False`: without the
-        post-processor's tokens). `as_arrow=True`: only the ids, as one Arrow
-        `list<uint32>` array (the columnar path of `encode_column`, no Python object per text
-        or token; `pl.Series(result)` makes it a list[u32] Series)."""
+        """HF's `encode_batch`: one `Encoding` per text, with offsets (when the tokenizer's
+        components have them, see `encode.offsets`) and, with truncation, the overflowing
+        windows (`add_special_tokens=False`: without the post-processor's tokens).
+        `as_arrow=True`: only the ids (of the first window), as one Arrow `list<uint32>` array
+        (the columnar path of `encode_column`, no Python object per text or token;
+        `pl.Series(result)` makes it a list[u32] Series)."""
+        series = text_series(texts)
         if as_arrow:
-            ids = self.encode_column(text_series(texts), add_special_tokens=add_special_tokens)
+            ids = self.encode_column(series, add_special_tokens=add_special_tokens)
             arr = ids.to_arrow()
             if isinstance(arr, pa.ChunkedArray):
                 arr = arr.combine_chunks()
             return arr.cast(pa.list_(pa.uint32()))
-        if not add_special_tokens:
-            return self._encodings(self.encode_raw(text_series(texts)))
-        return self._encodings(self.encode_ids(texts))
+        return self._encodings(self.encode_frame(
+            series, add_special_tokens, offsets=offsets_supported(self.normalizer,
+                                                                  self.pre_tokenizer)))
 
     def encode_ray(self, ds: Any, column: str = "text") -> Any:
         """A `ray.data.Dataset` with an `ids` column (list<uint32>) appended: the ids of its
@@ -410,28 +629,32 @@ class Tokenizer:
         parts = []
         for start in range(0, max(len(texts), 1), batch_rows):
             batch = texts.slice(start, batch_rows)
-            out = self.encode_raw(batch.fill_null(""))
-            if add_special_tokens and self.post_processor is not None:
-                out = self.post_processor.apply(out, self._added_ids)
-            parts.append(out.get_column("ids").cast(pl.List(pl.UInt32)))
+            out = self.encode_frame(batch.fill_null(""), add_special_tokens, overflowing=False)
+            parts.append(out.get_column("ids"))
         ids = pl.concat(parts) if parts else pl.Series("ids", [], dtype=pl.List(pl.UInt32))
         if texts.null_count():
             ids = pl.select(pl.when(texts.is_null()).then(None).otherwise(ids)).to_series()
         return ids.rename(texts.name or "ids")
 
-    def encode_arrow(self, texts: Iterable[str] | pl.Series,
-                     add_special_tokens: bool = True) -> pa.Table:
+    def encode_arrow(self, texts: Iterable[str] | pl.Series, add_special_tokens: bool = True,
+                     offsets: bool = False, return_overflowing: bool = False) -> pa.Table:
         """Columnar `encode_batch`: an Arrow table with `ids`, `tokens`, `word_ids` and
-        `type_ids` per text (no Python object per token)."""
-        raw = self.encode_raw(text_series(texts))
-        out = (self.post_processor.apply(raw, self._added_ids)
-               if add_special_tokens and self.post_processor is not None else raw)
-        ids = out.get_column("ids").cast(pl.List(pl.UInt32))
-        types = (out.get_column("type_ids") if "type_ids" in out.columns
-                 else ids.list.eval(pl.element() * 0))
-        return pl.DataFrame({"ids": ids, "tokens": self.tokens_of(ids),
-                             "word_ids": out.get_column("word_ids"),
-                             "type_ids": types.cast(pl.List(pl.UInt32))}).to_arrow()
+        `type_ids` per text (no Python object per token); with `offsets`, an `offsets` column
+        (list<struct<start: u32, end: u32>>, see `offsets_column`). With truncation and
+        `return_overflowing`, one row per window and an `overflow_to_sample_mapping` column
+        (u64, the text's index), as transformers' `return_overflowing_tokens=True`; else the
+        first window of each text."""
+        out = self.encode_frame(text_series(texts), add_special_tokens, offsets=offsets,
+                                overflowing=return_overflowing)
+        ids = out.get_column("ids")
+        columns = {"ids": ids, "tokens": self.tokens_of(ids),
+                   "word_ids": out.get_column("word_ids"), "type_ids": out.get_column("type_ids")}
+        if offsets:
+            columns["offsets"] = offsets_column(out)
+        if return_overflowing and self.truncation_params is not None:
+            columns["overflow_to_sample_mapping"] = out.get_column(
+                "overflow_to_sample_mapping").cast(pl.UInt64)
+        return pl.DataFrame(columns).to_arrow()
 
     def decode_column(self, ids: pl.Series, skip_special_tokens: bool = True) -> pl.Series:
         """The texts of a list[int] Series of ids (`decode` per row; a null row gives null)."""
@@ -443,14 +666,19 @@ class Tokenizer:
                                     for row in ids.to_list()], dtype=pl.String)
 
     def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
-        """Pairs of sequences (ids, word_ids, type_ids): each side is encoded without
-        post-processing, then the processor's pair template joins them. Without a
+        """Pairs of sequences (ids, word_ids, type_ids, and `starts`/`ends` when the
+        tokenizer has offsets): each side is encoded without the special tokens (its offsets
+        trimmed as HF trims each), then the processor's pair template joins them. Without a
         post-processor the two sequences are concatenated (type id 1 for the second), as HF
         does."""
-        raw = copy.copy(self)
-        raw.post_processor = None
-        first = raw.encode_ids(list(firsts))
-        second = raw.encode_ids(list(seconds))
+        if self.truncation_params is not None:
+            raise TokcolumnarValueError("truncation of pairs of texts is not supported (call "
+                                        "no_truncation() first)")
+        offsets = offsets_supported(self.normalizer, self.pre_tokenizer)
+        first, second = (self.encode_frame(text_series(list(texts)), add_special_tokens=False,
+                                           offsets=offsets).drop("type_ids",
+                                                                 "overflow_to_sample_mapping")
+                         for texts in (firsts, seconds))
         processor = self.post_processor or ByteLevelProcessing()
         return processor.apply_pair(first, second, self._added_ids)
 
@@ -510,6 +738,21 @@ class TokExpressions:
         return self._expr.map_batches(
             lambda s: tokenizer.decode_column(s, skip_special_tokens),
             return_dtype=pl.String)
+
+
+OFFSETS_TYPE = pa.large_list(pa.struct([("start", pa.uint32()), ("end", pa.uint32())]))
+
+
+def offsets_column(frame: pl.DataFrame) -> pl.Series:
+    """The `offsets` column of an encoding frame's `starts` and `ends`: one list of
+    {start, end} per row (Parquet list<struct<start: u32, end: u32>>; HF's `Encoding.offsets`
+    as (start, end) character spans)."""
+    ids_off, starts = list_parts(frame.get_column("starts"))
+    _, ends = list_parts(frame.get_column("ends"))
+    spans = pa.StructArray.from_arrays([pa.array(starts, pa.uint32()), pa.array(ends,
+                                                                               pa.uint32())],
+                                       names=["start", "end"])
+    return pl.Series("offsets", pa.LargeListArray.from_arrays(pa.array(ids_off), spans))
 
 
 def text_series(texts: Any) -> pl.Series:

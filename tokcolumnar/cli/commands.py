@@ -96,6 +96,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
                                        ("--no-special-tokens", args.no_special_tokens),
                                        ("--rows-per-file", args.rows_per_file is not None),
                                        ("--timings", args.timings),
+                                       ("--max-length", args.max_length is not None),
+                                       ("--stride", args.stride is not None),
                                        *dataset_options_given(args)) if on]
         if given:
             raise TokcolumnarError(f"{given[0]} is not available with --engine {args.engine}")
@@ -106,6 +108,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
         return 0
+    if args.max_length is None and (args.truncation is not None or args.stride is not None):
+        raise TokcolumnarError(f"{'--truncation' if args.truncation else '--stride'} needs "
+                               "--max-length")
     stats: EncodeStats | bool = EncodeStats() if args.stats else False
     timer = StageTimer()
     rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
@@ -118,7 +123,9 @@ def cmd_encode(args: argparse.Namespace) -> int:
                         keep_columns=args.keep_columns, pack=args.pack,
                         pack_separator_token=args.pack_separator,
                         pack_drop_last=args.pack_drop_last,
-                        max_file_size=args.max_file_size, stats=stats)
+                        max_file_size=args.max_file_size, stats=stats,
+                        max_length=args.max_length, truncation=args.truncation or "right",
+                        stride=args.stride)
     if stats is not False and not args.quiet:
         for line in stats.summary():
             print(line, file=sys.stderr)

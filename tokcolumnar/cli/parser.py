@@ -10,7 +10,13 @@ from typing import NoReturn
 from ..config import ENGINES, MODELS, TIE_BREAKS, WORDPIECE_SCORINGS
 from ..corpus.sources import FORMATS
 from ..duckdb import QUERY_FORMATS, ready_queries
-from ..encode import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS
+from ..encode import (
+    DEFAULT_COLUMNS,
+    MAX_LINE_BYTES,
+    OUTPUT_COLUMNS,
+    OVERFLOW_COLUMN,
+    TRUNCATION_DIRECTIONS,
+)
 from ..presets import PRESETS
 from ..text.normalizers import NORMALIZER_NAMES
 from ..text.pretokenizers import PRETOKENIZER_NAMES
@@ -139,6 +145,22 @@ def add_text_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no summary line")
 
 
+def add_truncation_options(p: argparse.ArgumentParser) -> None:
+    """encode's truncation, as HF's `enable_truncation(max_length, stride, direction)`."""
+    g = p.add_argument_group("truncation")
+    g.add_argument("--max-length", type=int, default=None, metavar="N",
+                   help="at most N tokens per row, special tokens included (room is kept for "
+                        "them), as HF's truncation")
+    g.add_argument("--truncation", choices=TRUNCATION_DIRECTIONS, default=None,
+                   help="with --max-length: keep the start (right, default) or the end (left) "
+                        "of the text")
+    g.add_argument("--stride", type=int, default=None, metavar="K",
+                   help="with --max-length: write every window of the text as a row (HF's "
+                        "overflowing encodings), consecutive windows sharing K tokens, with "
+                        f"{OVERFLOW_COLUMN} the input row's index (0 for windows that do not "
+                        "overlap)")
+
+
 FORCE_HELP = ("replace an existing output even if tokcolumnar did not write it (never an input, "
               "the current directory or /)")
 
@@ -206,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the wall time of each stage (read, normalize, pre-tokenize, "
                         "dedupe, model, gather, post-process, write)")
     add_encode_dataset_options(e)
+    add_truncation_options(e)
     add_input_options(e)
     e.add_argument("--engine", choices=("polars", "ray", "spark"), default="polars",
                    help="ray, spark: encode on Ray or Spark; --out is then a directory of "

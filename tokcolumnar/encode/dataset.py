@@ -6,6 +6,7 @@ batches are held at once whatever the input size."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 from collections import deque
@@ -16,6 +17,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..corpus.readers import BYTES_PER_CHAR, iter_rows
@@ -24,10 +26,12 @@ from ..memory import parse_size
 from ..outputs import PARQUET_MARKER, PARTS_MARKER, output_dir, output_file, write_parquet
 from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
-from ..tokenizer import Tokenizer
-from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS, PACK_COLUMNS
+from ..tokenizer import Tokenizer, offsets_column
+from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS, OVERFLOW_COLUMN, PACK_COLUMNS
+from .offsets import check_supported as check_offsets_supported
 from .pack import Packer, configured_eos, pack_separator
 from .stats import BatchStats, EncodeStats, batch_stats
+from .truncation import Truncation
 
 BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
@@ -54,7 +58,7 @@ def check_columns(columns: list[str], text_column: str, keep_text: bool,
                                f"(got {','.join(columns)!r})")
     if "ids" not in columns:
         raise TokcolumnarError("--columns must include ids")
-    if keep_text and text_column in columns:
+    if keep_text and text_column in (*columns, OVERFLOW_COLUMN):
         raise TokcolumnarError(f"the input column {text_column!r} has the name of an output "
                                f"column: it would be overwritten (use --drop-text, or rename it)")
     clash = [name for name in kept if name in columns]
@@ -97,14 +101,21 @@ def _joined(pending: list[tuple[pl.Series, pa.Table]]) -> tuple[pl.Series, pa.Ta
 
 
 def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[str],
-                  keep_text: bool, add_special_tokens: bool, timer: StageTimer) -> pa.Table:
-    """One batch: the requested columns (with the text column first when kept) as Arrow."""
-    enc = tok.encode_raw(texts, timer)
+                  keep_text: bool, add_special_tokens: bool, timer: StageTimer,
+                  first_row: int = 0, overflow: bool = False) -> pa.Table:
+    """One batch: the requested columns (with the text column first when kept) as Arrow.
+    With `overflow` (truncation with a stride), one row per window, the text repeated, and
+    the input row it comes from (`first_row` + its index in the batch) in `OVERFLOW_COLUMN`."""
+    enc = tok.encode_frame(texts, add_special_tokens, offsets="offsets" in columns,
+                           overflowing=overflow, timer=timer)
     with timer.stage("post-process"):
-        if add_special_tokens and tok.post_processor is not None:
-            enc = tok.post_processor.apply(enc, tok.added_token_ids())
         ids = enc.get_column("ids")
-        out: dict[str, pl.Series] = {column: texts} if keep_text else {}
+        rows = enc.get_column(OVERFLOW_COLUMN)
+        out: dict[str, pl.Series] = {}
+        if keep_text:
+            out[column] = texts.gather(rows) if overflow else texts
+        if overflow:
+            out[OVERFLOW_COLUMN] = (rows.cast(pl.UInt64) + first_row).rename(OVERFLOW_COLUMN)
         for name in columns:
             if name == "ids":
                 out[name] = ids
@@ -115,20 +126,28 @@ def encoded_table(tok: Tokenizer, texts: pl.Series, column: str, columns: list[s
             elif name == "word_ids":
                 out[name] = enc.get_column("word_ids")
             elif name == "type_ids":
-                out[name] = (enc.get_column("type_ids") if "type_ids" in enc.columns
-                             else ids.list.eval(pl.element() * 0))
+                out[name] = enc.get_column("type_ids")
             elif name == "attention_mask":  # 1 per token (no padding is written)
                 out[name] = ids.list.eval(pl.element() * 0 + 1).cast(pl.List(pl.UInt8))
+            elif name == "offsets":  # list<struct<start: u32, end: u32>>, HF's offsets
+                out[name] = offsets_column(enc)
         return pl.DataFrame(out).to_arrow()
 
 
 def encoded_batch(tok: Tokenizer, texts: pl.Series, kept: pa.Table, column: str,
                   columns: list[str], keep_text: bool, add_special_tokens: bool,
-                  stats: EncodeStats | None, timer: StageTimer
-                  ) -> tuple[pa.Table, BatchStats | None]:
+                  stats: EncodeStats | None, timer: StageTimer, first_row: int = 0,
+                  overflow: bool = False) -> tuple[pa.Table, BatchStats | None]:
     """One batch as written: the text column (when kept), the other kept input columns (as
-    they were read, Arrow types unchanged) and the output columns; with its statistics."""
-    table = encoded_table(tok, texts, column, columns, keep_text, add_special_tokens, timer)
+    they were read, Arrow types unchanged) and the output columns; with its statistics. With
+    `overflow`, a row per window (`encoded_table`): the texts and kept columns follow the
+    windows' input rows."""
+    table = encoded_table(tok, texts, column, columns, keep_text, add_special_tokens, timer,
+                          first_row, overflow)
+    if overflow:  # each window's row of this batch
+        local = pc.subtract(table.column(OVERFLOW_COLUMN), first_row)
+        texts = texts.gather(pl.Series(local))
+        kept = kept.take(local)
     counted = None
     if stats is not None:
         with timer.stage("stats"):
@@ -287,7 +306,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                  keep_columns: list[str] | str | None = None, pack: int | None = None,
                  pack_separator_token: str | None = None, pack_drop_last: bool = False,
                  max_file_size: int | str | None = None,
-                 stats: bool | EncodeStats = False) -> int:
+                 stats: bool | EncodeStats = False, max_length: int | None = None,
+                 truncation: str = "right", stride: int | None = None) -> int:
     """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
     rows written. `tokenizer` is a Tokenizer or the path of a training directory or
     tokenizer.json (loaded after the output is checked). `columns`: the output columns
@@ -305,7 +325,11 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     `pack` ids (the last one shorter, or dropped with `pack_drop_last`); documents are encoded
     without the post-processor's special tokens and only the ids (and n_tokens) are written.
     `stats`: True (or an `EncodeStats` to fill) writes the run's statistics to
-    `stats_path(out)` (see `encode.stats`)."""
+    `stats_path(out)` (see `encode.stats`). `max_length`: truncate each encoding to that many
+    tokens, special tokens included, from the `truncation` side (right or left) as HF's
+    `enable_truncation`; with a `stride` every window is a row (consecutive windows sharing
+    `stride` tokens, the kept columns repeated), with `overflow_to_sample_mapping` the index
+    of its input row."""
     if rows_per_file is not None and rows_per_file < 1:
         raise TokcolumnarError(f"--rows-per-file must be at least 1, got {rows_per_file}")
     if isinstance(inputs, (str, os.PathLike)):
@@ -315,6 +339,13 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         if rows_per_file is not None:
             raise TokcolumnarError("give either --rows-per-file or --max-file-size, not both")
         max_bytes = parse_size(max_file_size, "--max-file-size")
+    if max_length is None and stride is not None:
+        raise TokcolumnarError("--stride needs --max-length")
+    if max_length is not None and pack is not None:
+        raise TokcolumnarError("--max-length does not go with --pack (blocks are cut at --pack "
+                               "N ids)")
+    truncate = (None if max_length is None
+                else Truncation(max_length, stride or 0, truncation))
     columns = list(columns or DEFAULT_COLUMNS)
     keep = _keep_list(keep_columns, column)
     if pack is None:
@@ -349,7 +380,16 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         tmp = outputs.enter_context(target)
         pool = outputs.enter_context(ThreadPoolExecutor(max_workers=WORKERS + 1))
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
+        if truncate is not None:
+            # checked as HF checks it, with the special tokens added or not
+            truncate.room(tok.num_special_tokens_to_add() if add_special_tokens else 0)
+            tok = copy.copy(tok)  # the caller's tokenizer keeps its settings (a copy has
+            tok.truncation_params = truncate  # caches of its own)
         tok.word_cache()  # made once, before the workers share it
+        if "offsets" in columns:
+            check_offsets_supported(tok.normalizer, tok.pre_tokenizer)
+        overflow = truncate is not None and stride is not None
+        first_row = 0  # the input row of each batch's first text
         counted = None
         if stats is not False:
             counted = stats if isinstance(stats, EncodeStats) else EncodeStats()
@@ -385,7 +425,9 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     # batches are encoded in parallel (Polars and NumPy release the GIL)
                     encoding.append(pool.submit(encoded_batch, tok, texts.fill_null(""), kept,
                                                 column, doc_columns, keep_text,
-                                                add_special_tokens, counted, timer))
+                                                add_special_tokens, counted, timer, first_row,
+                                                overflow))
+                    first_row += len(texts)
                 if not encoding or (batch is not None and len(encoding) < WORKERS):
                     if batch is None:
                         break

@@ -69,6 +69,12 @@ class Normalizer:
     def expr(self, col: pl.Expr) -> pl.Expr:
         raise NotImplementedError
 
+    def char_local(self) -> bool:
+        """Whether each character is normalised on its own (the text's normalization is the
+        concatenation of its characters' ones, up to the canonical reordering of combining
+        marks): what offsets need to map normalized positions back (encode/offsets.py)."""
+        return False
+
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type}
 
@@ -91,6 +97,9 @@ class Normalizer:
 @dataclass
 class Lowercase(Normalizer):
     hf_type: ClassVar[str] = "Lowercase"
+
+    def char_local(self) -> bool:
+        return True
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return hf_lowercase(col)
@@ -116,6 +125,9 @@ class NFKC(Normalizer):
 class NFD(Normalizer):
     hf_type: ClassVar[str] = "NFD"
 
+    def char_local(self) -> bool:
+        return True
+
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.normalize("NFD")
 
@@ -123,6 +135,9 @@ class NFD(Normalizer):
 @dataclass
 class NFKD(Normalizer):
     hf_type: ClassVar[str] = "NFKD"
+
+    def char_local(self) -> bool:
+        return True
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.normalize("NFKD")
@@ -134,6 +149,9 @@ class StripAccents(Normalizer):
     before it, as HF does)."""
 
     hf_type: ClassVar[str] = "StripAccents"
+
+    def char_local(self) -> bool:
+        return True
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.replace_all(_COMBINING_MARK_RE, "")
@@ -150,6 +168,9 @@ class BertNormalizer(Normalizer):
     handle_chinese_chars: bool = True
     strip_accents: bool | None = None
     lowercase: bool = True
+
+    def char_local(self) -> bool:
+        return True
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         if self.clean_text:
@@ -193,6 +214,9 @@ class Replace(Normalizer):
             self._rust = check_regex(onig_to_rust(self.pattern))
         elif not self.pattern:
             raise TokcolumnarValueError("Replace: empty pattern")
+
+    def char_local(self) -> bool:
+        return not self.regex and len(self.pattern) == 1
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         if self.regex:
@@ -259,6 +283,9 @@ class Prepend(Normalizer):
 class Sequence(Normalizer):
     hf_type: ClassVar[str] = "Sequence"
     normalizers: list[Normalizer] = field(default_factory=list)
+
+    def char_local(self) -> bool:
+        return all(n.char_local() for n in self.normalizers)
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         for n in self.normalizers:

@@ -3,8 +3,10 @@
 Each processor takes the model output as a DataFrame with `ids` (list[u32]) and `word_ids`
 (list[i64]) per row, and returns the final `ids`, `word_ids` (null for added tokens) and
 `type_ids`, exactly as HF's processors of the same JSON do. Supported `tokenizer.json` types:
-`TemplateProcessing`, `BertProcessing`, `RobertaProcessing` (ids and type ids; offsets are not
-modelled), `ByteLevel` (offsets only: ids unchanged) and `Sequence`."""
+`TemplateProcessing`, `BertProcessing`, `RobertaProcessing`, `ByteLevel` (ids unchanged) and
+`Sequence`. When the input also has `starts` and `ends` (token offsets), they are carried along,
+(0, 0) for the special tokens added, as HF gives them; the offset trimming of ByteLevel and
+RobertaProcessing (`trim_offsets`) is done by the tokenizer before (see `offset_trimming`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,11 @@ from ..hfjson import HFObject, component_type, is_json_int
 
 IDS = pl.List(pl.UInt32)
 WIDS = pl.List(pl.Int64)
+OFFSETS = ("starts", "ends")  # the optional offset columns (list[u32] each)
+
+
+def _has_offsets(*frames: pl.DataFrame) -> bool:
+    return all(all(c in f.columns for c in OFFSETS) for f in frames)
 
 
 def _lit_list(values: list[Any], dtype: pl.DataType) -> pl.Expr:
@@ -95,7 +102,19 @@ class PostProcessor:
 def _with_type_ids(df: pl.DataFrame, type_id: int = 0) -> pl.DataFrame:
     return df.select(pl.col("ids").cast(IDS), pl.col("word_ids").cast(WIDS),
                      pl.lit(type_id, dtype=pl.UInt32).repeat_by(pl.col("ids").list.len())
-                     .cast(IDS).alias("type_ids"))
+                     .cast(IDS).alias("type_ids"),
+                     *([pl.col(c).cast(IDS) for c in OFFSETS] if _has_offsets(df) else []))
+
+
+def offset_trimming(processor: PostProcessor | None) -> bool | None:
+    """HF trims the offsets of byte-level tokens (`trim_offsets` of a ByteLevel or
+    RobertaProcessing post-processor): None when it does not, else its `add_prefix_space`."""
+    if isinstance(processor, SequenceProcessing):
+        found = [offset_trimming(p) for p in processor.processors]
+        return next((f for f in found if f is not None), None)
+    if isinstance(processor, (ByteLevelProcessing, RobertaProcessing)) and processor.trim_offsets:
+        return processor.add_prefix_space
+    return None
 
 
 @dataclass
@@ -152,7 +171,9 @@ class TemplateProcessing(PostProcessor):
                    for p in (self.pair if is_pair else self.single) if p.kind == "special")
 
     def _assemble(self, template: list[Piece], frame: pl.DataFrame) -> pl.DataFrame:
+        offsets = "starts_A" in frame.columns
         ids, wids, types = [], [], []
+        spans: dict[str, list[pl.Expr]] = {c: [] for c in OFFSETS}
         for p in template:
             if p.kind == "special":
                 spec = self.special_tokens[p.id]
@@ -160,23 +181,32 @@ class TemplateProcessing(PostProcessor):
                 ids.append(_lit_list(spec.ids, IDS))
                 wids.append(_lit_list([None] * n, WIDS))
                 types.append(_lit_list([p.type_id] * n, IDS))
+                for c in OFFSETS:  # HF gives the added special tokens (0, 0)
+                    spans[c].append(_lit_list([0] * n, IDS))
             else:
                 col = f"ids_{p.id}"
                 ids.append(pl.col(col))
                 wids.append(pl.col(f"word_ids_{p.id}"))
                 types.append(pl.lit(p.type_id, dtype=pl.UInt32).repeat_by(
                     pl.col(col).list.len()).cast(IDS))
+                for c in OFFSETS:
+                    spans[c].append(pl.col(f"{c}_{p.id}"))
+        extra = [c for c in OFFSETS] if offsets else []
         if not ids:
             return frame.select(pl.lit([], dtype=IDS).alias("ids"),
                                 pl.lit([], dtype=WIDS).alias("word_ids"),
-                                pl.lit([], dtype=IDS).alias("type_ids"))
+                                pl.lit([], dtype=IDS).alias("type_ids"),
+                                *[pl.lit([], dtype=IDS).alias(c) for c in extra])
         return frame.select(pl.concat_list(ids).cast(IDS).alias("ids"),
                             pl.concat_list(wids).cast(WIDS).alias("word_ids"),
-                            pl.concat_list(types).cast(IDS).alias("type_ids"))
+                            pl.concat_list(types).cast(IDS).alias("type_ids"),
+                            *[pl.concat_list(spans[c]).cast(IDS).alias(c) for c in extra])
 
     def apply(self, df: pl.DataFrame, added_ids: dict[str, int] | None = None) -> pl.DataFrame:
         frame = df.select(pl.col("ids").cast(IDS).alias("ids_A"),
-                          pl.col("word_ids").cast(WIDS).alias("word_ids_A"))
+                          pl.col("word_ids").cast(WIDS).alias("word_ids_A"),
+                          *([pl.col(c).cast(IDS).alias(f"{c}_A") for c in OFFSETS]
+                            if _has_offsets(df) else []))
         return self._assemble(self.single, frame)
 
     def apply_pair(self, a: pl.DataFrame, b: pl.DataFrame,
@@ -187,7 +217,10 @@ class TemplateProcessing(PostProcessor):
         frame = pl.DataFrame({"ids_A": a.get_column("ids").cast(IDS),
                               "word_ids_A": a.get_column("word_ids").cast(WIDS),
                               "ids_B": b.get_column("ids").cast(IDS),
-                              "word_ids_B": b.get_column("word_ids").cast(WIDS)})
+                              "word_ids_B": b.get_column("word_ids").cast(WIDS),
+                              **({f"{c}_{side}": f.get_column(c).cast(IDS)
+                                  for c in OFFSETS for side, f in (("A", a), ("B", b))}
+                                 if _has_offsets(a, b) else {})})
         return self._assemble(self.pair, frame)
 
 
@@ -268,7 +301,7 @@ class ByteLevelProcessing(PostProcessor):
         # HF without a template concatenates the pair, type id 1 for the second sequence
         x, y = _with_type_ids(a), _with_type_ids(b, 1)
         return pl.DataFrame({name: x.get_column(name).list.concat(y.get_column(name))
-                             for name in ("ids", "word_ids", "type_ids")})
+                             for name in x.columns if name in y.columns})
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": "ByteLevel", "add_prefix_space": self.add_prefix_space,
@@ -293,7 +326,7 @@ class SequenceProcessing(PostProcessor):
         out = _with_type_ids(df)
         for p in self.processors:
             types = out.get_column("type_ids")
-            nxt = p.apply(out.select("ids", "word_ids"), added_ids)
+            nxt = p.apply(out.drop("type_ids"), added_ids)
             if isinstance(p, ByteLevelProcessing):
                 nxt = nxt.with_columns(types.alias("type_ids"))
             out = nxt
@@ -310,7 +343,7 @@ class SequenceProcessing(PostProcessor):
         if len(rest) > 1:
             tail = SequenceProcessing(rest[1:])
             types = out.get_column("type_ids")
-            out = tail.apply(out.select("ids", "word_ids"), added_ids)
+            out = tail.apply(out.drop("type_ids"), added_ids)
             if all(isinstance(p, ByteLevelProcessing) for p in rest[1:]):
                 out = out.with_columns(types.alias("type_ids"))
         return out

@@ -290,6 +290,27 @@ class PreTokenizer:
         """Apply to each piece of a list[str] expression (inside a Sequence) and flatten."""
         return pieces.list.eval(self.expr(pl.element()).explode().drop_nulls())
 
+    # -- offsets (see tokcolumnar/encode/offsets.py) -------------------------------------------
+    def dropped_chars(self) -> str | None:
+        """For offsets: a regex class of the characters the split drops, when the pieces of
+        `encode_split_expr` (through `piece_text_expr`) are the other characters of the text in
+        order, each piece a substring; "" when it drops nothing; None when the pieces are not
+        substrings of the text (offsets are then not available)."""
+        return None
+
+    def prefix_expr(self, col: pl.Expr) -> pl.Expr | None:
+        """For offsets: whether one character was put before the text (a boolean expression),
+        None when never."""
+        return None
+
+    def piece_text_expr(self, piece: pl.Expr) -> pl.Expr:
+        """For offsets: a piece of `encode_split_expr` as the text it covers."""
+        return piece
+
+    def maps_bytes(self) -> bool:
+        """Whether the model sees each UTF-8 byte of a piece as one character (ByteLevel)."""
+        return False
+
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type}
 
@@ -317,6 +338,9 @@ class Whitespace(PreTokenizer):
     def line_cut(self) -> LineCut | None:
         return AFTER_WHITESPACE_OR_CJK
 
+    def dropped_chars(self) -> str | None:
+        return r"\s"
+
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(WHITESPACE_PATTERN)
 
@@ -328,6 +352,9 @@ class WhitespaceSplit(PreTokenizer):
 
     def line_cut(self) -> LineCut | None:
         return AFTER_WHITESPACE
+
+    def dropped_chars(self) -> str | None:
+        return r"\s"
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(r"\S+")
@@ -342,6 +369,9 @@ class BertPreTokenizer(PreTokenizer):
 
     def line_cut(self) -> LineCut | None:
         return AFTER_WHITESPACE_OR_CJK
+
+    def dropped_chars(self) -> str | None:
+        return r"\s"
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(BERT_PATTERN)
@@ -378,6 +408,20 @@ class ByteLevel(PreTokenizer):
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return self.split_expr(col).list.eval(self.word_expr(pl.element()))
+
+    def dropped_chars(self) -> str | None:
+        return ""
+
+    def prefix_expr(self, col: pl.Expr) -> pl.Expr | None:
+        if not self.add_prefix_space:
+            return None
+        return (col.str.len_bytes() > 0) & col.str.starts_with(" ").not_()
+
+    def piece_text_expr(self, piece: pl.Expr) -> pl.Expr:
+        return gpt2_unescape(piece) if self.use_regex else piece
+
+    def maps_bytes(self) -> bool:
+        return True
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "add_prefix_space": self.add_prefix_space,
@@ -436,6 +480,16 @@ class Metaspace(PreTokenizer):
                                               .drop_nulls())
         return pl.concat_list(head.fill_null([]), tail)
 
+    def dropped_chars(self) -> str | None:
+        return ""  # spaces become the replacement, one for one
+
+    def prefix_expr(self, col: pl.Expr) -> pl.Expr | None:
+        if self.prepend_scheme == "never":
+            return None
+        r = self.replacement
+        return (col.str.len_bytes() > 0) & col.str.replace_all(" ", r, literal=True) \
+            .str.starts_with(r).not_()
+
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "replacement": self.replacement,
                 "prepend_scheme": self.prepend_scheme, "split": self.split}
@@ -461,6 +515,9 @@ class Digits(PreTokenizer):
         return split_class(col, NUMERIC_CLASS,
                            "isolated" if self.individual_digits else "contiguous")
 
+    def dropped_chars(self) -> str | None:
+        return ""
+
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "individual_digits": self.individual_digits}
 
@@ -481,6 +538,9 @@ class Punctuation(PreTokenizer):
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return split_class(col, f"[{_PUNCT}]", self.behavior)
+
+    def dropped_chars(self) -> str | None:
+        return f"[{_PUNCT}]" if self.behavior == "removed" else ""
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "behavior": _HF_BEHAVIOR[self.behavior]}
@@ -530,6 +590,18 @@ class Split(PreTokenizer):
             return self.split_expr(col).list.eval(self.word_expr(pl.element()))
         return self.split_expr(col)
 
+    def dropped_chars(self) -> str | None:
+        if self._gpt2 or self.behavior != "removed":
+            return ""  # every character is in a piece
+        if self.regex and self.invert and self.pattern == SUBWORD_NMT_HF_PATTERN:
+            return SubwordNmtSplit().dropped_chars()
+        if not self.regex and not self.invert and len(self.pattern) == 1:
+            return escape_regex(self.pattern)
+        return None
+
+    def piece_text_expr(self, piece: pl.Expr) -> pl.Expr:
+        return gpt2_unescape(piece) if self._gpt2 else piece
+
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type,
                 "pattern": {"Regex" if self.regex else "String": self.pattern},
@@ -550,6 +622,9 @@ class WholeSequence(PreTokenizer):
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return _whole(col)
+
+    def dropped_chars(self) -> str | None:
+        return ""
 
     def to_hf(self) -> dict[str, Any] | None:  # type: ignore[override]
         return None
@@ -589,6 +664,25 @@ class Sequence(PreTokenizer):
             return word
         return self.pretokenizers[-1].word_expr(word)
 
+    def dropped_chars(self) -> str | None:
+        # the union of what each step drops, when every step keeps substrings (a byte-level
+        # step only last: its mapping then happens in `word_expr`)
+        parts = [p.dropped_chars() for p in self.pretokenizers]
+        if any(d is None for d in parts) or any(
+                isinstance(p, ByteLevel) or p.prefix_expr(pl.lit("")) is not None
+                for p in self.pretokenizers[:-1]):
+            return None
+        if self.pretokenizers and self.pretokenizers[-1].prefix_expr(pl.lit("")) is not None:
+            return None
+        kept = [d for d in parts if d]
+        return "|".join(kept) if kept else ""
+
+    def piece_text_expr(self, piece: pl.Expr) -> pl.Expr:
+        return self.pretokenizers[-1].piece_text_expr(piece) if self.pretokenizers else piece
+
+    def maps_bytes(self) -> bool:
+        return bool(self.pretokenizers) and self.pretokenizers[-1].maps_bytes()
+
     def to_hf(self) -> dict[str, Any]:
         return {"type": "Sequence", "pretokenizers": [p.to_hf() for p in self.pretokenizers]}
 
@@ -619,6 +713,9 @@ class SubwordNmtSplit(PreTokenizer):
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return col.str.extract_all(SUBWORD_NMT_PATTERN)
+
+    def dropped_chars(self) -> str | None:
+        return r"[ \r\n]"
 
     def line_cut(self) -> LineCut | None:
         return AFTER_SPACE_OR_CR
