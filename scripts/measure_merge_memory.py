@@ -3,9 +3,13 @@ MERGE_BYTES_PER_WORD / MERGE_BYTES_PER_SYMBOL): for a words table (a words.parqu
 keeps its N first words), the peak RSS of initial symbols + BPE merge loop + result tables
 minus the RSS with the words table loaded, printed as JSON with the numbers of words and
 symbols. Run it on tables with different characters-per-word mixes (English words, Chinese
-clauses) and fit peak = a * words + b * symbols.
+clauses) and fit peak = a * words + b * symbols. `--breakdown` also samples, every 100 passes,
+the RSS and the sizes of the loop's structures (layout, queue entries' positions, pair counts,
+cold store) and prints them as they were at the largest RSS seen. glibc's mmap threshold is
+fixed as the command line fixes it (`tokcolumnar.malloc`).
 
-    python scripts/measure_merge_memory.py OUT/words.parquet --vocab-size 30000 [--head N]"""
+    python scripts/measure_merge_memory.py OUT/words.parquet --vocab-size 30000 [--head N]
+        [--breakdown]"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import resource
 import polars as pl
 
 from tokcolumnar.config import TrainConfig
+from tokcolumnar.malloc import fix_mmap_threshold
 from tokcolumnar.progress import StageTimer
 from tokcolumnar.training.polars_engine import PolarsEngine
 
@@ -29,23 +34,64 @@ def rss_bytes() -> int:
     return 0
 
 
+class Breakdown:
+    """Stands in for the loop's checkpoint (`training.checkpoint.MergeCheckpoint`): called
+    before each pass with the trainer, it records the structures' sizes at the largest RSS."""
+
+    def __init__(self, before: int) -> None:
+        self.before, self.passes, self.largest = before, 0, 0
+        self.sizes: dict[str, float] = {}
+        self.layout_bytes = 0
+
+    def restore(self) -> None:
+        return None
+
+    def watch(self, initial) -> None:  # noqa: ANN001 - training.symbols.Initial
+        lay = initial.layout
+        self.layout_bytes = sum(a.nbytes for a in (lay.sym, lay.nxt, lay.prv, lay.word_of,
+                                                   lay.word_count))
+
+    def __call__(self, trainer) -> None:  # noqa: ANN001 - training.bpe.BpeTrainer
+        self.passes += 1
+        if self.passes % 100:
+            return
+        grown = rss_bytes() - self.before
+        if grown <= self.largest:
+            return
+        entries = trainer.entries
+        self.largest = grown
+        self.sizes = {
+            "pass": self.passes, "merges": len(trainer.merges.left), "rss_grown_mb": grown / 1e6,
+            "layout_mb": self.layout_bytes / 1e6,
+            "entry_positions_mb": sum(a.nbytes for group in (entries.positions_of_base,
+                                                             entries.keys, entries.bounds)
+                                      for a in group) / 1e6,
+            "pair_counts": len(trainer.pair_counts),
+            "cold_mb": sum(a.nbytes for part in trainer.cold for a in part) / 1e6,
+            "queue": len(trainer.heap)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("words")
     p.add_argument("--vocab-size", type=int, default=30000)
     p.add_argument("--head", type=int, default=None)
+    p.add_argument("--breakdown", action="store_true")
     args = p.parse_args()
+    fix_mmap_threshold()
     words = pl.read_parquet(args.words, columns=["word", "count", "first_seen"])
     if args.head is not None:
         words = words.head(args.head)
     gc.collect()
     before = rss_bytes()
     cfg = TrainConfig(vocab_size=args.vocab_size, show_progress=False)
-    PolarsEngine().train(words, cfg, StageTimer())
+    probe = Breakdown(before) if args.breakdown else None
+    PolarsEngine().train(words, cfg, StageTimer(), checkpoint=probe)  # type: ignore[arg-type]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"words": words.height,
                       "symbols": int(words["word"].str.len_chars().sum()),
-                      "before": before, "peak": peak, "merge_bytes": peak - before}))
+                      "before": before, "peak": peak, "merge_bytes": peak - before,
+                      **({"at_largest_rss": probe.sizes} if probe else {})}))
 
 
 if __name__ == "__main__":
