@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from tests.encode.conftest import PRESETS, hf_of
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.corpora import PRIMER as DATA
 from tests.support.corpora import corpus, small_tiered
@@ -20,8 +21,6 @@ from tokcolumnar import TokcolumnarError, Tokenizer, train
 from tokcolumnar.encode import dataset
 from tokcolumnar.encode.offsets import code_points
 
-PRESETS = {"whitespace": {}, "gpt2": {"preset": "gpt2"}, "bert": {"preset": "bert"},
-           "subword-nmt": {"preset": "subword-nmt"}}
 # lines that reach every path: unknown characters dropped inside words (BPE without an
 # unknown token), [UNK] words, accents stripped, CJK padded, control characters removed,
 # runs of spaces and tabs, added tokens inside the text, empty lines
@@ -30,17 +29,8 @@ LINES = ["Héllo 東京 wörld  İstanbul ABC", "", "  x\t\ty  ", "tokens<|endof
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = {}
-    for name, kw in PRESETS.items():
-        d = tmp_path_factory.mktemp(name) / "o"
-        train([str(DATA)], out_dir=d, vocab_size=800, **kw)
-        out[name] = d
-    return out
-
-
-def hf_of(directory) -> HFTokenizer:
-    return HFTokenizer.from_file(str(directory / "tokenizer.json"))
+def trained(preset_tokenizers):
+    return preset_tokenizers
 
 
 def assert_same(encodings, hf_encodings, lines):

@@ -9,16 +9,13 @@ import itertools
 
 import polars as pl
 import pytest
-from tokenizers import Tokenizer as HFTokenizer
 
+from tests.encode.conftest import PRESETS, hf_of
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.corpora import PRIMER as DATA
 from tests.support.corpora import corpus, small_tiered
-from tokcolumnar import TokcolumnarError, Tokenizer, train
+from tokcolumnar import TokcolumnarError, Tokenizer
 from tokcolumnar.encode import dataset
 
-PRESETS = {"whitespace": {}, "gpt2": {"preset": "gpt2"}, "bert": {"preset": "bert"},
-           "subword-nmt": {"preset": "subword-nmt"}}
 LINES = ["the pairs merge again and again, and the tokens merge too", "", "a",
          "Héllo 東京 wörld  tokens<|endoftext|>again [CLS] x y z", "one two"]
 # (max_length, stride, direction): windows that overlap or not, from either side, a window of
@@ -28,17 +25,8 @@ SETTINGS = [(6, 0, "right"), (6, 2, "left"), (7, 3, "right"), (5, 1, "left"), (3
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = {}
-    for name, kw in PRESETS.items():
-        d = tmp_path_factory.mktemp(name) / "o"
-        train([str(DATA)], out_dir=d, vocab_size=800, **kw)
-        out[name] = d
-    return out
-
-
-def hf_of(directory) -> HFTokenizer:
-    return HFTokenizer.from_file(str(directory / "tokenizer.json"))
+def trained(preset_tokenizers):
+    return preset_tokenizers
 
 
 def fields(e) -> tuple:
