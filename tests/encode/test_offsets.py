@@ -5,6 +5,8 @@ control characters, every kind of space), ids and offsets alike."""
 
 from __future__ import annotations
 
+import unicodedata
+
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -100,17 +102,36 @@ def test_offsets_refused_for_unsupported_normalizer(tmp_path, trained):
     assert not (tmp_path / "o.parquet").exists()
 
 
+def reorders_marks(text: str) -> bool:
+    """Whether NFD reorders combining marks in `text` (canonical ordering): the text's NFD is
+    not its characters' NFDs put together."""
+    return "".join(unicodedata.normalize("NFD", c) for c in text) != unicodedata.normalize(
+        "NFD", text)
+
+
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
 def test_random_text_offsets_match_hf(trained, name):
     tok, hf = Tokenizer.from_dir(trained[name]), hf_of(trained[name])
 
+    # texts whose marks NFD reorders are the known difference below
     @settings(max_examples=150, deadline=None)
-    @given(text_strategy(exclude=NORM_DIFF))
+    @given(text_strategy(exclude=NORM_DIFF).filter(lambda t: not reorders_marks(t)))
     def check(text):
         assert_same(tok.encode_batch([text, text + " x"]), hf.encode_batch([text, text + " x"]),
                     [text, text + " x"])
 
     check()
+
+
+@pytest.mark.xfail(strict=True, reason="known difference: after NFD reorders combining marks, "
+                   "HF aligns them by position, tokcolumnar by source character")
+def test_offsets_of_marks_nfd_reorders_match_hf(trained):
+    # U+031C (class 220), U+1E001 (230), U+032B (220): NFD moves U+1E001 last; BERT's
+    # normalizer strips the other two (HF's table has no U+1E001 as a nonspacing mark)
+    text = "x \u031c\U0001e001\u032b y"
+    assert reorders_marks(text)
+    tok, hf = Tokenizer.from_dir(trained["bert"]), hf_of(trained["bert"])
+    assert_same(tok.encode_batch([text]), hf.encode_batch([text]), [text])
 
 
 def _hf_trained(model, trainer, post, **parts) -> HFTokenizer:
