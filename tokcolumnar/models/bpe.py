@@ -24,6 +24,7 @@ from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
 from .cache import WordCache, distinct_words, gather_runs
 
+NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
 SPLIT_MIN_SYMBOLS = 8  # words with fewer initial symbols go through the merge loop whole
 CROSSING_FILTER_BITS = 22  # the crossing filter's table: 4 Mi flags (4 MiB)
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of the packed windows
@@ -169,6 +170,7 @@ class BPEModel(Model):
     _crossing: CrossingFilter | bool | None = field(default=None, repr=False)
     _char_ids: np.ndarray | None = field(default=None, repr=False)
     _pieces: WordCache | None = field(default=None, repr=False)
+    _well_formed: bool | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # the piece cache (and its lock) stays behind, as the tokenizer's word cache does
@@ -346,47 +348,99 @@ class BPEModel(Model):
         live = np.flatnonzero(layout.sym >= 0)
         return layout.word_of[live].astype(np.int64), layout.sym[live]
 
+    def merges_well_formed(self) -> bool:
+        """Whether every merge comes after the merges that make its parts: each pair in the
+        merge table has a higher rank than every rank that produces its left or its right
+        token (characters are produced by none). Then merging pair P of rank r creates only
+        pairs of rank > r, so in a word the lowest-rank pair after merging P's leftmost
+        occurrence is P's next occurrence: `apply_merges` may merge all of them in one round.
+        A trained BPE is well formed; a hand-made table need not be."""
+        if self._well_formed is None:
+            keys, ranks, new = self.merge_table()
+            # per token, the highest rank that produces it (-1: no merge produces it)
+            made = np.full(int(max(self.vocab.values(), default=0)) + 1, -1, dtype=np.int64)
+            np.maximum.at(made, new, ranks)
+            left, right = keys >> 32, keys & 0xFFFFFFFF
+            self._well_formed = bool(((ranks > made[left]) & (ranks > made[right])).all())
+        return self._well_formed
+
+    def pair_ranks(self, layout: Layout, pos: np.ndarray) -> np.ndarray:
+        """The rank of the pair starting at each of `pos` (live symbols, or SEPs) in the merge
+        table; NO_PAIR where there is none (no right neighbour, or a pair with no merge)."""
+        keys, ranks, _ = self.merge_table()
+        sym = layout.sym
+        left, right = sym[pos], sym[layout.nxt[pos]]
+        pair = (left << 32) | right
+        # look each pair up in the sorted merge table
+        slot = np.searchsorted(keys, pair)
+        slot[slot == keys.size] = 0
+        found = (keys[slot] == pair) & (left >= 0) & (right >= 0)
+        return np.where(found, ranks[slot], NO_PAIR)
+
     def apply_merges(self, layout: Layout,
-                     trace: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+                     trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
+                     every_occurrence: bool | None = None) -> None:
         """Merge, in every word at once, the lowest-rank pair (leftmost on ties), until no word
-        has a pair left in the merge table. `trace` (the report's bytes-per-token curve) gets,
-        per round, the words that merged and the rank each applied."""
+        has a pair left in the merge table. With a well-formed table (`merges_well_formed`;
+        `every_occurrence`=None asks it) a round merges every occurrence of the word's
+        lowest-rank pair, leftmost first (in a run `a a a` of the pair (a, a), every other
+        one): exactly the merges HF makes one by one, in fewer rounds; otherwise one merge per
+        word per round. `trace` (the report's bytes-per-token curve) gets, per round, the word
+        and the rank of each merge made."""
         keys, ranks, new = self.merge_table()
         if keys.size == 0:
             return
-        sym, nxt = layout.sym, layout.nxt
+        if every_occurrence is None:
+            every_occurrence = self.merges_well_formed()
+        new_of_rank = np.zeros(int(ranks.max()) + 1, dtype=np.int64)
+        new_of_rank[ranks] = new
+        sym, nxt, word_of = layout.sym, layout.nxt, layout.word_of
         active = np.flatnonzero(sym >= 0)  # positions of words that may still merge
-        merged = np.zeros(int(layout.word_of.max(initial=-1)) + 1, dtype=bool)
+        # the rank of the pair at each position, kept up to date: a merge changes only the
+        # pairs at the merged position and at its left neighbour, so a round looks up those
+        # instead of every active pair
+        rank_at = np.full(sym.size, NO_PAIR, dtype=np.int64)
+        rank_at[active] = self.pair_ranks(layout, active)
+        merged = np.zeros(int(word_of.max(initial=-1)) + 1, dtype=bool)
         # rank * rank_scale + position: the smallest is the lowest rank, leftmost on ties
         rank_scale = np.int64(1) << 40
         while active.size:
-            # the pairs starting at live positions of the active words
-            active = active[sym[active] >= 0]
-            right = sym[nxt[active]]
-            has_right = right >= 0
-            candidates = active[has_right]
-            pair = (sym[candidates] << 32) | right[has_right]
-            # look each pair up in the sorted merge table
-            slot = np.searchsorted(keys, pair)
-            slot[slot == keys.size] = 0
-            found = keys[slot] == pair
-            if not found.any():
+            rank = rank_at[active]
+            has_pair = rank != NO_PAIR
+            candidates, rank = active[has_pair], rank[has_pair]
+            if not candidates.size:
                 break
-            candidates, slot = candidates[found], slot[found]
-            # per word, the best pair: one merge per word per round
-            order_key = ranks[slot] * rank_scale + candidates
-            word = layout.word_of[candidates]
+            word = word_of[candidates]
             starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
-            best = np.minimum.reduceat(order_key, starts)
+            if every_occurrence:
+                # per word, every occurrence of its lowest-rank pair (candidates are in
+                # position order, so each word's occurrences come left to right)
+                best = np.minimum.reduceat(rank, starts)
+                pos = candidates[rank == np.repeat(best, np.diff(np.r_[starts, word.size]))]
+                # a pair (a, a) in a run a a a overlaps its neighbours: the leftmost merges
+                # first, so every other one in each chain of consecutive occurrences
+                chained = np.zeros(pos.size, dtype=bool)
+                chained[1:] = nxt[pos[:-1]] == pos[1:]
+                if chained.any():
+                    at = np.arange(pos.size)
+                    chain_start = np.maximum.accumulate(np.where(chained, 0, at))
+                    pos = pos[((at - chain_start) & 1) == 0]
+                applied = rank_at[pos]
+            else:
+                # per word, the best pair: one merge per word per round
+                best = np.minimum.reduceat(rank * rank_scale + candidates, starts)
+                pos, applied = best % rank_scale, best // rank_scale
             if trace is not None:
-                trace.append((word[starts].astype(np.int64), best // rank_scale))
-            pos = best % rank_scale
-            new_id = new[slot[np.searchsorted(candidates, pos)]]
-            layout.merge_at(pos, new_id)
-            # only the words that merged this round can merge again (a flag per word: no
-            # set lookup)
+                trace.append((word_of[pos].astype(np.int64), applied))
+            left, _ = layout.merge_at(pos, new_of_rank[applied])
+            # the pairs that changed: the merged symbol's (with its new right neighbour) and
+            # its left neighbour's (whose right symbol is the merged one)
+            changed = np.concatenate([pos, left])
+            rank_at[changed] = self.pair_ranks(layout, changed)
+            # only the live symbols of the words that merged this round can merge again (a
+            # flag per word: no set lookup)
             merged[word[starts]] = True
-            active = active[merged[layout.word_of[active]]]
+            active = active[merged[word_of[active]] & (sym[active] >= 0)]
             merged[word[starts]] = False
 
     def to_hf(self) -> dict[str, Any]:
