@@ -395,28 +395,28 @@ class BPEModel(Model):
         new_of_rank = np.zeros(int(ranks.max()) + 1, dtype=np.int64)
         new_of_rank[ranks] = new
         sym, nxt, word_of = layout.sym, layout.nxt, layout.word_of
-        active = np.flatnonzero(sym >= 0)  # positions of words that may still merge
         # the rank of the pair at each position, kept up to date: a merge changes only the
         # pairs at the merged position and at its left neighbour, so a round looks up those
-        # instead of every active pair
+        # instead of every pair
+        active = np.flatnonzero(sym >= 0)
         rank_at = np.full(sym.size, NO_PAIR, dtype=np.int64)
         rank_at[active] = self.pair_ranks(layout, active)
-        merged = np.zeros(int(word_of.max(initial=-1)) + 1, dtype=bool)
         # rank * rank_scale + position: the smallest is the lowest rank, leftmost on ties
         rank_scale = np.int64(1) << 40
         while active.size:
+            # the positions (sorted) that start a pair with a merge: a word with one merges
+            # this round, a word with none never will
             rank = rank_at[active]
             has_pair = rank != NO_PAIR
-            candidates, rank = active[has_pair], rank[has_pair]
-            if not candidates.size:
+            active, rank = active[has_pair], rank[has_pair]
+            if not active.size:
                 break
-            word = word_of[candidates]
+            word = word_of[active]
             starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
             if every_occurrence:
-                # per word, every occurrence of its lowest-rank pair (candidates are in
-                # position order, so each word's occurrences come left to right)
+                # per word, every occurrence of its lowest-rank pair (left to right)
                 best = np.minimum.reduceat(rank, starts)
-                pos = candidates[rank == np.repeat(best, np.diff(np.r_[starts, word.size]))]
+                pos = active[rank == np.repeat(best, np.diff(np.r_[starts, word.size]))]
                 # a pair (a, a) in a run a a a overlaps its neighbours: the leftmost merges
                 # first, so every other one in each chain of consecutive occurrences
                 chained = np.zeros(pos.size, dtype=bool)
@@ -428,20 +428,23 @@ class BPEModel(Model):
                 applied = rank_at[pos]
             else:
                 # per word, the best pair: one merge per word per round
-                best = np.minimum.reduceat(rank * rank_scale + candidates, starts)
+                best = np.minimum.reduceat(rank * rank_scale + active, starts)
                 pos, applied = best % rank_scale, best // rank_scale
             if trace is not None:
                 trace.append((word_of[pos].astype(np.int64), applied))
+            removed = nxt[pos]
             left, _ = layout.merge_at(pos, new_of_rank[applied])
+            rank_at[removed] = NO_PAIR  # dropped from `active` next round
             # the pairs that changed: the merged symbol's (with its new right neighbour) and
-            # its left neighbour's (whose right symbol is the merged one)
-            changed = np.concatenate([pos, left])
-            rank_at[changed] = self.pair_ranks(layout, changed)
-            # only the live symbols of the words that merged this round can merge again (a
-            # flag per word: no set lookup)
-            merged[word[starts]] = True
-            active = active[merged[word_of[active]] & (sym[active] >= 0)]
-            merged[word[starts]] = False
+            # its left neighbour's (whose right symbol is the merged one); a left neighbour
+            # that had no pair and now has one joins `active` (`left` is sorted: the left
+            # neighbours of sorted positions)
+            was_none = rank_at[left] == NO_PAIR
+            rank_at[pos] = self.pair_ranks(layout, pos)
+            rank_at[left] = self.pair_ranks(layout, left)
+            fresh = left[was_none & (rank_at[left] != NO_PAIR)]
+            if fresh.size:
+                active = np.insert(active, np.searchsorted(active, fresh), fresh)
 
     def to_hf(self) -> dict[str, Any]:
         return {
