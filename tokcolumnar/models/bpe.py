@@ -25,6 +25,7 @@ from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
 from .cache import WordCache, distinct_words, gather_runs
 
 NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
+PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe
 SPLIT_MIN_SYMBOLS = 8  # words with fewer initial symbols go through the merge loop whole
 CROSSING_FILTER_BITS = 22  # the crossing filter's table: 4 Mi flags (4 MiB)
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of the packed windows
@@ -127,6 +128,69 @@ class CrossingFilter:
         return starts
 
 
+@dataclass
+class PairIndex:
+    """Pair key (`left << 32 | right`) -> merge rank, as an open-addressing hash table probed
+    with NumPy: `PAIR_INDEX_SLOTS_PER_KEY` slots per key keep nearly every lookup at one probe
+    (about twice as fast as a binary search of the sorted keys, which the merge loop did for
+    every pair it looked at). Linear probing: a key sits at the first free slot from its home
+    slot on, so a lookup stops at its key, at a free slot (absent), or after `max_probe`."""
+
+    keys: np.ndarray  # int64 per slot, -1 when free (a key is never negative)
+    ranks: np.ndarray  # int64 per slot
+    bits: int  # log2 of the slot count
+    max_probe: int  # the farthest any key sits from its home slot
+
+    @classmethod
+    def build(cls, keys: np.ndarray, ranks: np.ndarray) -> PairIndex:
+        size = 1 << max(10, int(keys.size * PAIR_INDEX_SLOTS_PER_KEY - 1).bit_length())
+        bits = size.bit_length() - 1
+        slot_keys = np.full(size, -1, dtype=np.int64)
+        slot_ranks = np.zeros(size, dtype=np.int64)
+        home = cls.home(keys, bits)
+        slot = home.copy()
+        todo = np.arange(keys.size)
+        while todo.size:
+            # each key not placed yet tries its current slot; of the keys aiming at one free
+            # slot the first takes it, the others (and keys finding it taken) try the next
+            aim = slot[todo]
+            free = slot_keys[aim] == -1
+            taken, first = np.unique(aim[free], return_index=True)
+            winner = todo[free][first]
+            slot_keys[taken] = keys[winner]
+            slot_ranks[taken] = ranks[winner]
+            placed = np.zeros(keys.size, dtype=bool)
+            placed[winner] = True
+            todo = todo[~placed[todo]]
+            slot[todo] = (slot[todo] + 1) & (size - 1)
+        max_probe = int(((slot - home) & (size - 1)).max(initial=0))
+        return cls(slot_keys, slot_ranks, bits, max_probe)
+
+    @staticmethod
+    def home(keys: np.ndarray, bits: int) -> np.ndarray:
+        """Each key's home slot: Fibonacci hashing (the top bits of key * 2**64/phi)."""
+        mixed = keys.astype(np.uint64) * _HASH_MUL  # wraps modulo 2**64, as hashing wants
+        return (mixed >> np.uint64(64 - bits)).astype(np.int64)
+
+    def lookup(self, pairs: np.ndarray) -> np.ndarray:
+        """The rank of each pair key (NO_PAIR when no merge has it)."""
+        mask = self.keys.size - 1
+        home = self.home(pairs, self.bits)
+        found = self.keys[home]
+        out = np.where(found == pairs, self.ranks[home], NO_PAIR)
+        # the pairs whose home slot holds another key go on probing, fewer at every step
+        todo = np.flatnonzero((found != pairs) & (found != -1))
+        for step in range(1, self.max_probe + 1):
+            if not todo.size:
+                break
+            at = (home[todo] + step) & mask
+            found = self.keys[at]
+            hit = found == pairs[todo]
+            out[todo[hit]] = self.ranks[at[hit]]
+            todo = todo[~hit & (found != -1)]
+        return out
+
+
 _PIECE_CACHE_LOCK = threading.Lock()  # one piece cache per model, however many threads ask
 
 
@@ -171,11 +235,14 @@ class BPEModel(Model):
     _char_ids: np.ndarray | None = field(default=None, repr=False)
     _pieces: WordCache | None = field(default=None, repr=False)
     _well_formed: bool | None = field(default=None, repr=False)
+    _pair_index: PairIndex | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        # the piece cache (and its lock) stays behind, as the tokenizer's word cache does
+        # the piece cache (and its lock) stays behind, as the tokenizer's word cache does, and
+        # so does the pair index (8 slots per merge, rebuilt in milliseconds)
         state = self.__dict__.copy()
         state["_pieces"] = None
+        state["_pair_index"] = None
         return state
 
     def merge_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -364,18 +431,22 @@ class BPEModel(Model):
             self._well_formed = bool(((ranks > made[left]) & (ranks > made[right])).all())
         return self._well_formed
 
+    def pair_index(self) -> PairIndex:
+        """The merge table's pairs -> ranks, hashed (see `PairIndex`)."""
+        if self._pair_index is None:
+            keys, ranks, _ = self.merge_table()
+            self._pair_index = PairIndex.build(keys, ranks)
+        return self._pair_index
+
     def pair_ranks(self, layout: Layout, pos: np.ndarray) -> np.ndarray:
         """The rank of the pair starting at each of `pos` (live symbols, or SEPs) in the merge
         table; NO_PAIR where there is none (no right neighbour, or a pair with no merge)."""
-        keys, ranks, _ = self.merge_table()
         sym = layout.sym
         left, right = sym[pos], sym[layout.nxt[pos]]
-        pair = (left << 32) | right
-        # look each pair up in the sorted merge table
-        slot = np.searchsorted(keys, pair)
-        slot[slot == keys.size] = 0
-        found = (keys[slot] == pair) & (left >= 0) & (right >= 0)
-        return np.where(found, ranks[slot], NO_PAIR)
+        ranks = self.pair_index().lookup((left << 32) | right)
+        # a SEP or removed symbol (negative) on either side: no pair
+        ranks[(left < 0) | (right < 0)] = NO_PAIR
+        return ranks
 
     def apply_merges(self, layout: Layout,
                      trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
