@@ -17,6 +17,7 @@ from tokenizers import models
 from tests.support.corpora import PRIMER
 from tokcolumnar import Tokenizer, train
 from tokcolumnar.models import BPEModel
+from tokcolumnar.models.bpe import NO_PAIR, PairIndex
 from tokcolumnar.text.bytelevel import bytes_to_unicode
 from tokcolumnar.training.symbols import Layout
 
@@ -143,3 +144,29 @@ def test_byte_strings_through_a_byte_level_bpe(byte_level: Tokenizer,
     assert merged(model, texts, every_occurrence=True)[0] == expected
     assert merged(model, texts, every_occurrence=False)[0] == expected
     assert model.encode_words(pl.Series(texts, dtype=pl.String)).to_list() == expected
+
+
+@given(st.dictionaries(st.integers(0, (1 << 40) - 1), st.integers(0, 10**6), max_size=400),
+       st.lists(st.integers(-(1 << 40), (1 << 40) - 1), max_size=200))
+def test_pair_index_finds_every_key_and_nothing_else(table: dict[int, int],
+                                                     others: list[int]) -> None:
+    """The hashed pair index against a dict: every key's rank (keys that share a home slot
+    included: hundreds of keys in a table of a few thousand slots), NO_PAIR for any other."""
+    keys = np.array(sorted(table), dtype=np.int64)
+    index = PairIndex.build(keys, np.array([table[k] for k in keys.tolist()], dtype=np.int64))
+    queries = keys.tolist() + others
+    got = index.lookup(np.array(queries, dtype=np.int64)).tolist()
+    assert got == [table.get(q, int(NO_PAIR)) for q in queries]
+
+
+def test_pair_index_keys_sharing_a_home_slot() -> None:
+    """Five keys hashed to one slot sit in five consecutive slots; each is found, and a key
+    hashed there that is not in the table probes past them to a free slot."""
+    candidates = np.arange(200_000, dtype=np.int64)
+    home = PairIndex.home(candidates, 10)  # 10 bits: the smallest table, as five keys get
+    same = candidates[home == home[0]][:6]
+    keys, absent = same[:5], int(same[5])
+    index = PairIndex.build(keys, np.arange(5, dtype=np.int64) * 7)
+    assert index.bits == 10 and index.max_probe == 4
+    got = index.lookup(np.append(keys, absent)).tolist()
+    assert got == [0, 7, 14, 21, 28, int(NO_PAIR)]
