@@ -389,8 +389,8 @@ class BPEModel(Model):
         piece_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[piece_at]
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
-        pieces = pl.Series("piece", pa.LargeListArray.from_arrays(pa.array(offsets),
-                                                                   pa.array(ids)))
+        pieces = pl.Series("piece", pa.LargeListArray.from_arrays(  # through Polars: no pandas
+            pl.Series(offsets).to_arrow(), pl.Series(ids).to_arrow()))
         uniq, uniq_hash, index = distinct_words(pieces)
         # pieces merged in earlier batches come from the piece cache, new ones are merged
         merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
