@@ -117,14 +117,14 @@ class CrossingFilter:
         first[(np.cumsum(kept_lengths) - kept_lengths)[kept_lengths > 0]] = True
         boundary = np.flatnonzero(~first)
         window = window[padded_at[boundary] - k_max]
-        # a boundary matched by a pattern of some class may be crossed: not cut
-        open_ = np.arange(len(boundary))
+        # a boundary matched by a pattern of some class may be crossed: not cut; the open
+        # boundaries and their windows shrink class after class (compressed, not gathered)
         for k, m in self.classes:
-            key = (window[open_] >> (bits * np.uint64(k_max - m))) & np.uint64(
+            key = (window >> (bits * np.uint64(k_max - m))) & np.uint64(
                 (1 << (self.bits * (k + m))) - 1)
-            hit = self.table[_window_hash(key, _class_tag(k, m))]
-            open_ = open_[~hit]
-        starts[np.flatnonzero(keep)[boundary[open_]]] = True
+            still_open = ~self.table[_window_hash(key, _class_tag(k, m))]
+            window, boundary = window[still_open], boundary[still_open]
+        starts[np.flatnonzero(keep)[boundary]] = True
         return starts
 
 
