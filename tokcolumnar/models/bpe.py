@@ -208,6 +208,46 @@ class _PieceMerger(Model):
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
 
 
+def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
+    """Runs of symbol ids (lengths, flat ids) as a list[i64] Series (through Polars: NumPy
+    into `pa.array` would import pandas)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return pl.Series("piece", pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(),
+                                                            pl.Series(ids).to_arrow()))
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer on uint64 values (wrapping, as hashing wants)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The distinct runs `ids[offsets[i]:offsets[i+1]]` (each non-empty, ids < 2**32): each
+    distinct run's first index, its 64-bit hash (in hash order) and each run's index among
+    them; None if two different runs share a hash. NumPy over the flat ids: no list column
+    is hashed or compared."""
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    # each symbol mixed with its place in its run, summed per run: the order counts
+    within = np.arange(len(ids), dtype=np.int64) - np.repeat(starts, lengths)
+    mixed = _mix64(ids.astype(np.uint64) | (within.astype(np.uint64) << np.uint64(32)))
+    hashes = _mix64(np.add.reduceat(mixed, starts) ^ lengths.astype(np.uint64))
+    uniq_hash, first, index = np.unique(hashes, return_index=True, return_inverse=True)
+    index = index.reshape(-1).astype(np.int64)
+    # exact: every run has its group's first run's length and symbols
+    rep = first[index]
+    if not np.array_equal(lengths[rep], lengths):
+        return None
+    rep_symbol = np.repeat(starts[rep] - starts, lengths) + np.arange(len(ids), dtype=np.int64)
+    if not np.array_equal(ids[rep_symbol], ids):
+        return None
+    return first.astype(np.int64), uniq_hash, index
+
+
 def _class_tag(k: int, m: int) -> np.uint64:
     """The hash tag of class (k, m) (a 64-bit odd multiple: classes land apart)."""
     return np.uint64(((k * 4 + m) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF)
@@ -389,9 +429,13 @@ class BPEModel(Model):
         piece_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[piece_at]
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
-        pieces = pl.Series("piece", pa.LargeListArray.from_arrays(  # through Polars: no pandas
-            pl.Series(offsets).to_arrow(), pl.Series(ids).to_arrow()))
-        uniq, uniq_hash, index = distinct_words(pieces)
+        distinct = distinct_pieces(offsets, ids)
+        if distinct is not None:
+            first, uniq_hash, index = distinct
+            uniq_lengths, uniq_ids = gather_runs(offsets, ids, first)
+            uniq = symbol_lists(uniq_lengths, uniq_ids)
+        else:  # two distinct pieces with one hash: grouped by Polars instead
+            uniq, uniq_hash, index = distinct_words(symbol_lists(np.diff(offsets), ids))
         # pieces merged in earlier batches come from the piece cache, new ones are merged
         merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
         # every piece's ids in order: the pieces of a word are consecutive
