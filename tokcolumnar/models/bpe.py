@@ -117,14 +117,20 @@ class CrossingFilter:
         first[(np.cumsum(kept_lengths) - kept_lengths)[kept_lengths > 0]] = True
         boundary = np.flatnonzero(~first)
         window = window[padded_at[boundary] - k_max]
-        # a boundary matched by a pattern of some class may be crossed: not cut; the open
-        # boundaries and their windows shrink class after class (compressed, not gathered)
+        # a boundary matched by a pattern of some class may be crossed: not cut. The open
+        # boundaries and their windows are compressed after a class that closed a quarter of
+        # them or more (the first, for a byte-level BPE); a class closing few only clears
+        # their flags, as compressing would cost more than testing them once more
+        still_open = np.ones(len(boundary), dtype=bool)
         for k, m in self.classes:
             key = (window >> (bits * np.uint64(k_max - m))) & np.uint64(
                 (1 << (self.bits * (k + m))) - 1)
-            still_open = ~self.table[_window_hash(key, _class_tag(k, m))]
-            window, boundary = window[still_open], boundary[still_open]
-        starts[np.flatnonzero(keep)[boundary]] = True
+            still_open &= ~self.table[_window_hash(key, _class_tag(k, m))]
+            n_open = np.count_nonzero(still_open)
+            if 4 * n_open <= 3 * len(still_open):
+                window, boundary = window[still_open], boundary[still_open]
+                still_open = np.ones(n_open, dtype=bool)
+        starts[np.flatnonzero(keep)[boundary[still_open]]] = True
         return starts
 
 
