@@ -154,7 +154,7 @@ def test_pair_index_finds_every_key_and_nothing_else(table: dict[int, int],
     included: hundreds of keys in a table of a few thousand slots), NO_PAIR for any other."""
     keys = np.array(sorted(table), dtype=np.int64)
     index = PairIndex.build(keys, np.array([table[k] for k in keys.tolist()], dtype=np.int64))
-    queries = keys.tolist() + others
+    queries = keys.tolist() + others + [-1, -(1 << 32) + 5]  # -1 is a free slot's mark
     got = index.lookup(np.array(queries, dtype=np.int64)).tolist()
     assert got == [table.get(q, int(NO_PAIR)) for q in queries]
 

@@ -1,7 +1,9 @@
 """The BPE model (the encode side): `BPEModel` applies merges exactly as HF's BPE model does:
 in every word, repeatedly merge the adjacent pair with the lowest merge rank (leftmost first).
-All words advance together, one merge per word per round, as NumPy passes over a flat layout;
-a round only visits words that still have a mergeable pair.
+All words advance together in rounds, as NumPy passes over a flat layout: a round merges every
+occurrence of each word's lowest-rank pair when the merge table is well formed (one merge per
+word otherwise), and only visits the positions that start a pair with a merge, whose ranks are
+kept and looked up again (in a hashed `PairIndex`) only where a merge changed them.
 
 Long words are first cut where the merge table proves that no merge can ever join the two
 sides (`CrossingFilter`): the pieces merge exactly as the whole word would, and they repeat
@@ -179,13 +181,15 @@ class PairIndex:
         return (mixed >> np.uint64(64 - bits)).astype(np.int64)
 
     def lookup(self, pairs: np.ndarray) -> np.ndarray:
-        """The rank of each pair key (NO_PAIR when no merge has it)."""
+        """The rank of each pair key (NO_PAIR when no merge has it, and for a negative key:
+        a pair with a SEP or a removed symbol on either side)."""
         mask = self.keys.size - 1
         home = self.home(pairs, self.bits)
         found = self.keys[home]
-        out = np.where(found == pairs, self.ranks[home], NO_PAIR)
+        valid = pairs >= 0  # -1 would match a free slot
+        out = np.where((found == pairs) & valid, self.ranks[home], NO_PAIR)
         # the pairs whose home slot holds another key go on probing, fewer at every step
-        todo = np.flatnonzero((found != pairs) & (found != -1))
+        todo = np.flatnonzero((found != pairs) & (found != -1) & valid)
         for step in range(1, self.max_probe + 1):
             if not todo.size:
                 break
@@ -492,11 +496,8 @@ class BPEModel(Model):
         """The rank of the pair starting at each of `pos` (live symbols, or SEPs) in the merge
         table; NO_PAIR where there is none (no right neighbour, or a pair with no merge)."""
         sym = layout.sym
-        left, right = sym[pos], sym[layout.nxt[pos]]
-        ranks = self.pair_index().lookup((left << 32) | right)
-        # a SEP or removed symbol (negative) on either side: no pair
-        ranks[(left < 0) | (right < 0)] = NO_PAIR
-        return ranks
+        # a SEP or removed symbol (negative) on either side makes the key negative: no pair
+        return self.pair_index().lookup((sym[pos] << 32) | sym[layout.nxt[pos]])
 
     def apply_merges(self, layout: Layout,
                      trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
