@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
+from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
 from .cache import WordCache, distinct_words, gather_runs
@@ -286,6 +287,7 @@ class BPEModel(Model):
     _pieces: WordCache | None = field(default=None, repr=False)
     _well_formed: bool | None = field(default=None, repr=False)
     _pair_index: PairIndex | None = field(default=None, repr=False)
+    _byte_ids: np.ndarray | bool | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # the piece cache (and its lock) stays behind, as the tokenizer's word cache does, and
@@ -344,6 +346,38 @@ class BPEModel(Model):
             table[list(singles)] = list(singles.values())
             self._char_ids = table
         return self._char_ids
+
+    def byte_ids(self) -> np.ndarray | None:
+        """Byte value -> id of its GPT-2 character's token, when the initial symbols of a
+        byte-level word are its bytes: a model without prefix, suffix or end-of-word token
+        whose vocabulary has all 256 byte characters (None otherwise)."""
+        if self._byte_ids is None:
+            plain = (self.continuing_subword_prefix is None and self.end_of_word_suffix is None
+                     and self.end_of_word_token is None)
+            ids = [self.vocab.get(BYTES_TO_UNICODE[b]) for b in range(256)]
+            self._byte_ids = (np.array(ids, dtype=np.int64)
+                              if plain and None not in ids else False)
+        return None if self._byte_ids is False else self._byte_ids
+
+    def encode_byte_words(self, words: pl.Series) -> pl.Series:
+        """`encode_words` of the byte-level form of `words` (each UTF-8 byte as its GPT-2
+        character), read from the text's bytes: the bytes through `byte_ids` are the initial
+        symbols (no string of byte characters is made, nor decoded back to code points)."""
+        byte_ids = self.byte_ids()
+        if byte_ids is None:
+            raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "
+                                        "256 byte characters")
+        arr = words.to_arrow()
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if arr.type != pa.large_string():
+            arr = arr.cast(pa.large_string())
+        # the string array's offsets (from its own offset on) and its UTF-8 bytes
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+            arr.offset:arr.offset + len(arr) + 1]
+        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+        word_of, values = self.encode_symbols(np.diff(offsets), byte_ids[data])
+        return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
 
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """Per-word symbol ids before merging: (lengths, flat ids)."""
