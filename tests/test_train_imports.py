@@ -1,6 +1,6 @@
-"""What a `train` run with the Polars engine loads: no DuckDB (only `--engine duckdb` needs it)
-and no pandas (pyarrow imports it on its first conversion of NumPy input when it is installed:
-+42 MiB of peak RSS for nothing)."""
+"""What a `train` run with the Polars engine and an `encode` run load: no DuckDB (only `--engine
+duckdb` needs it) and no pandas (pyarrow imports it on its first conversion of NumPy input, and
+on `to_numpy`, when it is installed: +42 MiB of peak RSS and ~0.2 CPU-s for nothing)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,18 @@ def test_train_loads_neither_duckdb_nor_pandas(tmp_path):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"code": 0, "loaded": []}
     assert (out / "tokenizer.json").exists()
+
+
+@pytest.mark.parametrize("preset", ["gpt2", "bert"])
+def test_encode_loads_neither_duckdb_nor_pandas(tmp_path, preset):
+    """`encode` (BPE with long words cut into pieces, and WordPiece) writing Parquet."""
+    text = corpus("small/zh_hongloumeng_300k.txt")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "tokcolumnar", "train", str(text), "--out", str(out),
+                    "--vocab-size", "5000", "--preset", preset, "--quiet"], check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "encode", str(text), "--tokenizer", str(out), "--out",
+         str(tmp_path / "ids.parquet"), "--quiet"],
+        capture_output=True, text=True, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "loaded": []}

@@ -44,6 +44,7 @@ from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
 from .text.postprocessors import ByteLevelProcessing, offset_trimming, post_processor_from_hf
 from .text.pretokenizers import (
+    ByteLevel,
     PreTokenizer,
     SubwordNmtSplit,
     WholeSequence,
@@ -389,7 +390,15 @@ class Tokenizer:
     def word_cache(self) -> WordCache:
         """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
         if self._cache is None:
-            self._cache = WordCache(self.model, self.pre_tokenizer.word_expr)
+            pre, model = self.pre_tokenizer, self.model
+            if (type(pre) is ByteLevel and isinstance(model, BPEModel)
+                    and model.byte_ids() is not None):
+                # a byte-level BPE's initial symbols are the words' UTF-8 bytes: read from
+                # the text itself, without mapping each byte to its character first
+                self._cache = WordCache(model, pre.text_word_expr,
+                                        encode=model.encode_byte_words)
+            else:
+                self._cache = WordCache(model, pre.word_expr)
         return self._cache
 
     def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None,

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models
 
-from tokcolumnar.models import BPEModel
-from tokcolumnar.models.bpe import SPLIT_MIN_SYMBOLS
+from tokcolumnar.models import BPEModel, bpe
+from tokcolumnar.models.bpe import SPLIT_MIN_SYMBOLS, distinct_pieces
 
 ALPHABET = "abcdé中文"
 
@@ -76,3 +77,30 @@ def test_boundaries_no_merge_crosses_are_cut() -> None:
     assert crossing is not None
     starts = crossing.piece_starts(lengths, ids, np.ones(1, dtype=bool))
     assert np.flatnonzero(starts).tolist() == list(range(0, len(word), 2))
+
+
+@given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=6), min_size=1, max_size=60))
+def test_distinct_pieces_groups_equal_runs(runs: list[list[int]]) -> None:
+    """Runs grouped by their symbols in order (`distinct_pieces`), as a dict would group them."""
+    offsets = np.cumsum([0] + [len(r) for r in runs]).astype(np.int64)
+    ids = np.array([x for r in runs for x in r], dtype=np.int64)
+    distinct = distinct_pieces(offsets, ids)
+    assert distinct is not None
+    first, hashes, index = distinct
+    assert len(set(hashes.tolist())) == len(hashes) == len({tuple(r) for r in runs})
+    assert [runs[first[i]] for i in index] == runs  # each run's group holds an equal run
+    assert sorted(first.tolist()) == sorted({tuple(r): i for i, r in reversed(
+        list(enumerate(runs)))}.values())  # the first run of each group
+
+
+def test_pieces_sharing_a_hash_are_grouped_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every piece hashed alike (a stand-in for a 64-bit collision) `distinct_pieces`
+    reports it and the pieces are grouped by their symbols instead: HF's ids still."""
+    vocab = {t: i for i, t in enumerate(["a", "b", "c", "d", "ab", "cd"])}
+    merges = [("a", "b"), ("c", "d")]
+    words = ["abcdcdab" * 3, "cdab" * 4, "abab" * 3]
+    monkeypatch.setattr(bpe, "_mix64", lambda x: np.zeros_like(x))
+    offsets = np.array([0, 2, 4], dtype=np.int64)
+    assert bpe.distinct_pieces(offsets, np.array([0, 1, 2, 3], dtype=np.int64)) is None
+    model = BPEModel(vocab=vocab, merges=merges)
+    assert model.encode_words(pl.Series(words)).to_list() == hf_ids(vocab, merges, words)

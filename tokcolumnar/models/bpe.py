@@ -1,7 +1,9 @@
 """The BPE model (the encode side): `BPEModel` applies merges exactly as HF's BPE model does:
 in every word, repeatedly merge the adjacent pair with the lowest merge rank (leftmost first).
-All words advance together, one merge per word per round, as NumPy passes over a flat layout;
-a round only visits words that still have a mergeable pair.
+All words advance together in rounds, as NumPy passes over a flat layout: a round merges every
+occurrence of each word's lowest-rank pair when the merge table is well formed (one merge per
+word otherwise), and only visits the positions that start a pair with a merge, whose ranks are
+kept and looked up again (in a hashed `PairIndex`) only where a merge changed them.
 
 Long words are first cut where the merge table proves that no merge can ever join the two
 sides (`CrossingFilter`): the pieces merge exactly as the whole word would, and they repeat
@@ -20,10 +22,13 @@ import pyarrow as pa
 
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
+from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
 from .cache import WordCache, distinct_words, gather_runs
 
+NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
+PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe
 SPLIT_MIN_SYMBOLS = 8  # words with fewer initial symbols go through the merge loop whole
 CROSSING_FILTER_BITS = 22  # the crossing filter's table: 4 Mi flags (4 MiB)
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of the packed windows
@@ -115,15 +120,86 @@ class CrossingFilter:
         first[(np.cumsum(kept_lengths) - kept_lengths)[kept_lengths > 0]] = True
         boundary = np.flatnonzero(~first)
         window = window[padded_at[boundary] - k_max]
-        # a boundary matched by a pattern of some class may be crossed: not cut
-        open_ = np.arange(len(boundary))
+        # a boundary matched by a pattern of some class may be crossed: not cut. The open
+        # boundaries and their windows are compressed after a class that closed a quarter of
+        # them or more (the first, for a byte-level BPE); a class closing few only clears
+        # their flags, as compressing would cost more than testing them once more
+        still_open = np.ones(len(boundary), dtype=bool)
         for k, m in self.classes:
-            key = (window[open_] >> (bits * np.uint64(k_max - m))) & np.uint64(
+            key = (window >> (bits * np.uint64(k_max - m))) & np.uint64(
                 (1 << (self.bits * (k + m))) - 1)
-            hit = self.table[_window_hash(key, _class_tag(k, m))]
-            open_ = open_[~hit]
-        starts[np.flatnonzero(keep)[boundary[open_]]] = True
+            still_open &= ~self.table[_window_hash(key, _class_tag(k, m))]
+            n_open = np.count_nonzero(still_open)
+            if 4 * n_open <= 3 * len(still_open):
+                window, boundary = window[still_open], boundary[still_open]
+                still_open = np.ones(n_open, dtype=bool)
+        starts[np.flatnonzero(keep)[boundary[still_open]]] = True
         return starts
+
+
+@dataclass
+class PairIndex:
+    """Pair key (`left << 32 | right`) -> merge rank, as an open-addressing hash table probed
+    with NumPy: `PAIR_INDEX_SLOTS_PER_KEY` slots per key keep nearly every lookup at one probe
+    (about twice as fast as a binary search of the sorted keys, which the merge loop did for
+    every pair it looked at). Linear probing: a key sits at the first free slot from its home
+    slot on, so a lookup stops at its key, at a free slot (absent), or after `max_probe`."""
+
+    keys: np.ndarray  # int64 per slot, -1 when free (a key is never negative)
+    ranks: np.ndarray  # int64 per slot
+    bits: int  # log2 of the slot count
+    max_probe: int  # the farthest any key sits from its home slot
+
+    @classmethod
+    def build(cls, keys: np.ndarray, ranks: np.ndarray) -> PairIndex:
+        size = 1 << max(10, int(keys.size * PAIR_INDEX_SLOTS_PER_KEY - 1).bit_length())
+        bits = size.bit_length() - 1
+        slot_keys = np.full(size, -1, dtype=np.int64)
+        slot_ranks = np.zeros(size, dtype=np.int64)
+        home = cls.home(keys, bits)
+        slot = home.copy()
+        todo = np.arange(keys.size)
+        while todo.size:
+            # each key not placed yet tries its current slot; of the keys aiming at one free
+            # slot the first takes it, the others (and keys finding it taken) try the next
+            aim = slot[todo]
+            free = slot_keys[aim] == -1
+            taken, first = np.unique(aim[free], return_index=True)
+            winner = todo[free][first]
+            slot_keys[taken] = keys[winner]
+            slot_ranks[taken] = ranks[winner]
+            placed = np.zeros(keys.size, dtype=bool)
+            placed[winner] = True
+            todo = todo[~placed[todo]]
+            slot[todo] = (slot[todo] + 1) & (size - 1)
+        max_probe = int(((slot - home) & (size - 1)).max(initial=0))
+        return cls(slot_keys, slot_ranks, bits, max_probe)
+
+    @staticmethod
+    def home(keys: np.ndarray, bits: int) -> np.ndarray:
+        """Each key's home slot: Fibonacci hashing (the top bits of key * 2**64/phi)."""
+        mixed = keys.astype(np.uint64) * _HASH_MUL  # wraps modulo 2**64, as hashing wants
+        return (mixed >> np.uint64(64 - bits)).astype(np.int64)
+
+    def lookup(self, pairs: np.ndarray) -> np.ndarray:
+        """The rank of each pair key (NO_PAIR when no merge has it, and for a negative key:
+        a pair with a SEP or a removed symbol on either side)."""
+        mask = self.keys.size - 1
+        home = self.home(pairs, self.bits)
+        found = self.keys[home]
+        valid = pairs >= 0  # -1 would match a free slot
+        out = np.where((found == pairs) & valid, self.ranks[home], NO_PAIR)
+        # the pairs whose home slot holds another key go on probing, fewer at every step
+        todo = np.flatnonzero((found != pairs) & (found != -1) & valid)
+        for step in range(1, self.max_probe + 1):
+            if not todo.size:
+                break
+            at = (home[todo] + step) & mask
+            found = self.keys[at]
+            hit = found == pairs[todo]
+            out[todo[hit]] = self.ranks[at[hit]]
+            todo = todo[~hit & (found != -1)]
+        return out
 
 
 _PIECE_CACHE_LOCK = threading.Lock()  # one piece cache per model, however many threads ask
@@ -141,6 +217,46 @@ class _PieceMerger(Model):
         word_of, values = self.bpe.merge_symbols(lengths, words.explode().to_numpy()
                                                  .astype(np.int64))
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+
+
+def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
+    """Runs of symbol ids (lengths, flat ids) as a list[i64] Series (through Polars: NumPy
+    into `pa.array` would import pandas)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return pl.Series("piece", pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(),
+                                                            pl.Series(ids).to_arrow()))
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer on uint64 values (wrapping, as hashing wants)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The distinct runs `ids[offsets[i]:offsets[i+1]]` (each non-empty, ids < 2**32): each
+    distinct run's first index, its 64-bit hash (in hash order) and each run's index among
+    them; None if two different runs share a hash. NumPy over the flat ids: no list column
+    is hashed or compared."""
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    # each symbol mixed with its place in its run, summed per run: the order counts
+    within = np.arange(len(ids), dtype=np.int64) - np.repeat(starts, lengths)
+    mixed = _mix64(ids.astype(np.uint64) | (within.astype(np.uint64) << np.uint64(32)))
+    hashes = _mix64(np.add.reduceat(mixed, starts) ^ lengths.astype(np.uint64))
+    uniq_hash, first, index = np.unique(hashes, return_index=True, return_inverse=True)
+    index = index.reshape(-1).astype(np.int64)
+    # exact: every run has its group's first run's length and symbols
+    rep = first[index]
+    if not np.array_equal(lengths[rep], lengths):
+        return None
+    rep_symbol = np.repeat(starts[rep] - starts, lengths) + np.arange(len(ids), dtype=np.int64)
+    if not np.array_equal(ids[rep_symbol], ids):
+        return None
+    return first.astype(np.int64), uniq_hash, index
 
 
 def _class_tag(k: int, m: int) -> np.uint64:
@@ -169,11 +285,16 @@ class BPEModel(Model):
     _crossing: CrossingFilter | bool | None = field(default=None, repr=False)
     _char_ids: np.ndarray | None = field(default=None, repr=False)
     _pieces: WordCache | None = field(default=None, repr=False)
+    _well_formed: bool | None = field(default=None, repr=False)
+    _pair_index: PairIndex | None = field(default=None, repr=False)
+    _byte_ids: np.ndarray | bool | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        # the piece cache (and its lock) stays behind, as the tokenizer's word cache does
+        # the piece cache (and its lock) stays behind, as the tokenizer's word cache does, and
+        # so does the pair index (8 slots per merge, rebuilt in milliseconds)
         state = self.__dict__.copy()
         state["_pieces"] = None
+        state["_pair_index"] = None
         return state
 
     def merge_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -225,6 +346,38 @@ class BPEModel(Model):
             table[list(singles)] = list(singles.values())
             self._char_ids = table
         return self._char_ids
+
+    def byte_ids(self) -> np.ndarray | None:
+        """Byte value -> id of its GPT-2 character's token, when the initial symbols of a
+        byte-level word are its bytes: a model without prefix, suffix or end-of-word token
+        whose vocabulary has all 256 byte characters (None otherwise)."""
+        if self._byte_ids is None:
+            plain = (self.continuing_subword_prefix is None and self.end_of_word_suffix is None
+                     and self.end_of_word_token is None)
+            ids = [self.vocab.get(BYTES_TO_UNICODE[b]) for b in range(256)]
+            self._byte_ids = (np.array(ids, dtype=np.int64)
+                              if plain and None not in ids else False)
+        return None if self._byte_ids is False else self._byte_ids
+
+    def encode_byte_words(self, words: pl.Series) -> pl.Series:
+        """`encode_words` of the byte-level form of `words` (each UTF-8 byte as its GPT-2
+        character), read from the text's bytes: the bytes through `byte_ids` are the initial
+        symbols (no string of byte characters is made, nor decoded back to code points)."""
+        byte_ids = self.byte_ids()
+        if byte_ids is None:
+            raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "
+                                        "256 byte characters")
+        arr = words.to_arrow()
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if arr.type != pa.large_string():
+            arr = arr.cast(pa.large_string())
+        # the string array's offsets (from its own offset on) and its UTF-8 bytes
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+            arr.offset:arr.offset + len(arr) + 1]
+        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+        word_of, values = self.encode_symbols(np.diff(offsets), byte_ids[data])
+        return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
 
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """Per-word symbol ids before merging: (lengths, flat ids)."""
@@ -320,9 +473,13 @@ class BPEModel(Model):
         piece_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[piece_at]
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
-        pieces = pl.Series("piece", pa.LargeListArray.from_arrays(pa.array(offsets),
-                                                                   pa.array(ids)))
-        uniq, uniq_hash, index = distinct_words(pieces)
+        distinct = distinct_pieces(offsets, ids)
+        if distinct is not None:
+            first, uniq_hash, index = distinct
+            uniq_lengths, uniq_ids = gather_runs(offsets, ids, first)
+            uniq = symbol_lists(uniq_lengths, uniq_ids)
+        else:  # two distinct pieces with one hash: grouped by Polars instead
+            uniq, uniq_hash, index = distinct_words(symbol_lists(np.diff(offsets), ids))
         # pieces merged in earlier batches come from the piece cache, new ones are merged
         merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
         # every piece's ids in order: the pieces of a word are consecutive
@@ -346,48 +503,104 @@ class BPEModel(Model):
         live = np.flatnonzero(layout.sym >= 0)
         return layout.word_of[live].astype(np.int64), layout.sym[live]
 
+    def merges_well_formed(self) -> bool:
+        """Whether every merge comes after the merges that make its parts: each pair in the
+        merge table has a higher rank than every rank that produces its left or its right
+        token (characters are produced by none). Then merging pair P of rank r creates only
+        pairs of rank > r, so in a word the lowest-rank pair after merging P's leftmost
+        occurrence is P's next occurrence: `apply_merges` may merge all of them in one round.
+        A trained BPE is well formed; a hand-made table need not be."""
+        if self._well_formed is None:
+            keys, ranks, new = self.merge_table()
+            # per token, the highest rank that produces it (-1: no merge produces it)
+            made = np.full(int(max(self.vocab.values(), default=0)) + 1, -1, dtype=np.int64)
+            np.maximum.at(made, new, ranks)
+            left, right = keys >> 32, keys & 0xFFFFFFFF
+            self._well_formed = bool(((ranks > made[left]) & (ranks > made[right])).all())
+        return self._well_formed
+
+    def pair_index(self) -> PairIndex:
+        """The merge table's pairs -> ranks, hashed (see `PairIndex`)."""
+        if self._pair_index is None:
+            keys, ranks, _ = self.merge_table()
+            self._pair_index = PairIndex.build(keys, ranks)
+        return self._pair_index
+
+    def pair_ranks(self, layout: Layout, pos: np.ndarray) -> np.ndarray:
+        """The rank of the pair starting at each of `pos` (live symbols, or SEPs) in the merge
+        table; NO_PAIR where there is none (no right neighbour, or a pair with no merge)."""
+        sym = layout.sym
+        # a SEP or removed symbol (negative) on either side makes the key negative: no pair
+        return self.pair_index().lookup((sym[pos] << 32) | sym[layout.nxt[pos]])
+
     def apply_merges(self, layout: Layout,
-                     trace: list[tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+                     trace: list[tuple[np.ndarray, np.ndarray]] | None = None,
+                     every_occurrence: bool | None = None) -> None:
         """Merge, in every word at once, the lowest-rank pair (leftmost on ties), until no word
-        has a pair left in the merge table. `trace` (the report's bytes-per-token curve) gets,
-        per round, the words that merged and the rank each applied."""
+        has a pair left in the merge table. With a well-formed table (`merges_well_formed`;
+        `every_occurrence`=None asks it) a round merges every occurrence of the word's
+        lowest-rank pair, leftmost first (in a run `a a a` of the pair (a, a), every other
+        one): exactly the merges HF makes one by one, in fewer rounds; otherwise one merge per
+        word per round. `trace` (the report's bytes-per-token curve) gets, per round, the word
+        and the rank of each merge made."""
         keys, ranks, new = self.merge_table()
         if keys.size == 0:
             return
-        sym, nxt = layout.sym, layout.nxt
-        active = np.flatnonzero(sym >= 0)  # positions of words that may still merge
-        merged = np.zeros(int(layout.word_of.max(initial=-1)) + 1, dtype=bool)
+        if every_occurrence is None:
+            every_occurrence = self.merges_well_formed()
+        new_of_rank = np.zeros(int(ranks.max()) + 1, dtype=np.int64)
+        new_of_rank[ranks] = new
+        sym, nxt, word_of = layout.sym, layout.nxt, layout.word_of
+        # the rank of the pair at each position, kept up to date: a merge changes only the
+        # pairs at the merged position and at its left neighbour, so a round looks up those
+        # instead of every pair
+        active = np.flatnonzero(sym >= 0)
+        rank_at = np.full(sym.size, NO_PAIR, dtype=np.int64)
+        rank_at[active] = self.pair_ranks(layout, active)
         # rank * rank_scale + position: the smallest is the lowest rank, leftmost on ties
         rank_scale = np.int64(1) << 40
         while active.size:
-            # the pairs starting at live positions of the active words
-            active = active[sym[active] >= 0]
-            right = sym[nxt[active]]
-            has_right = right >= 0
-            candidates = active[has_right]
-            pair = (sym[candidates] << 32) | right[has_right]
-            # look each pair up in the sorted merge table
-            slot = np.searchsorted(keys, pair)
-            slot[slot == keys.size] = 0
-            found = keys[slot] == pair
-            if not found.any():
+            # the positions (sorted) that start a pair with a merge: a word with one merges
+            # this round, a word with none never will
+            rank = rank_at[active]
+            has_pair = rank != NO_PAIR
+            active, rank = active[has_pair], rank[has_pair]
+            if not active.size:
                 break
-            candidates, slot = candidates[found], slot[found]
-            # per word, the best pair: one merge per word per round
-            order_key = ranks[slot] * rank_scale + candidates
-            word = layout.word_of[candidates]
+            word = word_of[active]
             starts = np.flatnonzero(np.r_[True, word[1:] != word[:-1]])
-            best = np.minimum.reduceat(order_key, starts)
+            if every_occurrence:
+                # per word, every occurrence of its lowest-rank pair (left to right)
+                best = np.minimum.reduceat(rank, starts)
+                pos = active[rank == np.repeat(best, np.diff(np.r_[starts, word.size]))]
+                # a pair (a, a) in a run a a a overlaps its neighbours: the leftmost merges
+                # first, so every other one in each chain of consecutive occurrences
+                chained = np.zeros(pos.size, dtype=bool)
+                chained[1:] = nxt[pos[:-1]] == pos[1:]
+                if chained.any():
+                    at = np.arange(pos.size)
+                    chain_start = np.maximum.accumulate(np.where(chained, 0, at))
+                    pos = pos[((at - chain_start) & 1) == 0]
+                applied = rank_at[pos]
+            else:
+                # per word, the best pair: one merge per word per round
+                best = np.minimum.reduceat(rank * rank_scale + active, starts)
+                pos, applied = best % rank_scale, best // rank_scale
             if trace is not None:
-                trace.append((word[starts].astype(np.int64), best // rank_scale))
-            pos = best % rank_scale
-            new_id = new[slot[np.searchsorted(candidates, pos)]]
-            layout.merge_at(pos, new_id)
-            # only the words that merged this round can merge again (a flag per word: no
-            # set lookup)
-            merged[word[starts]] = True
-            active = active[merged[layout.word_of[active]]]
-            merged[word[starts]] = False
+                trace.append((word_of[pos].astype(np.int64), applied))
+            removed = nxt[pos]
+            left, _ = layout.merge_at(pos, new_of_rank[applied])
+            rank_at[removed] = NO_PAIR  # dropped from `active` next round
+            # the pairs that changed: the merged symbol's (with its new right neighbour) and
+            # its left neighbour's (whose right symbol is the merged one); a left neighbour
+            # that had no pair and now has one joins `active` (`left` is sorted: the left
+            # neighbours of sorted positions)
+            was_none = rank_at[left] == NO_PAIR
+            rank_at[pos] = self.pair_ranks(layout, pos)
+            rank_at[left] = self.pair_ranks(layout, left)
+            fresh = left[was_none & (rank_at[left] != NO_PAIR)]
+            if fresh.size:
+                active = np.insert(active, np.searchsorted(active, fresh), fresh)
 
     def to_hf(self) -> dict[str, Any]:
         return {

@@ -29,9 +29,15 @@ def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     arr = arr.cast(pa.large_list(pa.uint32()))
-    offsets = arr.offsets.to_numpy().astype(np.int64)
-    values = arr.values.to_numpy(zero_copy_only=False)
+    offsets = arrow_values(arr.offsets, np.int64)
+    values = arrow_values(arr.values, np.uint32)
     return offsets - offsets[0], values[offsets[0]:offsets[-1]]
+
+
+def arrow_values(arr: pa.Array, dtype: type) -> np.ndarray:
+    """The values of a null-free fixed-width Arrow array as a NumPy view (Arrow's `to_numpy`
+    imports pandas, ~0.2 CPU-s and 40 MiB, which an encoding run does not otherwise need)."""
+    return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + len(arr)]
 
 
 def gather_runs(offsets: np.ndarray, values: np.ndarray, index: np.ndarray
@@ -76,9 +82,12 @@ class WordCache:
     `values[offsets[k]:offsets[k+1]]` and its word `words[k]` (checked on every hit)."""
 
     def __init__(self, model: Model, word_expr: Callable[[pl.Expr], pl.Expr],
-                 max_words: int = DEFAULT_CACHE_WORDS, key_dtype: pl.DataType = pl.String):
+                 max_words: int = DEFAULT_CACHE_WORDS, key_dtype: pl.DataType = pl.String,
+                 encode: Callable[[pl.Series], pl.Series] | None = None):
         self.model = model
         self.word_expr = word_expr
+        # the new words (after `word_expr`) -> ids: the model's `encode_words` unless given
+        self.encode = encode or model.encode_words
         self.max_words = max_words
         self.keys = np.zeros(0, dtype=np.uint64)
         self.slots = np.zeros(0, dtype=np.int64)
@@ -109,7 +118,7 @@ class WordCache:
         # the new words: mapped (e.g. to byte characters) and through the model once
         new_words = words.gather(miss)
         mapped = new_words.to_frame("word").select(self.word_expr(pl.col("word")))
-        new_off, new_val = list_parts(self.model.encode_words(mapped.to_series()))
+        new_off, new_val = list_parts(self.encode(mapped.to_series()))
         # the entries of this batch: the snapshot's, then the new words' after them
         entry[miss] = n_cached + np.arange(len(miss))
         table = gather_table(np.concatenate([offsets, offsets[-1] + new_off[1:]]),

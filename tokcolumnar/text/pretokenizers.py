@@ -404,7 +404,12 @@ class ByteLevel(PreTokenizer):
         return gpt2_split_expr(col) if self.use_regex else _whole(col)
 
     def word_expr(self, word: pl.Expr) -> pl.Expr:
-        return byte_map_expr(gpt2_unescape(word) if self.use_regex else word)
+        return byte_map_expr(self.text_word_expr(word))
+
+    def text_word_expr(self, word: pl.Expr) -> pl.Expr:
+        """The word as text, before its UTF-8 bytes become characters (`word_expr`): a model
+        that reads the bytes themselves (`BPEModel.encode_byte_words`) starts from it."""
+        return gpt2_unescape(word) if self.use_regex else word
 
     def expr(self, col: pl.Expr) -> pl.Expr:
         return self.split_expr(col).list.eval(self.word_expr(pl.element()))
