@@ -40,8 +40,9 @@ class MergeCheckpoint:
         self.initial = initial
 
     def due(self) -> bool:
-        """Before each pass (of any engine's loop): whether `every` seconds have passed since
-        the last checkpoint (the caller then saves and calls `saved`)."""
+        """Before each pass (of any engine's loop): count the pass, and say whether `every`
+        seconds have passed since the last checkpoint (the caller then saves and calls
+        `saved`, then `passed`)."""
         self.passes += 1
         return time.monotonic() - self.last >= self.every
 
