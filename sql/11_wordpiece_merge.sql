@@ -19,7 +19,7 @@
 --      counts the score was computed from).
 --      `words_out`, `merges_out`, `vocab_out`: the result tables, with the Polars engine's
 --      schemas (merges: ... count UBIGINT, score DOUBLE, words UBIGINT, left_count UBIGINT,
---      right_count UBIGINT).
+--      right_count UBIGINT; the BPE orders' runs drop the token counts and score).
 --
 -- Why each merge of the chain is exact: after the merges so far, a pair's count and its tokens'
 -- counts differ from what they were before the pass only if it holds a token one of those
@@ -270,17 +270,6 @@ SELECT m.rank::UINTEGER AS rank, vl.token AS "left", vr.token AS "right", vn.tok
        m.left_id::UINTEGER AS left_id, m.right_id::UINTEGER AS right_id, m.id::UINTEGER AS id,
        m.count::UBIGINT AS count, m.score AS score, m.words::UBIGINT AS words,
        m.left_count::UBIGINT AS left_count, m.right_count::UBIGINT AS right_count
-FROM tc_wp_log m
-JOIN tc_vocab vl ON vl.id = m.left_id
-JOIN tc_vocab vr ON vr.id = m.right_id
-JOIN tc_vocab vn ON vn.id = m.id
-ORDER BY m.rank;
-
--- name: merges_out_bpe
--- the BPE orders: the BPE merges schema (score NULL, no token counts)
-SELECT m.rank::UINTEGER AS rank, vl.token AS "left", vr.token AS "right", vn.token AS token,
-       m.left_id::UINTEGER AS left_id, m.right_id::UINTEGER AS right_id, m.id::UINTEGER AS id,
-       m.count::UBIGINT AS count, NULL::DOUBLE AS score, m.words::UBIGINT AS words
 FROM tc_wp_log m
 JOIN tc_vocab vl ON vl.id = m.left_id
 JOIN tc_vocab vr ON vr.id = m.right_id

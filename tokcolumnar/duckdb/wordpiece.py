@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import polars as pl
+
 from ..config import TrainConfig
 from ..progress import StageTimer
 from ..training.checkpoint import MergeCheckpoint
@@ -100,7 +102,11 @@ def train_wordpiece(sql: Scripts, cfg: TrainConfig, timer: StageTimer,
         loop = LikelihoodLoop(sql, cfg, n_initial, order)
         loop.run(checkpointed(sql, checkpoint, loop))
     timer.seconds["passes"] = float(loop.passes)
-    merges = "merges_out" if order == "likelihood" else "merges_out_bpe"
     with timer.stage("tables"):
-        return TrainTables(*(sql.table("wordpiece_merge", s)
-                             for s in ("words_out", merges, "vocab_out")))
+        words, merges, vocab = (sql.table("wordpiece_merge", s)
+                                for s in ("words_out", "merges_out", "vocab_out"))
+    if order != "likelihood":
+        # the BPE orders' merges schema: no score, no token counts
+        merges = merges.drop("left_count", "right_count").with_columns(
+            pl.lit(None, pl.Float64).alias("score"))
+    return TrainTables(words, merges, vocab)
