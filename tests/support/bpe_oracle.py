@@ -72,7 +72,9 @@ def _new_token(x, y, prefix):
     return x + y
 
 
-def _merge_word(syms, x, y, new):
+def merge_word(syms, x, y, new):
+    """`syms` with every occurrence of `x y` replaced by `new`, left to right (shared with the
+    WordPiece oracle)."""
     out, i = [], 0
     while i < len(syms):
         if i + 1 < len(syms) and syms[i] == x and syms[i + 1] == y:
@@ -117,7 +119,7 @@ def naive_bpe(words, vocab_size, min_frequency=0, tie_break="id", special_tokens
             vocab.append(new)
             base[new] = base[x] + base[y]
         for seg in segs:
-            seg[0] = _merge_word(seg[0], x, y, new)
+            seg[0] = merge_word(seg[0], x, y, new)
         merges.append((x, y, top))
     return merges, vocab
 

@@ -13,6 +13,8 @@ There is no heap and no cleverness about which scores changed."""
 
 from __future__ import annotations
 
+from tests.support.bpe_oracle import merge_word
+
 
 def initial_vocab(words, special_tokens=(), prefix="##", limit_alphabet=None,
                   variant_order=None):
@@ -43,18 +45,6 @@ def initial_vocab(words, special_tokens=(), prefix="##", limit_alphabet=None,
         variants.sort(key=lambda v: (rank.get(v, len(rank)), v))
     vocab.extend(variants)
     return vocab, segs
-
-
-def merge_word(syms, x, y, new):
-    out, i = [], 0
-    while i < len(syms):
-        if i + 1 < len(syms) and syms[i] == x and syms[i + 1] == y:
-            out.append(new)
-            i += 2
-        else:
-            out.append(syms[i])
-            i += 1
-    return out
 
 
 def likelihood_wordpiece(words, vocab_size, prefix="##", special_tokens=(), max_merges=None,
