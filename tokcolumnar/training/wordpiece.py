@@ -40,11 +40,14 @@ import polars as pl
 from ..progress import Progress
 from .bpe import MergeRecord
 from .passes import M32, NewPairs, group_new_pairs, group_pairs, merge_pass, sum_by_key
-from .symbols import Initial, Layout, Vocab
+from .symbols import REMOVED, Initial, Layout, Vocab
 
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
 HEAP_MIN = 1 << 15  # compact the heap once it holds 4x its live entries (and at least this)
 SMALL = 16  # below this many heap entries, plain Python beats NumPy's per-call overhead
+#: up to this many candidate positions, a merge pass in plain Python (`tiny_merge_pass`) beats
+#: the NumPy pass's fixed cost (~25 NumPy calls); most likelihood merges touch 1-4 positions
+TINY = 24
 
 
 @dataclass
@@ -66,6 +69,73 @@ class LikelihoodRecord(MergeRecord):
     score: list[float] = field(default_factory=list)
     left_count: list[int] = field(default_factory=list)
     right_count: list[int] = field(default_factory=list)
+
+
+def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: int
+                    ) -> tuple[int, int, tuple[list[int], list[int]] | None, NewPairs | None]:
+    """`LikelihoodTrainer._apply` for a few candidate positions (ascending), in plain Python:
+    the same live test, link rewrite and pair-count changes as `live_occurrences` +
+    `merge_pass` + `sum_by_key` + `group_new_pairs`, one position after the other.
+
+    Sequential left to right is the NumPy pass's semantics: an occurrence's left neighbour is
+    read after the merges to its left (as the pass reads it after all merges, which never
+    change a symbol to the left of theirs) and its right neighbour before the merges to its
+    right; in a run `a a a` the merge at the first position removes the second symbol, so the
+    second position fails the live test, as `live_occurrences` keeps every other one."""
+    sym, nxt, prv = layout.sym, layout.nxt, layout.prv
+    word_of, word_count = layout.word_of, layout.word_count
+    merged = n_words = 0
+    last_word = -1
+    change: dict[int, int] = {}  # pair key -> summed count change
+    created: dict[int, set[int]] = {}  # new pair key -> its left positions
+    for p in positions:
+        # live: the pair still sits here (stale positions of the index are skipped)
+        if sym.item(p) != a:
+            continue
+        q = nxt.item(p)
+        if sym.item(q) != b:
+            continue
+        word = word_of.item(p)
+        w = word_count.item(word)
+        merged += w
+        if word != last_word:  # positions ascend, so a word's occurrences are adjacent
+            n_words += 1
+            last_word = word
+        # rewrite the links as `Layout.merge_at`: p becomes `new`, q leaves the word
+        r = nxt.item(q)
+        right_sym = sym.item(r)
+        sym[p] = new
+        sym[q] = REMOVED
+        nxt[p] = r
+        prv[r] = p
+        # the four changes of `merge_pass` (a boundary neighbour, negative, gives none)
+        left_pos = prv.item(p)
+        left_sym = sym.item(left_pos)
+        if left_sym >= 0:
+            k = (left_sym << 32) | a
+            change[k] = change.get(k, 0) - w
+            k = (left_sym << 32) | new
+            change[k] = change.get(k, 0) + w
+            created.setdefault(k, set()).add(left_pos)
+        if right_sym >= 0:
+            k = (b << 32) | right_sym
+            change[k] = change.get(k, 0) - w
+            k = (new << 32) | right_sym
+            change[k] = change.get(k, 0) + w
+            created.setdefault(k, set()).add(p)
+    if not created:
+        return merged, n_words, None, None
+    keys = sorted(change)
+    deltas = (keys, [change[k] for k in keys])
+    new_keys = sorted(created)
+    flat: list[int] = []
+    starts, ends = [], []
+    for k in new_keys:
+        starts.append(len(flat))
+        flat.extend(sorted(created[k]))
+        ends.append(len(flat))
+    return merged, n_words, deltas, NewPairs(np.array(flat, dtype=np.int32), new_keys, starts,
+                                             ends)
 
 
 class PairTable:
@@ -452,7 +522,10 @@ class LikelihoodTrainer:
                new: int) -> tuple[int, int, tuple[list[int], list[int]] | None, NewPairs | None]:
         """The merge pass (`passes.merge_pass`) over the live occurrences of (a, b). Returns
         the merged weight, the words touched, the summed pair-count changes and the new pairs
-        (None when the merges left no neighbours)."""
+        (None when the merges left no neighbours). A pass over at most `TINY` positions runs
+        as `tiny_merge_pass` (plain Python over those positions only)."""
+        if pos.size <= TINY:
+            return tiny_merge_pass(self.layout, pos.tolist(), a, b, new)
         pos = self.layout.live_occurrences(pos, a, b)
         if pos.size == 0:
             return 0, 0, None, None
