@@ -31,6 +31,7 @@ has the details and measurements."""
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,6 +49,9 @@ SMALL = 16  # below this many heap entries, plain Python beats NumPy's per-call 
 #: up to this many candidate positions, a merge pass in plain Python (`tiny_merge_pass`) beats
 #: the NumPy pass's fixed cost (~25 NumPy calls); most likelihood merges touch 1-4 positions
 TINY = 24
+#: a hot pair goes back to the heap once it is far below the best of each of the last HOLD
+#: merges (not of the last one only: see `_scan_hot`)
+HOLD = 64
 
 
 @dataclass
@@ -219,6 +223,7 @@ class LikelihoodTrainer:
         self.heap_limit = HEAP_MIN
         self.rec = LikelihoodRecord()
         self.hot = np.zeros(0, dtype=np.int64)  # slots rescored exactly at every selection
+        self.recent: deque[float] = deque(maxlen=HOLD)  # the scores of the last merges
 
     # -- scoring ---------------------------------------------------------------------------
     def _scores(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -403,7 +408,11 @@ class LikelihoodTrainer:
         slot = int(hot[i])
         key = (int(pairs.left[slot]) << 32) | int(pairs.right[slot])
         best = (-float(score[i]), -int(c[i]), key, slot)
-        low = score * (self.phi * self.phi) < m
+        # the level a hot pair must stay near: the lowest best of the last HOLD merges, so
+        # that a cluster of ties (below) is not sent back to the heap, and popped again in
+        # full, when a few new pairs score far above it for a few merges
+        level = min(m, min(self.recent)) if self.recent else m
+        low = score * (self.phi * self.phi) < level
         if low.any():
             out = hot[low]
             pairs.hot[out] = False
@@ -463,6 +472,7 @@ class LikelihoodTrainer:
             self.hot = np.concatenate([self.hot, new_hot])
         if best is None:
             return None
+        self.recent.append(-best[0])
         return -best[0], -best[1], best[3]
 
     # -- one merge -------------------------------------------------------------------------
