@@ -20,13 +20,17 @@ thousands of pairs). The selection is exact with less work:
 - a popped entry is made exact and moved to a small *hot* set, rescored exactly (one vectorised
   pass) at every selection; popping goes on until the next entry, inflated by `phi`, cannot beat
   the best hot pair (with no stale token, entries are exact bounds and whole keys are compared);
+  a hot pair goes back to the heap once it is far below the best of each of the last `HOLD`
+  merges (a tie cluster stays hot while a few new pairs score above it);
 - entries that are not the pair's latest pushed key are outdated duplicates and are dropped.
 
 Each merge is one pass over the pair's positions, as in `bpe_trainer`: gather, check, rewrite the
-links, emit the pair deltas and group them, as NumPy passes (also for the many merges that touch a
-handful of positions). Pairs live in dense slots (count, ids, latest pushed key as NumPy arrays) and
-a token -> slots index, so that rescoring a token's pairs is a gather, not a loop. docs/wordpiece.md
-has the details and measurements."""
+links, emit the pair deltas and group them — NumPy passes for large merges, plain Python over the
+positions (`tiny_merge_pass`, same changes) when there are at most `TINY` of them (most merges:
+likelihood scoring favours rare pairs). The loop merges one pair per pass; docs/architecture.md
+("WordPiece") says why batching would not pay. Pairs live in dense slots (count, ids, latest
+pushed key as NumPy arrays) and a token -> slots index, so that rescoring a token's pairs is a
+gather, not a loop. docs/wordpiece.md has the details and measurements."""
 
 from __future__ import annotations
 
