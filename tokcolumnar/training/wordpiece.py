@@ -492,9 +492,10 @@ class LikelihoodTrainer:
     def _merge(self, slot: int, a: int, b: int, new: int) -> int:
         """Merge every occurrence of the pair in `slot`; returns the number of words touched.
 
-        One NumPy pass over the pair's positions, also for the many merges that touch only a
-        handful of words (likelihood scoring favours rare pairs): sequential semantics, left
-        to right, left neighbours as rewritten and right ones as they were."""
+        One pass over the pair's positions (`_apply`: NumPy, or plain Python when there are
+        at most `TINY` of them, as for most merges: likelihood scoring favours rare pairs):
+        sequential semantics, left to right, left neighbours as rewritten and right ones as
+        they were."""
         merged, n_words, deltas, plus = self._apply(self._positions(slot), a, b, new)
         if merged == 0:  # the best pair's count is the weight of its live occurrences
             raise RuntimeError(f"pair ({a}, {b}) has no live occurrence")
