@@ -14,11 +14,13 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from .encode.offsets import (
     CharTable,
@@ -250,6 +252,8 @@ class Tokenizer:
 
     def tokens_of(self, ids: pl.Series) -> pl.Series:
         """The token strings of a list[u32] Series of ids (list[str], columnar)."""
+        import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
         offsets, values = list_parts(ids)
         tokens = self._token_series.gather(values.astype(np.int64))
         arr = pa.LargeListArray.from_arrays(pa.array(offsets), tokens.to_arrow())
@@ -607,6 +611,8 @@ class Tokenizer:
         `pl.Series(result)` makes it a list[u32] Series)."""
         series = text_series(texts)
         if as_arrow:
+            import pyarrow as pa  # deferred: training builds tokenizers, never encodes
+
             ids = self.encode_column(series, add_special_tokens=add_special_tokens)
             arr = ids.to_arrow()
             if isinstance(arr, pa.ChunkedArray):
@@ -749,13 +755,12 @@ class TokExpressions:
             return_dtype=pl.String)
 
 
-OFFSETS_TYPE = pa.large_list(pa.struct([("start", pa.uint32()), ("end", pa.uint32())]))
-
-
 def offsets_column(frame: pl.DataFrame) -> pl.Series:
     """The `offsets` column of an encoding frame's `starts` and `ends`: one list of
     {start, end} per row (Parquet list<struct<start: u32, end: u32>>; HF's `Encoding.offsets`
     as (start, end) character spans)."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
     ids_off, starts = list_parts(frame.get_column("starts"))
     _, ends = list_parts(frame.get_column("ends"))
     spans = pa.StructArray.from_arrays([pa.array(starts, pa.uint32()), pa.array(ends,

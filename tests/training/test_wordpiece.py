@@ -23,6 +23,7 @@ from tests.support.wordpiece_oracle import (
     likelihood_wordpiece,
 )
 from tokcolumnar.errors import TokcolumnarError
+from tokcolumnar.training import wordpiece
 
 COURSE = [("hug", 10), ("pug", 5), ("pun", 12), ("bun", 4), ("hugs", 5)]
 
@@ -106,6 +107,25 @@ def test_engine_matches_oracle_on_generated_corpora(words, extra, specials, min_
                                   max_token_length=max_len, limit_alphabet=limit)
     assert merges == om
     assert vocab == ov
+
+
+@examples(1.0)
+@given(words=corpus_st, extra=st.integers(0, 60), tiny=st.sampled_from([1, 3, 10**9]))
+def test_tiny_python_pass_and_numpy_pass_match_oracle(words, extra, tiny):
+    """Every pass in plain Python (`TINY` 10**9) or a mix, and every pass in NumPy (0): the
+    merges are the oracle's either way (runs `##a ##a ##a`, stale positions, new pairs), and
+    both count the same words touched per merge."""
+    v0, _ = initial_vocab(words)
+    runs = []
+    for limit in (tiny, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(wordpiece, "TINY", limit)
+            runs.append(engine(words, len(v0) + extra))
+    om, ov = likelihood_wordpiece(words, len(v0) + extra)
+    for merges, vocab, _ in runs:
+        assert merges == om
+        assert vocab == ov
+    assert runs[0][2].merges["words"].to_list() == runs[1][2].merges["words"].to_list()
 
 
 @examples(0.6)

@@ -7,13 +7,10 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ..config import TrainConfig
-from ..distributed.ray_encode import encode_files_ray
-from ..distributed.spark import encode_files_spark
 from ..encode import DEFAULT_COLUMNS
-from ..encode.dataset import encode_files
-from ..encode.stats import EncodeStats
 from ..errors import TokcolumnarError
 from ..malloc import ENCODE_MMAP_THRESHOLD, fix_mmap_threshold
 from ..memory import format_size
@@ -21,6 +18,9 @@ from ..outputs import output_file, write_parquet
 from ..progress import StageTimer
 from ..training.pipeline import count_words, train
 from ..workdir import default_work_dir
+
+if TYPE_CHECKING:
+    from ..encode.stats import EncodeStats
 
 OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_tokenizer",
                 "normalizer", "lowercase", "end_of_word_suffix", "end_of_word_token",
@@ -85,6 +85,13 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
+    # the encoders load here, not with the module: `train` does not need them, and they pull
+    # in pyarrow.compute / pyarrow.parquet and the Ray and Spark glue (~0.2 CPU-s)
+    from ..distributed.ray_encode import encode_files_ray
+    from ..distributed.spark import encode_files_spark
+    from ..encode.dataset import encode_files
+    from ..encode.stats import EncodeStats
+
     use_ray_address(args)
     fix_mmap_threshold(ENCODE_MMAP_THRESHOLD)  # per-batch temporaries (tokcolumnar.malloc)
     if args.max_line_bytes < 1:

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from ..config import TrainConfig
 from ..corpus.counting import check_words, fold_chunks, map_words, sort_words
@@ -125,6 +124,8 @@ def _next_line_start(f: Any, pos: int, size: int) -> int:
 
 def _row_group_parts(src: Source, unit_bytes: int) -> list[Source]:
     """Consecutive row groups of a Parquet file, about `unit_bytes` (uncompressed) each."""
+    import pyarrow as pa  # deferred: Parquet input only (a text corpus is read without it)
+
     try:
         meta = parquet_metadata(src)
     except TokcolumnarError:

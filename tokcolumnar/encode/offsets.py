@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from ..errors import TokcolumnarValueError
 from ..text.normalizers import Normalizer
@@ -70,6 +69,8 @@ def code_points(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Every character of `texts` as its code point (flat, in order) and each text's number
     of characters (a null has none), read from the UTF-8 bytes with NumPy: no string per
     character."""
+    import pyarrow as pa  # deferred: training loads the tokenizer (and this module), never encodes
+
     arr = texts.cast(pl.String).to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from ..errors import TokcolumnarValueError
 from . import TRUNCATION_DIRECTIONS as DIRECTIONS
@@ -101,6 +100,8 @@ def windows(lengths: np.ndarray, room: int, stride: int, direction: str, overflo
 def take_windows(df: pl.DataFrame, row: np.ndarray, start: np.ndarray, stop: np.ndarray
                  ) -> pl.DataFrame:
     """Every list column of `df` cut to the windows (one output row per window)."""
+    import pyarrow as pa  # deferred: training loads the tokenizer (and this module), never encodes
+
     lengths = stop - start
     out_offsets = np.zeros(len(row) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_offsets[1:])

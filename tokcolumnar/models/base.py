@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from ..hfjson import HFObject, is_json_int, json_kind
 
@@ -30,6 +29,8 @@ def explode_chars(words: pl.Series) -> pl.DataFrame:
 
 def lists_from_flat(n_rows: int, row: np.ndarray, values: pl.Series) -> pl.Series:
     """Group flat values (sorted by row) into one list per row, empty lists for absent rows."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
     lengths = np.bincount(row, minlength=n_rows)
     offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
@@ -222,6 +221,8 @@ class _PieceMerger(Model):
 def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
     """Runs of symbol ids (lengths, flat ids) as a list[i64] Series (through Polars: NumPy
     into `pa.array` would import pandas)."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return pl.Series("piece", pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(),
@@ -363,6 +364,8 @@ class BPEModel(Model):
         """`encode_words` of the byte-level form of `words` (each UTF-8 byte as its GPT-2
         character), read from the text's bytes: the bytes through `byte_ids` are the initial
         symbols (no string of byte characters is made, nor decoded back to code points)."""
+        import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
         byte_ids = self.byte_ids()
         if byte_ids is None:
             raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "

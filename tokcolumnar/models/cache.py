@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from .base import Model
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DEFAULT_CACHE_WORDS = 1 << 20  # at most this many cached words (~100 MB for English)
 HASH_SEED = 0x746F6B63  # fixed: cache keys are compared across batches
@@ -25,6 +28,8 @@ HASH_SEED = 0x746F6B63  # fixed: cache keys are compared across batches
 
 def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """A list[u32] Series as (offsets int64 of len n+1, flat u32 values)."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
     arr = ids.to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()

@@ -20,17 +20,22 @@ thousands of pairs). The selection is exact with less work:
 - a popped entry is made exact and moved to a small *hot* set, rescored exactly (one vectorised
   pass) at every selection; popping goes on until the next entry, inflated by `phi`, cannot beat
   the best hot pair (with no stale token, entries are exact bounds and whole keys are compared);
+  a hot pair goes back to the heap once it is far below the best of each of the last `HOLD`
+  merges (a tie cluster stays hot while a few new pairs score above it);
 - entries that are not the pair's latest pushed key are outdated duplicates and are dropped.
 
 Each merge is one pass over the pair's positions, as in `bpe_trainer`: gather, check, rewrite the
-links, emit the pair deltas and group them, as NumPy passes (also for the many merges that touch a
-handful of positions). Pairs live in dense slots (count, ids, latest pushed key as NumPy arrays) and
-a token -> slots index, so that rescoring a token's pairs is a gather, not a loop. docs/wordpiece.md
-has the details and measurements."""
+links, emit the pair deltas and group them — NumPy passes for large merges, plain Python over the
+positions (`tiny_merge_pass`, same changes) when there are at most `TINY` of them (most merges:
+likelihood scoring favours rare pairs). The loop merges one pair per pass; docs/architecture.md
+("WordPiece") says why batching would not pay. Pairs live in dense slots (count, ids, latest
+pushed key as NumPy arrays) and a token -> slots index, so that rescoring a token's pairs is a
+gather, not a loop. docs/wordpiece.md has the details and measurements."""
 
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,11 +45,17 @@ import polars as pl
 from ..progress import Progress
 from .bpe import MergeRecord
 from .passes import M32, NewPairs, group_new_pairs, group_pairs, merge_pass, sum_by_key
-from .symbols import Initial, Layout, Vocab
+from .symbols import REMOVED, Initial, Layout, Vocab
 
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
 HEAP_MIN = 1 << 15  # compact the heap once it holds 4x its live entries (and at least this)
 SMALL = 16  # below this many heap entries, plain Python beats NumPy's per-call overhead
+#: up to this many candidate positions, a merge pass in plain Python (`tiny_merge_pass`) beats
+#: the NumPy pass's fixed cost (~25 NumPy calls); most likelihood merges touch 1-4 positions
+TINY = 24
+#: a hot pair goes back to the heap once it is far below the best of each of the last HOLD
+#: merges (not of the last one only: see `_scan_hot`)
+HOLD = 64
 
 
 @dataclass
@@ -66,6 +77,73 @@ class LikelihoodRecord(MergeRecord):
     score: list[float] = field(default_factory=list)
     left_count: list[int] = field(default_factory=list)
     right_count: list[int] = field(default_factory=list)
+
+
+def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: int
+                    ) -> tuple[int, int, tuple[list[int], list[int]] | None, NewPairs | None]:
+    """`LikelihoodTrainer._apply` for a few candidate positions (ascending), in plain Python:
+    the same live test, link rewrite and pair-count changes as `live_occurrences` +
+    `merge_pass` + `sum_by_key` + `group_new_pairs`, one position after the other.
+
+    Sequential left to right is the NumPy pass's semantics: an occurrence's left neighbour is
+    read after the merges to its left (as the pass reads it after all merges, which never
+    change a symbol to the left of theirs) and its right neighbour before the merges to its
+    right; in a run `a a a` the merge at the first position removes the second symbol, so the
+    second position fails the live test, as `live_occurrences` keeps every other one."""
+    sym, nxt, prv = layout.sym, layout.nxt, layout.prv
+    word_of, word_count = layout.word_of, layout.word_count
+    merged = n_words = 0
+    last_word = -1
+    change: dict[int, int] = {}  # pair key -> summed count change
+    created: dict[int, set[int]] = {}  # new pair key -> its left positions
+    for p in positions:
+        # live: the pair still sits here (stale positions of the index are skipped)
+        if sym.item(p) != a:
+            continue
+        q = nxt.item(p)
+        if sym.item(q) != b:
+            continue
+        word = word_of.item(p)
+        w = word_count.item(word)
+        merged += w
+        if word != last_word:  # positions ascend, so a word's occurrences are adjacent
+            n_words += 1
+            last_word = word
+        # rewrite the links as `Layout.merge_at`: p becomes `new`, q leaves the word
+        r = nxt.item(q)
+        right_sym = sym.item(r)
+        sym[p] = new
+        sym[q] = REMOVED
+        nxt[p] = r
+        prv[r] = p
+        # the four changes of `merge_pass` (a boundary neighbour, negative, gives none)
+        left_pos = prv.item(p)
+        left_sym = sym.item(left_pos)
+        if left_sym >= 0:
+            k = (left_sym << 32) | a
+            change[k] = change.get(k, 0) - w
+            k = (left_sym << 32) | new
+            change[k] = change.get(k, 0) + w
+            created.setdefault(k, set()).add(left_pos)
+        if right_sym >= 0:
+            k = (b << 32) | right_sym
+            change[k] = change.get(k, 0) - w
+            k = (new << 32) | right_sym
+            change[k] = change.get(k, 0) + w
+            created.setdefault(k, set()).add(p)
+    if not created:
+        return merged, n_words, None, None
+    keys = sorted(change)
+    deltas = (keys, [change[k] for k in keys])
+    new_keys = sorted(created)
+    flat: list[int] = []
+    starts, ends = [], []
+    for k in new_keys:
+        starts.append(len(flat))
+        flat.extend(sorted(created[k]))
+        ends.append(len(flat))
+    return merged, n_words, deltas, NewPairs(np.array(flat, dtype=np.int32), new_keys, starts,
+                                             ends)
 
 
 class PairTable:
@@ -149,6 +227,7 @@ class LikelihoodTrainer:
         self.heap_limit = HEAP_MIN
         self.rec = LikelihoodRecord()
         self.hot = np.zeros(0, dtype=np.int64)  # slots rescored exactly at every selection
+        self.recent: deque[float] = deque(maxlen=HOLD)  # the scores of the last merges
 
     # -- scoring ---------------------------------------------------------------------------
     def _scores(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -333,7 +412,11 @@ class LikelihoodTrainer:
         slot = int(hot[i])
         key = (int(pairs.left[slot]) << 32) | int(pairs.right[slot])
         best = (-float(score[i]), -int(c[i]), key, slot)
-        low = score * (self.phi * self.phi) < m
+        # the level a hot pair must stay near: the lowest best of the last HOLD merges, so
+        # that a cluster of ties (below) is not sent back to the heap, and popped again in
+        # full, when a few new pairs score far above it for a few merges
+        level = min(m, min(self.recent)) if self.recent else m
+        low = score * (self.phi * self.phi) < level
         if low.any():
             out = hot[low]
             pairs.hot[out] = False
@@ -393,6 +476,7 @@ class LikelihoodTrainer:
             self.hot = np.concatenate([self.hot, new_hot])
         if best is None:
             return None
+        self.recent.append(-best[0])
         return -best[0], -best[1], best[3]
 
     # -- one merge -------------------------------------------------------------------------
@@ -408,9 +492,10 @@ class LikelihoodTrainer:
     def _merge(self, slot: int, a: int, b: int, new: int) -> int:
         """Merge every occurrence of the pair in `slot`; returns the number of words touched.
 
-        One NumPy pass over the pair's positions, also for the many merges that touch only a
-        handful of words (likelihood scoring favours rare pairs): sequential semantics, left
-        to right, left neighbours as rewritten and right ones as they were."""
+        One pass over the pair's positions (`_apply`: NumPy, or plain Python when there are
+        at most `TINY` of them, as for most merges: likelihood scoring favours rare pairs):
+        sequential semantics, left to right, left neighbours as rewritten and right ones as
+        they were."""
         merged, n_words, deltas, plus = self._apply(self._positions(slot), a, b, new)
         if merged == 0:  # the best pair's count is the weight of its live occurrences
             raise RuntimeError(f"pair ({a}, {b}) has no live occurrence")
@@ -452,7 +537,10 @@ class LikelihoodTrainer:
                new: int) -> tuple[int, int, tuple[list[int], list[int]] | None, NewPairs | None]:
         """The merge pass (`passes.merge_pass`) over the live occurrences of (a, b). Returns
         the merged weight, the words touched, the summed pair-count changes and the new pairs
-        (None when the merges left no neighbours)."""
+        (None when the merges left no neighbours). A pass over at most `TINY` positions runs
+        as `tiny_merge_pass` (plain Python over those positions only)."""
+        if pos.size <= TINY:
+            return tiny_merge_pass(self.layout, pos.tolist(), a, b, new)
         pos = self.layout.live_occurrences(pos, a, b)
         if pos.size == 0:
             return 0, 0, None, None
