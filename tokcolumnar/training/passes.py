@@ -163,14 +163,21 @@ def _full(value: np.ndarray | int, like: np.ndarray) -> np.ndarray:
 
 def sum_by_key(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
     """The distinct keys (ascending) and the sum of the weights of each, as Python lists (the
-    loops fold them into dicts)."""
+    WordPiece loop folds them into dicts)."""
+    unique, sums = sum_by_key_arrays(keys, weights)
+    return unique.tolist(), sums.tolist()
+
+
+def sum_by_key_arrays(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys (ascending, int64) and the sum of the weights of each (int64)."""
     if keys.size > POLARS_GROUP_MIN:
         agg = (pl.DataFrame({"k": keys, "w": weights}).group_by("k").agg(pl.col("w").sum())
                .sort("k"))
-        return agg.get_column("k").to_list(), agg.get_column("w").to_list()
+        return (agg.get_column("k").to_numpy().astype(np.int64, copy=False),
+                agg.get_column("w").to_numpy().astype(np.int64, copy=False))
     unique, inverse = np.unique(keys, return_inverse=True)
     sums = np.bincount(inverse, weights=weights).astype(np.int64)
-    return unique.tolist(), sums.tolist()
+    return unique.astype(np.int64, copy=False), sums
 
 
 @dataclass
