@@ -106,10 +106,10 @@ class QueueEntries:
         """`entry` will never be read again: its positions may be freed."""
         base, i = entry >> 24, entry & M24
         dead = self.dead[base]
-        if dead[i]:
+        if dead.item(i):
             return
         dead[i] = True
-        size = int(self.ends[base][i]) - int(self.starts[base][i])
+        size = self.ends[base].item(i) - self.starts[base].item(i)
         self.dead_in_base[base] += size
         self.live_positions -= size
         self.dead_positions += size

@@ -25,6 +25,8 @@ MAX_LOAD = 0.7
 #: After a rebuild the live pairs fill at most this share of the slots.
 REBUILD_LOAD = 0.45
 MIN_BITS = 10
+#: Keys left unresolved after the array rounds are probed one by one below this many.
+SCALAR_MAX = 32
 
 
 def _bits_for(n: int, load: float) -> int:
@@ -64,13 +66,14 @@ class PairCounts:
 
     def _slots(self, keys: np.ndarray, insert: bool) -> np.ndarray:
         """The slot of each of `keys` (distinct, int64): -1 for a missing key, or, with
-        `insert`, a new slot claimed for it."""
+        `insert`, a new slot claimed for it. Array rounds while many keys are unresolved; the
+        last few (the long probe chains) one by one in Python, cheaper than more rounds."""
         table, mask = self.keys, self.mask
         slots = np.full(keys.size, -1, dtype=np.int64)
         pending = np.arange(keys.size)  # indexes into `keys` not resolved yet
         probe = self._home(keys)
         want = keys
-        while pending.size:
+        while pending.size > SCALAR_MAX:
             held = table[probe]
             found = held == want
             slots[pending[found]] = probe[found]
@@ -88,6 +91,21 @@ class PairCounts:
             rest = ~done
             pending, want = pending[rest], want[rest]
             probe = (probe[rest] + 1) & mask
+        # the stragglers: a Python probe each
+        for i, key, slot in zip(pending.tolist(), want.tolist(), probe.tolist()):
+            while True:
+                held = table.item(slot)
+                if held == key:
+                    break
+                if held == EMPTY:
+                    if insert:
+                        table[slot] = key
+                        self.used += 1
+                    else:
+                        slot = -1
+                    break
+                slot = (slot + 1) & mask
+            slots[i] = slot
         return slots
 
     def get_many(self, keys: np.ndarray) -> np.ndarray:
