@@ -128,12 +128,17 @@ class PairCounts:
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
         """`counts[key] += delta` for distinct `keys`; returns the new counts."""
         keys = np.asarray(keys, dtype=np.int64)
-        # room first, so that the slots found stay valid
-        if (self.used + keys.size) > MAX_LOAD * (1 << self.bits):
-            self._rebuild(keys.size)
+        if self.used + keys.size >= (1 << self.bits):
+            # maybe not a free slot for every key: make room for those not in the table
+            missing = int(np.count_nonzero(self._slots(keys, insert=False) < 0))
+            if self.used + missing > MAX_LOAD * (1 << self.bits):
+                self._rebuild(missing)
         slots = self._slots(keys, insert=True)
         self.counts[slots] += deltas
-        return self.counts[slots]
+        counts = self.counts[slots]
+        if self.used > MAX_LOAD * (1 << self.bits):  # most keys of a pass exist: check after
+            self._rebuild(0)
+        return counts
 
     def set(self, key: int, count: int) -> None:
         self.add(np.array([key], dtype=np.int64), np.array([count - self.get(key)]))
