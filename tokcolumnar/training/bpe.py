@@ -221,23 +221,32 @@ class BpeTrainer:
 
     # -- initial pairs ---------------------------------------------------------------------
     def count_initial_pairs(self) -> None:
-        """Count every adjacent pair and queue one entry per pair."""
+        """Count every adjacent pair and queue one entry per pair (tie-break `id`: the pairs
+        below the cold threshold wait in the cold store, as arrays — most pairs of a large
+        table, which as heap items and dict entries cost ~150 bytes each)."""
         groups = group_pairs(self.layout, len(self.vocab), self._length_filter())
-        keys = groups.keys.tolist()
-        counts = groups.counts.tolist()
+        key_arr = np.asarray(groups.keys, dtype=np.int64)
+        count_arr = np.asarray(groups.counts, dtype=np.int64)
         # pairs are contiguous slices: the bounds are the starts and the last end
         bounds = np.append(groups.starts, groups.positions.size).astype(np.int32)
-        first_entry = self.entries.add_base(groups.positions,
-                                            np.asarray(groups.keys, dtype=np.int64), bounds)
-        entries = range(first_entry, first_entry + len(keys))
+        first_entry = self.entries.add_base(groups.positions, key_arr, bounds)
+        del groups
+        self.pair_counts = PairCounts.from_arrays(key_arr, count_arr)
+        entry_arr = first_entry + np.arange(key_arr.size, dtype=np.int64)
+        if self.settings.tie_break == "id":
+            self.threshold = int(count_arr.max()) // self.cold_divisor if count_arr.size else 0
+            if self.threshold > 1:
+                cold = count_arr < self.threshold
+                if cold.any():
+                    self.cold.append((key_arr[cold], entry_arr[cold], count_arr[cold]))
+                    hot = ~cold
+                    key_arr, entry_arr, count_arr = key_arr[hot], entry_arr[hot], count_arr[hot]
+        keys, counts, entries = key_arr.tolist(), count_arr.tolist(), entry_arr.tolist()
         self.entries_of_pair = dict(zip(keys, entries))
-        self.pair_counts = PairCounts.from_arrays(np.asarray(groups.keys, dtype=np.int64),
-                                                  groups.counts)
         if self.settings.tie_break == "id":
             self.heap = [((CMAX - c) << 128) | (k << 64) | e
                          for k, c, e in zip(keys, counts, entries)]
             heapq.heapify(self.heap)
-            self.threshold = max(counts, default=0) // self.cold_divisor
         else:
             for k, c, e in zip(keys, counts, entries):
                 self._push(c, k, e)
