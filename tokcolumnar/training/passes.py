@@ -72,16 +72,20 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         ok = allowed(left, right)
         positions, left, right = positions[ok], left[ok], right[ok]
     if n_tokens * n_tokens < (1 << 32):
-        # the product in int64: with the layout's int32 ids it would wrap past 2**31
-        dense = (left.astype(np.int64) * n_tokens + right).astype(np.uint32)
-        del left, right
-        # one in-place sort of `dense << 32 | position` (8 bytes per pair): positions come
-        # out ascending within each key, and no int64 argsort permutations (8 bytes per pair
-        # each, two or three alive at once) are needed — the initial layout's memory peak
-        combined = dense.astype(np.uint64)
-        del dense
+        # one in-place sort of `dense << 32 | position`, dense = left * n + right (8 bytes
+        # per pair, built in place in uint64: with the layout's int32 ids the product would
+        # wrap past 2**31): positions come out ascending within each key, and no int64
+        # argsort permutations (8 bytes per pair each, two or three alive at once) are
+        # needed — this is the initial layout's memory peak
+        combined = left.astype(np.uint64)
+        del left
+        combined *= np.uint64(n_tokens)
+        # ids are >= 0: an int32 id's bits read as uint32 are the id (no copy)
+        combined += (right.view(np.uint32) if right.dtype == np.int32
+                     else right.astype(np.uint64))
+        del right
         combined <<= np.uint64(32)
-        combined |= positions.astype(np.uint64)
+        combined |= positions.view(np.uint32)
         del positions
         combined.sort()
         # the position is the low word, the dense key the high one (in memory order)
