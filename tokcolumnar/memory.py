@@ -34,18 +34,21 @@ COUNT_TABLE_SHARE = 0.2
 # minus the RSS with the words table loaded; --vocab-size 50000; 2026-11-25, after the pair
 # table in arrays, the cold start and the in-place initial sort of docs/architecture.md
 # "Memory"; the words table itself, its `estimated_size`, is added to the estimate):
-#   zipf_5g with --normalizer bert (3,310,927 words, 27,991,721 symbols):  MEASURED_5G
-#   its 1 GB prefix (1,120,129 words, 8,962,936 symbols):                  MEASURED_1G
-#   medium/zh.txt, whitespace (662,547 clauses, 3,689,175 CJK characters): MEASURED_ZH
-#   medium/en.txt (97,474 words, 730,918 symbols):                         MEASURED_EN
+#   table (words, symbols)                           measured  estimate (table + loop)
+#   zipf_5g, --normalizer bert (3,310,927; 27,991,721)  1018 MB   1213 MB (before this: 1.36 GB)
+#   its 1 GB prefix (1,120,129; 8,962,936)               354 MB    390 MB
+#   medium/zh.txt, whitespace (662,547 clauses,          323 MB    385 MB
+#     3,689,175 CJK characters)
+#   medium/en.txt (97,474; 730,918)                       70 MB     32 MB (see below)
 # A small table measures more per word: ~40 MB of the process's first NumPy/Polars work
 # (thread pools, arenas) falls in the loop whatever the table, and is left out with the
-# interpreter. Chinese clauses cost ~3x per character (a large alphabet: many distinct pairs,
+# interpreter (the limit does not bound them; `merge_bytes`). Chinese clauses cost ~2.5x per
+# character (a large alphabet: many distinct pairs,
 # each with its queue entry and positions), so CJK characters have their own constant. This is
 # the ONE place these numbers live: remeasure when the loop's layout changes.
 MERGE_BYTES_PER_WORD = 20
 MERGE_BYTES_PER_SYMBOL = 38
-MERGE_BYTES_PER_CJK_SYMBOL = 116
+MERGE_BYTES_PER_CJK_SYMBOL = 95
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 
