@@ -63,10 +63,9 @@ class Breakdown:
         self.sizes = {
             "pass": self.passes, "merges": len(trainer.merges.left), "rss_grown_mb": grown / 1e6,
             "layout_mb": self.layout_bytes / 1e6,
-            "entry_positions_mb": sum(a.nbytes for group in (entries.positions_of_base,
-                                                             entries.keys, entries.bounds)
-                                      for a in group) / 1e6,
+            "entry_positions_mb": entries.nbytes / 1e6,
             "pair_counts": len(trainer.pair_counts),
+            "pair_table_mb": trainer.pair_counts.nbytes / 1e6,
             "cold_mb": sum(a.nbytes for part in trainer.cold for a in part) / 1e6,
             "queue": len(trainer.heap)}
 

@@ -39,7 +39,7 @@ def test_default_limit_is_the_documented_fraction_of_ram():
 
 def test_merge_check_names_the_memory_needed_and_max_words():
     words = pl.DataFrame({"word": ["abcd"] * 1000, "count": [1] * 1000})
-    need = 1000 * MERGE_BYTES_PER_WORD + 4000 * MERGE_BYTES_PER_SYMBOL
+    need = words.estimated_size() + 1000 * MERGE_BYTES_PER_WORD + 4000 * MERGE_BYTES_PER_SYMBOL
     check_merge_memory(words, need)  # fits exactly
     with pytest.raises(TokcolumnarError, match=r"1,000 distinct words .* --max-words 999 "):
         check_merge_memory(words, need - 1)
@@ -47,7 +47,7 @@ def test_merge_check_names_the_memory_needed_and_max_words():
 
 def test_cjk_characters_cost_their_own_measured_bytes():
     words = pl.DataFrame({"word": ["ab文字"] * 10, "count": [1] * 10})
-    need = (10 * MERGE_BYTES_PER_WORD + 20 * MERGE_BYTES_PER_SYMBOL
+    need = (words.estimated_size() + 10 * MERGE_BYTES_PER_WORD + 20 * MERGE_BYTES_PER_SYMBOL
             + 20 * MERGE_BYTES_PER_CJK_SYMBOL)
     check_merge_memory(words, need)
     with pytest.raises(TokcolumnarError, match="needs about"):

@@ -31,20 +31,24 @@ COUNT_TABLE_SHARE = 0.2
 
 # The merge loop's memory (BPE loop, Polars engine), measured on this code with
 # `scripts/measure_merge_memory.py` (peak RSS of initial symbols + merge loop + result tables
-# minus the RSS with the words table loaded; --vocab-size 30000; 2026-11-24, after the int32
-# layout of docs/architecture.md "Memory"):
-#   zipf_en_1g words (1,154,649 words, 9,261,313 symbols):         486 MB (829 before)
-#   its first 300,000 words (2,172,912 symbols):                   177 MB (232 before)
-#   first 30 MB of zipf_zh_1g (332,432 clauses, 10,172,914 chars): 1346 MB (2016 before)
-# No single linear fit matches all three (the pair index grows more slowly than the words:
-# the first 300,000 words cost more per symbol than the whole table), so the constants bound
-# all three: the estimate is exact-ish on small tables and ~50% high on the 1 GB one. Chinese
-# clauses cost ~2x per character (a large alphabet: many distinct pairs, each with its queue
-# entry and positions), so CJK characters have their own constant. This is the ONE place
-# these numbers live: remeasure when the loop's layout changes.
-MERGE_BYTES_PER_WORD = 150
-MERGE_BYTES_PER_SYMBOL = 65
-MERGE_BYTES_PER_CJK_SYMBOL = 135
+# minus the RSS with the words table loaded; --vocab-size 50000; 2026-11-25, after the pair
+# table in arrays, the cold start and the in-place initial sort of docs/architecture.md
+# "Memory"; the words table itself, its `estimated_size`, is added to the estimate):
+#   table (words, symbols)                           measured  estimate (table + loop)
+#   zipf_5g, --normalizer bert (3,310,927; 27,991,721)  1018 MB   1213 MB (before this: 1.36 GB)
+#   its 1 GB prefix (1,120,129; 8,962,936)               354 MB    390 MB
+#   medium/zh.txt, whitespace (662,547 clauses,          323 MB    385 MB
+#     3,689,175 CJK characters)
+#   medium/en.txt (97,474; 730,918)                       70 MB     32 MB (see below)
+# A small table measures more per word: ~40 MB of the process's first NumPy/Polars work
+# (thread pools, arenas) falls in the loop whatever the table, and is left out with the
+# interpreter (the limit does not bound them; `merge_bytes`). Chinese clauses cost ~2.5x per
+# character (a large alphabet: many distinct pairs,
+# each with its queue entry and positions), so CJK characters have their own constant. This is
+# the ONE place these numbers live: remeasure when the loop's layout changes.
+MERGE_BYTES_PER_WORD = 20
+MERGE_BYTES_PER_SYMBOL = 38
+MERGE_BYTES_PER_CJK_SYMBOL = 95
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 
@@ -100,13 +104,14 @@ def format_size(n: float) -> str:
     return f"{int(n)} B"
 
 
-def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0) -> int:
+def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0, table_bytes: int = 0) -> int:
     """The merge loop's estimated memory for a words table of `n_words` words holding
-    `n_symbols` characters in all, `n_cjk` of them CJK (see the constants above; the
-    interpreter and libraries, ~150 MB, are not counted: the limit is checked against the
-    words table alone)."""
-    return (MERGE_BYTES_PER_WORD * n_words + MERGE_BYTES_PER_SYMBOL * (n_symbols - n_cjk)
-            + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk)
+    `n_symbols` characters in all, `n_cjk` of them CJK, taking `table_bytes` itself (see the
+    constants above). The interpreter and its libraries (~150 MB, and ~40 MB of their first
+    work) are not counted: a limit below them could not be met by any table, and small budgets
+    that make counting spill rely on it."""
+    return (table_bytes + MERGE_BYTES_PER_WORD * n_words
+            + MERGE_BYTES_PER_SYMBOL * (n_symbols - n_cjk) + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk)
 
 
 def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
@@ -116,7 +121,7 @@ def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
     sizes = words.select(pl.col("word").str.len_chars().sum().alias("symbols"),
                          pl.col("word").str.count_matches(CJK).sum().alias("cjk"))
     n_symbols, n_cjk = (int(sizes.item(0, c) or 0) for c in ("symbols", "cjk"))
-    need = merge_bytes(n_words, n_symbols, n_cjk)
+    need = merge_bytes(n_words, n_symbols, n_cjk, words.estimated_size())
     if need <= limit:
         return
     per_word = need / max(n_words, 1)

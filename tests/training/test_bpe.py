@@ -15,7 +15,7 @@ from tests.support.examples import examples
 from tests.support.strategies import as_table, corpora, options
 from tokcolumnar import train
 from tokcolumnar.export import hf_merges as dedup
-from tokcolumnar.training.bpe import BpeTrainer
+from tokcolumnar.training.bpe import BpeTrainer, QueueEntries
 
 
 def ours(words, vocab_size, **kw):
@@ -150,3 +150,23 @@ def test_batching_equals_one_merge_per_pass_and_hf(words, opts, extra):
     got = ours(words, vs, **opts)
     assert got == sequential(words, vs, **opts)
     assert got == hf_bpe(words, vs, **oracle_kw(opts))
+
+
+@SETTINGS
+@given(corpora(), options(), st.integers(0, 40), st.sampled_from(["id", "lexical-max",
+                                                                  "first-seen"]))
+def test_compaction_at_every_kill_changes_nothing(words, opts, extra, tie_break):
+    """Queue entries' positions compacted whenever an entry dies (`compact_share` 0): the
+    merges stay those of the oracles (HF's algorithm for `id`, sequential merging else)."""
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    old = QueueEntries.compact_share
+    QueueEntries.compact_share = 0
+    try:
+        got = ours(words, vs, tie_break=tie_break, **opts)
+    finally:
+        QueueEntries.compact_share = old
+    if tie_break == "id":
+        assert got == hf_bpe(words, vs, **oracle_kw(opts))
+    else:
+        assert got == naive_bpe(words, vs, tie_break=tie_break, **oracle_kw(opts))

@@ -13,6 +13,7 @@ from tokenizers import models, pre_tokenizers, trainers
 
 from tests.support.corpora import corpus, small_tiered
 from tokcolumnar import Tokenizer, train
+from tokcolumnar.training.bpe import QueueEntries
 
 pytestmark = pytest.mark.corpus
 
@@ -73,3 +74,24 @@ def test_medium_en_identical_to_hf(tmp_path):
     hf = hf_train(path, 30000)
     assert (out / "merges.txt").read_text(encoding="utf-8") == hf_merges_txt(hf, tmp_path / "hf")
     check_encoding(out, path)
+
+
+def test_compacted_queue_entries_identical_to_hf(tmp_path, monkeypatch):
+    """en_botchan with the queue entries' positions compacted at every dead entry: compaction
+    runs (and frees positions) and the merges stay HF's."""
+    freed = []
+    compact = QueueEntries.compact
+
+    def counting_compact(self):
+        before = sum(p.size for p in self.positions_of_base)
+        compact(self)
+        freed.append(before - sum(p.size for p in self.positions_of_base))
+
+    monkeypatch.setattr(QueueEntries, "compact_share", 0)
+    monkeypatch.setattr(QueueEntries, "compact", counting_compact)
+    path = corpus("small/en_botchan.txt")
+    out = tmp_path / "ours"
+    train([str(path)], out_dir=out, vocab_size=30000, pre_tokenizer="whitespace")
+    hf = hf_train(path, 30000)
+    assert (out / "merges.txt").read_text(encoding="utf-8") == hf_merges_txt(hf, tmp_path / "hf")
+    assert len(freed) > 1000 and sum(freed) > 0

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..progress import Progress
-from .passes import M32, PairFilter, group_pairs, merge_pass, sort_new_pairs, sum_by_key
+from .pairtable import PairCounts
+from .passes import M32, PairFilter, group_pairs, merge_pass, sort_new_pairs, sum_by_key_arrays
 from .symbols import Initial, Layout, Vocab
 
 M24 = (1 << 24) - 1
@@ -62,29 +63,83 @@ class BpeSettings:
 class QueueEntries:
     """The position slices of all queue entries. Each pass stores one sorted position array
     (a *base*) with, per pair it created, the pair key and the bounds of its slice (NumPy
-    arrays: 12 bytes per pair, where lists of Python ints took ~110); an entry id is
-    `base << 24 | index`."""
+    arrays: 17 bytes per entry, where lists of Python ints took ~110); an entry id is
+    `base << 24 | index`.
+
+    An entry that can no longer merge (merged, or replaced by a newer entry of its pair) is
+    `kill`ed; once the positions of dead entries pass `compact_share` of the live ones, every
+    base with dead entries is rewritten without their slices (`compact`): entry ids stay, the
+    slices of dead entries become empty."""
+
+    compact_share = 0.25  # tests set it to 0 to compact at every kill
 
     def __init__(self) -> None:
         self.positions_of_base: list[np.ndarray] = []
         self.keys: list[np.ndarray] = []
-        self.bounds: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []
+        self.dead: list[np.ndarray] = []  # per base, per entry: killed
+        self.dead_in_base: list[int] = []  # per base: positions held by dead entries
+        self.live_positions = 0
+        self.dead_positions = 0
 
     def add_base(self, positions: np.ndarray, keys: np.ndarray, bounds: np.ndarray) -> int:
         """Store a pass's positions, its pair keys (int64) and slice bounds (`keys.size + 1`
         ascending offsets into `positions`); returns the id of its first entry."""
         self.positions_of_base.append(positions)
         self.keys.append(keys)
-        self.bounds.append(bounds)
+        self.starts.append(bounds[:-1])
+        self.ends.append(bounds[1:])
+        self.dead.append(np.zeros(keys.size, dtype=bool))
+        self.dead_in_base.append(0)
+        self.live_positions += positions.size
         return (len(self.positions_of_base) - 1) << 24
 
     def positions(self, entry: int) -> np.ndarray:
         base, i = entry >> 24, entry & M24
-        bounds = self.bounds[base]
-        return self.positions_of_base[base][bounds[i]:bounds[i + 1]]
+        return self.positions_of_base[base][self.starts[base][i]:self.ends[base][i]]
 
     def pair(self, entry: int) -> int:
         return int(self.keys[entry >> 24][entry & M24])
+
+    def kill(self, entry: int) -> None:
+        """`entry` will never be read again: its positions may be freed."""
+        base, i = entry >> 24, entry & M24
+        dead = self.dead[base]
+        if dead.item(i):
+            return
+        dead[i] = True
+        size = self.ends[base].item(i) - self.starts[base].item(i)
+        self.dead_in_base[base] += size
+        self.live_positions -= size
+        self.dead_positions += size
+        if self.dead_positions > self.compact_share * self.live_positions:
+            self.compact()
+
+    def compact(self) -> None:
+        """Rewrite every base holding dead entries' positions without them."""
+        for base, dead_size in enumerate(self.dead_in_base):
+            if not dead_size:
+                continue
+            starts, ends = self.starts[base], self.ends[base]
+            # the new slice lengths: 0 for dead entries; new bounds are their running sums
+            lengths = np.where(self.dead[base], 0, ends - starts).astype(np.int64)
+            new_ends = np.cumsum(lengths)
+            new_starts = new_ends - lengths
+            kept = np.flatnonzero(lengths)
+            # each kept position's old offset: its slice's old start + its rank in the slice
+            source = np.arange(int(new_ends[-1]) if new_ends.size else 0, dtype=np.int64)
+            source += np.repeat(starts[kept] - new_starts[kept], lengths[kept])
+            self.positions_of_base[base] = self.positions_of_base[base][source]
+            self.starts[base] = new_starts.astype(np.int32)
+            self.ends[base] = new_ends.astype(np.int32)
+            self.dead_in_base[base] = 0
+        self.dead_positions = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for group in (self.positions_of_base, self.keys, self.starts,
+                                          self.ends, self.dead) for a in group)
 
 
 def _first_live(layout: Layout, pos: np.ndarray, a: int, b: int) -> int:
@@ -114,7 +169,8 @@ class BpeTrainer:
         # tie-break `id`: HF's semantics (lazy queue, one entry per creating pass)
         self.hf_semantics = settings.tie_break == "id"
         self.entries = QueueEntries()
-        self.pair_counts: dict[int, int] = {}
+        # pair key -> count (a NumPy hash table: ~16 bytes per slot, not a dict's ~100)
+        self.pair_counts = PairCounts()
         # the live queue entries of each pair: one id, or a list when a re-created token
         # gave a pair several (HF semantics only)
         self.entries_of_pair: dict[int, int | list[int]] = {}
@@ -165,22 +221,32 @@ class BpeTrainer:
 
     # -- initial pairs ---------------------------------------------------------------------
     def count_initial_pairs(self) -> None:
-        """Count every adjacent pair and queue one entry per pair."""
+        """Count every adjacent pair and queue one entry per pair (tie-break `id`: the pairs
+        below the cold threshold wait in the cold store, as arrays — most pairs of a large
+        table, which as heap items and dict entries cost ~150 bytes each)."""
         groups = group_pairs(self.layout, len(self.vocab), self._length_filter())
-        keys = groups.keys.tolist()
-        counts = groups.counts.tolist()
+        key_arr = np.asarray(groups.keys, dtype=np.int64)
+        count_arr = np.asarray(groups.counts, dtype=np.int64)
         # pairs are contiguous slices: the bounds are the starts and the last end
         bounds = np.append(groups.starts, groups.positions.size).astype(np.int32)
-        first_entry = self.entries.add_base(groups.positions,
-                                            np.asarray(groups.keys, dtype=np.int64), bounds)
-        entries = range(first_entry, first_entry + len(keys))
+        first_entry = self.entries.add_base(groups.positions, key_arr, bounds)
+        del groups
+        self.pair_counts = PairCounts.from_arrays(key_arr, count_arr)
+        entry_arr = first_entry + np.arange(key_arr.size, dtype=np.int64)
+        if self.settings.tie_break == "id":
+            self.threshold = int(count_arr.max()) // self.cold_divisor if count_arr.size else 0
+            if self.threshold > 1:
+                cold = count_arr < self.threshold
+                if cold.any():
+                    self.cold.append((key_arr[cold], entry_arr[cold], count_arr[cold]))
+                    hot = ~cold
+                    key_arr, entry_arr, count_arr = key_arr[hot], entry_arr[hot], count_arr[hot]
+        keys, counts, entries = key_arr.tolist(), count_arr.tolist(), entry_arr.tolist()
         self.entries_of_pair = dict(zip(keys, entries))
-        self.pair_counts = dict(zip(keys, counts))
         if self.settings.tie_break == "id":
             self.heap = [((CMAX - c) << 128) | (k << 64) | e
                          for k, c, e in zip(keys, counts, entries)]
             heapq.heapify(self.heap)
-            self.threshold = max(counts, default=0) // self.cold_divisor
         else:
             for k, c, e in zip(keys, counts, entries):
                 self._push(c, k, e)
@@ -251,11 +317,11 @@ class BpeTrainer:
         overlap), fold the pair-count changes into the counts and queue the new pairs.
         Returns the number of distinct words each member touched."""
         changes = merge_pass(self.layout, pos, left, right, new, self._length_filter())
-        keys, sums = sum_by_key(changes.keys, changes.weights)
-        get = self.pair_counts.get
-        self.pair_counts.update(zip(keys, [get(k, 0) + d for k, d in zip(keys, sums)]))
+        # one vectorised update of the table for all changes (summed per pair first)
+        keys, sums = sum_by_key_arrays(changes.keys, changes.weights)
+        counts = self.pair_counts.add(keys, sums)
         if changes.new_keys.size:
-            self._queue_new_pairs(changes.new_keys, changes.new_positions)
+            self._queue_new_pairs(changes.new_keys, changes.new_positions, keys, counts)
         # words touched: a new word (or member) starts wherever either changes
         word = self.layout.word_of[pos]
         starts = np.ones(pos.size, dtype=bool)
@@ -315,15 +381,18 @@ class BpeTrainer:
             keep += 1
         return keep
 
-    def _queue_new_pairs(self, keys: np.ndarray, positions: np.ndarray) -> None:
+    def _queue_new_pairs(self, keys: np.ndarray, positions: np.ndarray,
+                         changed: np.ndarray, changed_counts: np.ndarray) -> None:
+        """Queue one entry per new pair of a pass; `changed` (ascending) are the pairs whose
+        counts the pass changed (every new pair among them) and `changed_counts` their
+        counts."""
         positions, key_arr, bounds = sort_new_pairs(keys, positions)
         new_keys = key_arr.tolist()
-        get = self.pair_counts.get
-        counts = [get(k, 0) for k in new_keys]
+        count_arr = changed_counts[np.searchsorted(changed, key_arr)]
+        counts = count_arr.tolist()
         first_entry = self.entries.add_base(positions, key_arr, bounds)
         if self.hf_semantics:
             if self.threshold > 1:  # pairs below the threshold go to the cold store
-                count_arr = np.array(counts, dtype=np.int64)
                 cold = (count_arr > 0) & (count_arr < self.threshold)
                 if cold.any():
                     idx = np.flatnonzero(cold)
@@ -348,6 +417,8 @@ class BpeTrainer:
             if old:  # one live entry per pair: fold older positions into the new entry
                 merged = np.unique(np.concatenate(
                     [self.entries.positions(x) for x in old] + [self.entries.positions(entry)]))
+                for replaced in [*old, entry]:
+                    self.entries.kill(replaced)
                 entry = self.entries.add_base(merged, np.array([key], dtype=np.int64),
                                                np.array([0, merged.size], dtype=np.int32))
             self.entries_of_pair[key] = entry
@@ -367,7 +438,7 @@ class BpeTrainer:
                 self._revive(0)
                 continue
             count, pair, entry, tie = self._pop()
-            current = counts.get(pair, 0)
+            current = counts.get(pair)
             if not hf and entries_of_pair.get(pair) != entry:
                 continue  # an entry replaced by a newer one for the same pair
             if count != current:
@@ -401,10 +472,14 @@ class BpeTrainer:
             move = counts >= self.threshold
         rest = ~move
         self.cold = [(keys[rest], entries[rest], counts[rest])] if rest.any() else []
-        get, heap = self.pair_counts.get, self.heap
-        for key, entry in zip(keys[move].tolist(), entries[move].tolist()):
+        heap = self.heap
+        moved = keys[move]
+        # distinct keys for the table (a pair can wait in the cold store with several entries)
+        unique, inverse = np.unique(moved, return_inverse=True)
+        current = self.pair_counts.get_many(unique)[inverse].tolist()
+        for key, entry, c in zip(moved.tolist(), entries[move].tolist(), current):
             self._add_entry(key, entry)
-            heapq.heappush(heap, ((CMAX - get(key, 0)) << 128) | (key << 64) | entry)
+            heapq.heappush(heap, ((CMAX - c) << 128) | (key << 64) | entry)
 
     def _below_minimum(self, count: int) -> bool:
         return count < 1 or count < self.settings.min_frequency
@@ -490,7 +565,8 @@ class BpeTrainer:
                     self._drop_entry(p, entry)
                 else:
                     del self.entries_of_pair[p]
-                    self.pair_counts[p] = 0
+                    self.pair_counts.set(p, 0)
+                self.entries.kill(entry)
                 record.left.append(a)
                 record.right.append(b)
                 record.new.append(new)

@@ -19,6 +19,7 @@ it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,8 +61,9 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     """Count every adjacent pair of the layout and group its positions by pair key.
 
     When every key of the initial vocabulary fits in 32 bits as `left * n + right`, the
-    positions are ordered by a stable radix sort on two 16-bit digits of that dense key (much
-    faster than a general sort); otherwise by a Polars sort on (key, position)."""
+    positions are ordered by one NumPy sort of `dense key << 32 | position` (uint64, in place:
+    faster than the radix sort by argsorts it replaced, and a third of its memory); otherwise
+    by a Polars sort on (key, position)."""
     sym = layout.sym
     # a pair sits wherever two live symbols are adjacent (SEP is negative)
     positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
@@ -70,18 +72,28 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         ok = allowed(left, right)
         positions, left, right = positions[ok], left[ok], right[ok]
     if n_tokens * n_tokens < (1 << 32):
-        # the product in int64: with the layout's int32 ids it would wrap past 2**31
-        dense = (left.astype(np.int64) * n_tokens + right).astype(np.uint32)
-        del left, right
-        # radix sort, low digit first; a stable sort keeps positions ascending within a key
-        order = np.argsort((dense & 0xFFFF).astype(np.uint16), kind="stable")
-        if n_tokens * n_tokens > (1 << 16):
-            high = (dense >> 16).astype(np.uint16)[order]
-            order = order[np.argsort(high, kind="stable")]
-            del high
-        dense = dense[order]
-        positions = positions[order]
-        del order
+        # one in-place sort of `dense << 32 | position`, dense = left * n + right (8 bytes
+        # per pair, built in place in uint64: with the layout's int32 ids the product would
+        # wrap past 2**31): positions come out ascending within each key, and no int64
+        # argsort permutations (8 bytes per pair each, two or three alive at once) are
+        # needed — this is the initial layout's memory peak
+        combined = left.astype(np.uint64)
+        del left
+        combined *= np.uint64(n_tokens)
+        # ids are >= 0: an int32 id's bits read as uint32 are the id (no copy)
+        combined += (right.view(np.uint32) if right.dtype == np.int32
+                     else right.astype(np.uint64))
+        del right
+        combined <<= np.uint64(32)
+        combined |= positions.view(np.uint32)
+        del positions
+        combined.sort()
+        # the position is the low word, the dense key the high one (in memory order)
+        halves = combined.view(np.uint32)
+        low = 0 if sys.byteorder == "little" else 1
+        positions = halves[low::2].astype(np.int32)
+        dense = halves[1 - low::2].copy()
+        del halves, combined
         first = np.ones(dense.size, dtype=bool)
         first[1:] = dense[1:] != dense[:-1]
         starts = np.flatnonzero(first)
@@ -163,14 +175,21 @@ def _full(value: np.ndarray | int, like: np.ndarray) -> np.ndarray:
 
 def sum_by_key(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
     """The distinct keys (ascending) and the sum of the weights of each, as Python lists (the
-    loops fold them into dicts)."""
+    WordPiece loop folds them into dicts)."""
+    unique, sums = sum_by_key_arrays(keys, weights)
+    return unique.tolist(), sums.tolist()
+
+
+def sum_by_key_arrays(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys (ascending, int64) and the sum of the weights of each (int64)."""
     if keys.size > POLARS_GROUP_MIN:
         agg = (pl.DataFrame({"k": keys, "w": weights}).group_by("k").agg(pl.col("w").sum())
                .sort("k"))
-        return agg.get_column("k").to_list(), agg.get_column("w").to_list()
+        return (agg.get_column("k").to_numpy().astype(np.int64, copy=False),
+                agg.get_column("w").to_numpy().astype(np.int64, copy=False))
     unique, inverse = np.unique(keys, return_inverse=True)
     sums = np.bincount(inverse, weights=weights).astype(np.int64)
-    return unique.tolist(), sums.tolist()
+    return unique.astype(np.int64, copy=False), sums
 
 
 @dataclass

@@ -192,7 +192,9 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
     top = max([int(cps.max()) if cps.size else 0, *singles]) + 1
     kept_cp = np.zeros(top, dtype=bool)
     kept_cp[singles] = True
-    keys = cps.astype(np.int64) << 2
+    # int32 keys (code points < 2**21, so key < 2**23): 4 bytes per character, shifted in place
+    keys = cps.astype(np.int32)
+    keys <<= 2
     if prefix is not None or suffix is not None:
         starts = (np.cumsum(lengths) - lengths)[lengths > 0]
         ends = starts + lengths[lengths > 0] - 1
@@ -219,7 +221,7 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
         variants.sort(key=lambda v: (rank.get(v, len(rank)), v))
     for v in variants:
         vocab.add(v, "variant", 1)
-    lut = np.full(4 * top, -1, dtype=np.int64)
+    lut = np.full(4 * top, -1, dtype=np.int32)  # ids as int32, as the layout holds them
     lut[present] = [vocab.ids[t] for t in spelled]
     ids = lut[keys]
     del keys

@@ -1,0 +1,161 @@
+"""Pair counts in NumPy arrays: an open-addressing hash table from a pair key
+(`left_id << 32 | right_id`, `passes.pair_key`) to its count (docs/architecture.md, "Memory").
+
+A Python dict of pair counts costs ~100 bytes per pair (its hash slots, plus an int object for
+each key past 2**30 and for each count past 256); this table costs 16 bytes per slot (an int64
+key and an int64 count) at a load of at most `MAX_LOAD`, ~25-45 bytes per pair. Linear probing
+with a Fibonacci hash of the key; a whole array of keys is looked up or inserted in a few NumPy
+rounds (each round advances every unresolved key by one slot), so a pass's changes cost a
+handful of array calls, not one dict operation each.
+
+Keys are never removed one by one: a pair whose count falls to 0 keeps its slot (it reads as
+0, as an absent key does), and when the used slots pass `MAX_LOAD` the table is rebuilt with the
+pairs whose count is not 0, in a capacity where they fill at most `REBUILD_LOAD`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+EMPTY = -1  # a free slot's key (pair keys are >= 0)
+#: Fibonacci hashing: the top bits of key * 2**64 / golden ratio pick the slot.
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+M64 = (1 << 64) - 1
+#: Rebuild past this share of used slots (linear probing stays at a few probes per key).
+MAX_LOAD = 0.7
+#: After a rebuild the live pairs fill at most this share of the slots.
+REBUILD_LOAD = 0.45
+MIN_BITS = 10
+#: Keys left unresolved after the array rounds are probed one by one below this many.
+SCALAR_MAX = 32
+
+
+def _bits_for(n: int, load: float) -> int:
+    """The smallest power of two (as its exponent) holding `n` keys at `load`."""
+    bits = MIN_BITS
+    while (1 << bits) * load < n:
+        bits += 1
+    return bits
+
+
+class PairCounts:
+    """Pair key -> count (int64). `add` folds summed changes in, `get_many`/`get` read counts
+    (0 for a key never added), `set` writes one."""
+
+    def __init__(self, expected: int = 0) -> None:
+        self._allocate(_bits_for(expected, REBUILD_LOAD))
+
+    def _allocate(self, bits: int) -> None:
+        self.bits = bits
+        self.mask = (1 << bits) - 1
+        self.shift = np.uint64(64 - bits)
+        self.keys = np.full(1 << bits, EMPTY, dtype=np.int64)
+        self.counts = np.zeros(1 << bits, dtype=np.int64)
+        self.used = 0  # slots holding a key (live or at count 0)
+
+    def __len__(self) -> int:
+        """The pairs with a count other than 0."""
+        return int(np.count_nonzero(self.counts))
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.counts.nbytes
+
+    def _home(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's first slot (int64)."""
+        return ((keys.view(np.uint64) * GOLDEN) >> self.shift).astype(np.int64)
+
+    def _slots(self, keys: np.ndarray, insert: bool) -> np.ndarray:
+        """The slot of each of `keys` (distinct, int64): -1 for a missing key, or, with
+        `insert`, a new slot claimed for it. Array rounds while many keys are unresolved; the
+        last few (the long probe chains) one by one in Python, cheaper than more rounds."""
+        table, mask = self.keys, self.mask
+        slots = np.full(keys.size, -1, dtype=np.int64)
+        pending = np.arange(keys.size)  # indexes into `keys` not resolved yet
+        probe = self._home(keys)
+        want = keys
+        while pending.size > SCALAR_MAX:
+            held = table[probe]
+            found = held == want
+            slots[pending[found]] = probe[found]
+            free = held == EMPTY
+            done = found | free
+            if insert and free.any():
+                # claim the free slots; where several keys claim one slot the last write
+                # wins and the others probe on past it (it is no longer free)
+                at, key = probe[free], want[free]
+                table[at] = key
+                won = table[at] == key
+                slots[pending[free][won]] = at[won]
+                self.used += int(np.count_nonzero(won))
+                done[np.flatnonzero(free)[~won]] = False
+            rest = ~done
+            pending, want = pending[rest], want[rest]
+            probe = (probe[rest] + 1) & mask
+        # the stragglers: a Python probe each
+        for i, key, slot in zip(pending.tolist(), want.tolist(), probe.tolist()):
+            while True:
+                held = table.item(slot)
+                if held == key:
+                    break
+                if held == EMPTY:
+                    if insert:
+                        table[slot] = key
+                        self.used += 1
+                    else:
+                        slot = -1
+                    break
+                slot = (slot + 1) & mask
+            slots[i] = slot
+        return slots
+
+    def get_many(self, keys: np.ndarray) -> np.ndarray:
+        """The count of each key (int64 array; keys distinct)."""
+        slots = self._slots(np.asarray(keys, dtype=np.int64), insert=False)
+        return np.where(slots >= 0, self.counts[slots], 0)
+
+    def get(self, key: int) -> int:
+        """One key's count (a Python loop: cheaper than array calls for one key)."""
+        table, mask = self.keys, self.mask
+        slot = (((key * 0x9E3779B97F4A7C15) & M64) >> (64 - self.bits))
+        while True:
+            held = table.item(slot)
+            if held == key:
+                return self.counts.item(slot)
+            if held == EMPTY:
+                return 0
+            slot = (slot + 1) & mask
+
+    def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+        """`counts[key] += delta` for distinct `keys`; returns the new counts."""
+        keys = np.asarray(keys, dtype=np.int64)
+        if self.used + keys.size >= (1 << self.bits):
+            # maybe not a free slot for every key: make room for those not in the table
+            missing = int(np.count_nonzero(self._slots(keys, insert=False) < 0))
+            if self.used + missing > MAX_LOAD * (1 << self.bits):
+                self._rebuild(missing)
+        slots = self._slots(keys, insert=True)
+        self.counts[slots] += deltas
+        counts = self.counts[slots]
+        if self.used > MAX_LOAD * (1 << self.bits):  # most keys of a pass exist: check after
+            self._rebuild(0)
+        return counts
+
+    def set(self, key: int, count: int) -> None:
+        self.add(np.array([key], dtype=np.int64), np.array([count - self.get(key)]))
+
+    def _rebuild(self, extra: int) -> None:
+        """Re-insert the pairs with a count other than 0 into a table where they, with `extra`
+        more, fill at most `REBUILD_LOAD`."""
+        live = np.flatnonzero(self.counts)
+        keys, counts = self.keys[live], self.counts[live]
+        del live
+        self.keys = self.counts = np.zeros(0, dtype=np.int64)  # free the old arrays first
+        self._allocate(_bits_for(keys.size + extra, REBUILD_LOAD))
+        self.counts[self._slots(keys, insert=True)] = counts
+
+    @classmethod
+    def from_arrays(cls, keys: np.ndarray, counts: np.ndarray) -> PairCounts:
+        """A table holding `counts[i]` for distinct `keys[i]`."""
+        table = cls(keys.size)
+        table.add(keys, np.asarray(counts, dtype=np.int64))
+        return table
