@@ -8,6 +8,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -184,3 +185,54 @@ def test_unit_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold, 
     finally:
         counting.FOLD, counting.COUNT_BYTES = old
     assert got.equals(want)
+
+
+# Whitespace of every kind the chunk cut must handle: ASCII space and LF (the cut points),
+# CR / CRLF, tab, no-break space, ideographic space, line separator, runs and empty lines.
+CHUNK_TEXT = st.lists(st.sampled_from(
+    [" ", "  ", "\n", "\r\n", "\t", "\u00a0", "\u3000", "\u2028", "\x0b", "a", "b", "É",
+     "東", ".", ",", "'", "1", "-", "\ufdd0"]), max_size=30).map("".join)
+CHUNKED = [name for name in PRETOKENIZER_NAMES
+           if build_pretokenizer(name).chunk_expr(pl.col("t")) is not None]
+
+
+def test_chunked_pretokenizers():
+    """The chunk path is on for the pre-tokenizers that drop ASCII spaces and line feeds."""
+    assert set(CHUNKED) == {"whitespace", "whitespace-split", "subword-nmt"}
+
+
+@given(st.lists(CHUNK_TEXT, min_size=1, max_size=12), st.sampled_from(CHUNKED),
+       st.sampled_from([None, *NORMALIZER_NAMES]), st.integers(0, 50))
+@settings(max_examples=150, deadline=None)
+def test_chunk_decomposition_equals_direct_regex(texts, pre, norm, offset):
+    """Counting through the chunks (split on spaces and line feeds, regex on the distinct
+    chunks, positions from the chunks' piece counts) gives the table of running the
+    pre-tokenizer's regex over the whole texts: words, counts, first_seen and the number of
+    pre-tokens; with and without positions, null texts included."""
+    pretokenizer = build_pretokenizer(pre)
+    normalizer = build_normalizer(norm) if norm else None
+    series = pl.Series("text", [*texts, None], dtype=pl.String)
+    col = pl.col("text") if normalizer is None else normalizer.expr(pl.col("text"))
+    direct = (series.to_frame().select(pretokenizer.split_expr(col).alias("word"))
+              .to_series().explode().drop_nulls().to_list())
+    want_first: dict[str, int] = {}
+    for position, word in enumerate(direct):
+        want_first.setdefault(word, offset + position)
+    part, n = counting.count_chunk(series, normalizer, pretokenizer, offset)
+    assert n == len(direct)
+    assert dict(zip(part["word"], part["count"])) == Counter(direct)
+    assert dict(zip(part["word"], part["first_seen"])) == want_first
+    plain, n_plain = counting.count_chunk(series, normalizer, pretokenizer)
+    assert n_plain == len(direct)
+    assert dict(zip(plain["word"], plain["count"])) == Counter(direct)
+    assert plain.columns == ["word", "count"]
+
+
+def test_first_occurrences_any_numbering():
+    """Codes in order of appearance and other numberings give each code's first index."""
+    codes = np.array([0, 1, 0, 2, 1, 3], dtype=np.uint32)
+    assert counting.first_occurrences(codes).tolist() == [0, 1, 3, 5]
+    codes = np.array([2, 0, 0, 1, 2], dtype=np.uint32)
+    assert counting.first_occurrences(codes).tolist() == [1, 3, 0]
+    assert counting.first_occurrences(np.array([0, 2, 1], dtype=np.uint32)).tolist() == [0, 2, 1]
+    assert counting.first_occurrences(np.zeros(0, dtype=np.uint32)).tolist() == []

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import polars as pl
 
 from ..errors import TokcolumnarError, word_too_long
+from ..malloc import counting_heap
 from ..progress import READING, Progress, StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
@@ -25,6 +27,9 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
     col = pl.col("text")
     if normalizer is not None:
         col = normalizer.expr(col)
+    chunks = pretokenizer.chunk_expr(col)
+    if chunks is not None:
+        return _count_by_chunks(texts, chunks, pretokenizer, first_seen_offset)
     # split only; the per-word mapping (e.g. byte-level's byte table) runs on distinct words
     lf = texts.to_frame("text").lazy().select(pretokenizer.split_expr(col).alias("word")
                                               ).explode("word").drop_nulls()
@@ -37,6 +42,67 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
     part = lf.collect()
     n = int(part.get_column("count").sum() or 0)
     return part, n
+
+
+def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokenizer,
+                     first_seen_offset: int | None) -> tuple[pl.DataFrame, int]:
+    """`count_chunk` through the pre-tokenizer's chunks (`PreTokenizer.chunk_expr`): the
+    chunks are cut by a literal split and numbered (a Categorical of its own, one hash per
+    chunk), the regex runs on the distinct chunks only, and each chunk's pieces take its
+    count. A piece's first position is the smallest, over the chunks holding it, of the
+    position of the chunk's first occurrence (the running sum of the occurrences' numbers of
+    pieces before it) plus the piece's index in the chunk."""
+    occurrences = texts.to_frame("text").select(chunks.alias("chunk")).to_series().explode()
+    # a fresh category mapping: codes 0..D-1 in order of first appearance, freed with it
+    codes_series = occurrences.cast(pl.Categorical(pl.Categories.random())).to_physical()
+    codes = codes_series.to_numpy()
+    if codes_series.null_count():  # null texts: their chunks have no pieces
+        codes = codes_series.fill_null(codes_series.max() + 1 if codes_series.max() is not None
+                                       else 0).to_numpy()
+    first_at = first_occurrences(codes)
+    counts = np.bincount(codes, minlength=len(first_at))
+    distinct = occurrences.gather(first_at).to_frame("chunk")
+    # the regex on the distinct chunks only (a null chunk has no pieces)
+    pieces = distinct.select(pretokenizer.split_expr(pl.col("chunk")).fill_null([])
+                             .alias("word")).to_series()
+    n_pieces = pieces.list.len().to_numpy().astype(np.uint64)
+    n = int(np.dot(n_pieces, counts.astype(np.uint64)))
+    table = pl.DataFrame({"word": pieces, "count": pl.Series(counts, dtype=pl.UInt64)})
+    if first_seen_offset is None:
+        part = table.lazy().explode("word").drop_nulls("word").group_by("word").agg(
+            pl.col("count").sum()).collect()
+        return part, n
+    # each chunk's first position: the pieces of the occurrences before its first one (a
+    # running sum over the occurrences, in text order; u32 / one u64 array: few page faults)
+    per_occurrence = n_pieces.astype(np.uint32)[codes]
+    ends = np.cumsum(per_occurrence, dtype=np.uint64)
+    starts = ends[first_at] - per_occurrence[first_at]
+    table = table.with_columns(
+        pl.Series("start", starts + np.uint64(first_seen_offset)),
+        pl.int_ranges(0, pl.col("word").list.len(), dtype=pl.UInt64).alias("index"))
+    part = table.lazy().explode("word", "index").drop_nulls("word").group_by("word").agg(
+        pl.col("count").sum(), (pl.col("start") + pl.col("index")).min().alias("first_seen")
+    ).collect()
+    return part, n
+
+
+def first_occurrences(codes: np.ndarray) -> np.ndarray:
+    """The index of the first occurrence of each code 0..max (every code occurs). Codes
+    numbered in order of appearance (what a fresh Categorical gives) are checked as such and
+    read off the running maximum in one pass; other numberings take `np.minimum.at`."""
+    if not len(codes):
+        return np.zeros(0, dtype=np.int64)
+    running_max = np.maximum.accumulate(codes)
+    rises = np.empty(len(codes), dtype=bool)
+    rises[0] = True
+    np.not_equal(running_max[1:], running_max[:-1], out=rises[1:])
+    first = np.flatnonzero(rises)
+    # each new code is the previous maximum plus one: as many rises as codes, from code 0
+    if int(codes[0]) == 0 and len(first) == int(running_max[-1]) + 1:
+        return first
+    first = np.full(int(running_max[-1]) + 1, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    return first
 
 
 def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer,
@@ -135,13 +201,15 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     folder = CountFolder()
     total = 0
     bar = bar or Progress("counting", unit="bytes", enabled=progress, meter=READING)
-    for texts in batched_chunks(chunks):
-        part, n = count_chunk(texts, normalizer, pretokenizer, total if first_seen else None)
-        total += n
-        if len(part):
-            folder.add(part)
-        bar.update()  # a clock check; the position is read only when a line is due
-    return folder.result(), total
+    with counting_heap():  # per-batch temporaries reused from the heap (tokcolumnar.malloc)
+        for texts in batched_chunks(chunks):
+            part, n = count_chunk(texts, normalizer, pretokenizer,
+                                  total if first_seen else None)
+            total += n
+            if len(part):
+                folder.add(part)
+            bar.update()  # a clock check; the position is read only when a line is due
+        return folder.result(), total
 
 
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,

@@ -168,6 +168,16 @@ BYTE_LEVEL_CUT = LineCut(BEFORE_SPACE_AFTER_ASCII.pattern + rb"|" + _CJK_PUNCT +
 BEFORE_SPACE = LineCut(rb"(?s:.)(?= )", "before an ASCII space")
 
 
+def whitespace_chunks(col: pl.Expr) -> pl.Expr:
+    """`col` cut at every ASCII space and line feed (both removed): the chunks of a
+    pre-tokenizer none of whose pieces holds either character (`PreTokenizer.chunk_expr`).
+    Each piece is a run of characters between two such cuts, so the pieces of the text are
+    the chunks' pieces in order; other whitespace (tabs, CR, U+3000...) stays inside the
+    chunks, where the pre-tokenizer's own pattern treats it as in the whole text. Literal
+    replace and split: no regex runs over the text."""
+    return col.str.replace_all("\n", " ", literal=True).str.split(" ")
+
+
 def _behavior(b: str) -> str:
     key = _BEHAVIOR_FROM_HF.get(b, b).lower()
     if key not in BEHAVIORS:
@@ -278,6 +288,14 @@ class PreTokenizer:
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         return self.expr(col)
 
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        """The text cut into *chunks* (a list[str] expression) such that the pieces of
+        `split_expr` of the text are those of each chunk, chunk after chunk; None when the
+        pre-tokenizer has no such cut. A counter then splits each distinct chunk once
+        (`corpus.counting.count_chunk`): most chunks repeat, and a literal cut is much
+        cheaper than the regex."""
+        return None
+
     def word_expr(self, word: pl.Expr) -> pl.Expr:
         return word
 
@@ -335,6 +353,9 @@ class Whitespace(PreTokenizer):
     hf_type: ClassVar[str] = "Whitespace"
     line_sensitive: ClassVar[bool] = False
 
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return whitespace_chunks(col)
+
     def line_cut(self) -> LineCut | None:
         return AFTER_WHITESPACE_OR_CJK
 
@@ -349,6 +370,9 @@ class Whitespace(PreTokenizer):
 class WhitespaceSplit(PreTokenizer):
     hf_type: ClassVar[str] = "WhitespaceSplit"
     line_sensitive: ClassVar[bool] = False
+
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return whitespace_chunks(col)
 
     def line_cut(self) -> LineCut | None:
         return AFTER_WHITESPACE
@@ -721,6 +745,9 @@ class SubwordNmtSplit(PreTokenizer):
 
     def dropped_chars(self) -> str | None:
         return r"[ \r\n]"
+
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return whitespace_chunks(col)
 
     def line_cut(self) -> LineCut | None:
         return AFTER_SPACE_OR_CR
