@@ -8,7 +8,10 @@ batch plus the running table and one unit's partial tables."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -19,6 +22,9 @@ from ..progress import READING, Progress, StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
 from ..text.segmenters import Segmenter
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
@@ -189,6 +195,11 @@ class CountFolder:
         return running
 
 
+#: Batches counted at once, at most (one per Polars thread): a batch's plan keeps about one
+#: core busy, so two in flight use two cores, and the reading of the next batch overlaps them.
+MAX_CONCURRENT_BATCHES = 4
+
+
 def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                 pretokenizer: PreTokenizer, first_seen: bool = False,
                 progress: bool | None = None, bar: Progress | None = None
@@ -197,19 +208,50 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     0; chunks not yet mapped to words) and the number of pre-tokens; None when no chunk has
     one. The single-machine count and a distributed unit's partial table both start here.
     Progress goes to `bar` (the caller closes it when the count is done), else to a new one
-    (`progress`), left open: a unit's count is a part of a stage."""
+    (`progress`), left open: a unit's count is a part of a stage.
+
+    Batches are counted on up to `MAX_CONCURRENT_BATCHES` threads (Polars' thread count;
+    one under `POLARS_MAX_THREADS=1`, as Ray and Spark workers run), each from position 0,
+    and folded in order: a batch's positions are shifted by the pre-tokens before it."""
     folder = CountFolder()
     total = 0
     bar = bar or Progress("counting", unit="bytes", enabled=progress, meter=READING)
+    offset = 0 if first_seen else None
+
+    def count(texts: pl.Series) -> tuple[pl.DataFrame, int]:
+        return count_chunk(texts, normalizer, pretokenizer, offset)
+
+    workers = max(1, min(pl.thread_pool_size(), MAX_CONCURRENT_BATCHES))
     with counting_heap():  # per-batch temporaries reused from the heap (tokcolumnar.malloc)
-        for texts in batched_chunks(chunks):
-            part, n = count_chunk(texts, normalizer, pretokenizer,
-                                  total if first_seen else None)
+        for part, n in ordered_map(count, batched_chunks(chunks), workers):
+            if first_seen and total and len(part):
+                part = part.with_columns(pl.col("first_seen") + total)
             total += n
             if len(part):
                 folder.add(part)
             bar.update()  # a clock check; the position is read only when a line is due
         return folder.result(), total
+
+
+def ordered_map(work: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """`work` of each item, in the items' order, with up to `workers` items worked on at once
+    in threads (the items are drawn in this thread, one ahead of the results yielded); in
+    this thread alone for one worker. An error stops the drawing and is raised in order."""
+    if workers <= 1:
+        yield from map(work, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[R]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(work, item))
+                if len(pending) >= workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:  # an error or an abandoned generator: drop the rest
+                future.cancel()
 
 
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
