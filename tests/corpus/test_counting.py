@@ -236,3 +236,38 @@ def test_first_occurrences_any_numbering():
     assert counting.first_occurrences(codes).tolist() == [1, 3, 0]
     assert counting.first_occurrences(np.array([0, 2, 1], dtype=np.uint32)).tolist() == [0, 2, 1]
     assert counting.first_occurrences(np.zeros(0, dtype=np.uint32)).tolist() == []
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_ordered_map_keeps_order_and_raises_in_order(workers):
+    """Results come in the items' order whatever finishes first; an error is raised when its
+    item's turn comes, after the results before it, and no later item is drawn past the
+    window."""
+    import time
+
+    drawn: list[int] = []
+
+    def items():
+        for i in range(10):
+            drawn.append(i)
+            yield i
+
+    def slow_first(i: int) -> int:
+        if i % 3 == 0:
+            time.sleep(0.01)  # earlier items finish last
+        return i * i
+
+    assert list(counting.ordered_map(slow_first, items(), workers)) == [i * i for i in range(10)]
+
+    def fail_at_4(i: int) -> int:
+        if i == 4:
+            raise ValueError("item 4")
+        return i
+
+    drawn.clear()
+    got: list[int] = []
+    with pytest.raises(ValueError, match="item 4"):
+        for value in counting.ordered_map(fail_at_4, items(), workers):
+            got.append(value)
+    assert got == [0, 1, 2, 3]
+    assert max(drawn) < 4 + workers
