@@ -21,7 +21,7 @@ from tokcolumnar import count_words, train
 from tokcolumnar.cli import main
 from tokcolumnar.corpus import counting, readers
 from tokcolumnar.text.normalizers import NORMALIZER_NAMES, build_normalizer
-from tokcolumnar.text.pretokenizers import PRETOKENIZER_NAMES, build_pretokenizer
+from tokcolumnar.text.pretokenizers import PRETOKENIZER_NAMES, ByteLevel, build_pretokenizer
 
 TEXT = "The cat sat.\nThe dog, the cat!\r\n\nnaïve café 東京\n"
 LINES = TEXT.splitlines(keepends=True)
@@ -197,19 +197,22 @@ CHUNKED = [name for name in PRETOKENIZER_NAMES
 
 
 def test_chunked_pretokenizers():
-    """The chunk path is on for the pre-tokenizers that drop ASCII spaces and line feeds."""
-    assert set(CHUNKED) == {"whitespace", "whitespace-split", "subword-nmt"}
+    """The chunk path is on for the pre-tokenizers that drop ASCII spaces and line feeds, and
+    for byte-level (cut before spaces)."""
+    assert set(CHUNKED) == {"whitespace", "whitespace-split", "subword-nmt", "byte-level"}
 
 
-@given(st.lists(CHUNK_TEXT, min_size=1, max_size=12), st.sampled_from(CHUNKED),
+@given(st.lists(CHUNK_TEXT, min_size=1, max_size=12),
+       st.sampled_from([*CHUNKED, "byte-level add_prefix_space"]),
        st.sampled_from([None, *NORMALIZER_NAMES]), st.integers(0, 50))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 def test_chunk_decomposition_equals_direct_regex(texts, pre, norm, offset):
     """Counting through the chunks (split on spaces and line feeds, regex on the distinct
     chunks, positions from the chunks' piece counts) gives the table of running the
     pre-tokenizer's regex over the whole texts: words, counts, first_seen and the number of
     pre-tokens; with and without positions, null texts included."""
-    pretokenizer = build_pretokenizer(pre)
+    pretokenizer = (ByteLevel(add_prefix_space=True) if pre == "byte-level add_prefix_space"
+                    else build_pretokenizer(pre))
     normalizer = build_normalizer(norm) if norm else None
     series = pl.Series("text", [*texts, None], dtype=pl.String)
     col = pl.col("text") if normalizer is None else normalizer.expr(pl.col("text"))
@@ -228,14 +231,18 @@ def test_chunk_decomposition_equals_direct_regex(texts, pre, norm, offset):
     assert plain.columns == ["word", "count"]
 
 
-def test_first_occurrences_any_numbering():
-    """Codes in order of appearance and other numberings give each code's first index."""
-    codes = np.array([0, 1, 0, 2, 1, 3], dtype=np.uint32)
-    assert counting.first_occurrences(codes).tolist() == [0, 1, 3, 5]
-    codes = np.array([2, 0, 0, 1, 2], dtype=np.uint32)
-    assert counting.first_occurrences(codes).tolist() == [1, 3, 0]
-    assert counting.first_occurrences(np.array([0, 2, 1], dtype=np.uint32)).tolist() == [0, 2, 1]
-    assert counting.first_occurrences(np.zeros(0, dtype=np.uint32)).tolist() == []
+def test_distinct_codes_any_numbering():
+    """Codes in order of appearance are kept; other codes (gaps, any order) are renumbered
+    0..D-1; each code's first index comes with them."""
+    def distinct(values):
+        codes, first = counting.distinct_codes(np.array(values, dtype=np.uint32))
+        return codes.tolist(), first.tolist()
+
+    assert distinct([0, 1, 0, 2, 1, 3]) == ([0, 1, 0, 2, 1, 3], [0, 1, 3, 5])
+    assert distinct([2, 0, 0, 1, 2]) == ([2, 0, 0, 1, 2], [1, 3, 0])
+    assert distinct([0, 2, 1]) == ([0, 2, 1], [0, 2, 1])
+    assert distinct([7, 3, 7, 9]) == ([1, 0, 1, 2], [1, 0, 3])
+    assert distinct([]) == ([], [])
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

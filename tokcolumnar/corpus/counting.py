@@ -58,19 +58,33 @@ def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokeniz
     count. A piece's first position is the smallest, over the chunks holding it, of the
     position of the chunk's first occurrence (the running sum of the occurrences' numbers of
     pieces before it) plus the piece's index in the chunk."""
-    occurrences = texts.to_frame("text").select(chunks.alias("chunk")).to_series().explode()
+    lists = texts.to_frame("text").select(chunks.alias("chunk")).to_series()
+    occurrences = lists.explode()
     # a fresh category mapping: codes 0..D-1 in order of first appearance, freed with it
     codes_series = occurrences.cast(pl.Categorical(pl.Categories.random())).to_physical()
-    codes = codes_series.to_numpy()
     if codes_series.null_count():  # null texts: their chunks have no pieces
-        codes = codes_series.fill_null(codes_series.max() + 1 if codes_series.max() is not None
-                                       else 0).to_numpy()
-    first_at = first_occurrences(codes)
+        codes_series = codes_series.fill_null(codes_series.max() + 1
+                                              if codes_series.max() is not None else 0)
+    codes = codes_series.to_numpy()
+    prefix = pretokenizer.chunk_prefix()
+    prefixed = None
+    if prefix:
+        # every chunk but a row's first stands for prefix + chunk: the two are numbered apart
+        per_row = np.maximum(lists.list.len().fill_null(0).to_numpy(), 1)  # explode's rows
+        after_first = np.ones(len(codes), dtype=np.uint32)
+        after_first[np.cumsum(per_row) - per_row] = 0
+        codes, first_at = distinct_codes(codes * np.uint32(2) + after_first)
+        prefixed = pl.Series(after_first[first_at].astype(bool))
+    else:
+        codes, first_at = distinct_codes(codes)
     counts = np.bincount(codes, minlength=len(first_at))
-    distinct = occurrences.gather(first_at).to_frame("chunk")
+    distinct = occurrences.gather(first_at)
+    if prefixed is not None:
+        distinct = pl.select(pl.when(prefixed).then(pl.lit(prefix) + distinct)
+                             .otherwise(distinct)).to_series()
     # the regex on the distinct chunks only (a null chunk has no pieces)
-    pieces = distinct.select(pretokenizer.split_expr(pl.col("chunk")).fill_null([])
-                             .alias("word")).to_series()
+    pieces = distinct.to_frame("chunk").select(pretokenizer.split_expr(pl.col("chunk"))
+                                               .fill_null([]).alias("word")).to_series()
     n_pieces = pieces.list.len().to_numpy().astype(np.uint64)
     n = int(np.dot(n_pieces, counts.astype(np.uint64)))
     table = pl.DataFrame({"word": pieces, "count": pl.Series(counts, dtype=pl.UInt64)})
@@ -92,12 +106,13 @@ def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokeniz
     return part, n
 
 
-def first_occurrences(codes: np.ndarray) -> np.ndarray:
-    """The index of the first occurrence of each code 0..max (every code occurs). Codes
-    numbered in order of appearance (what a fresh Categorical gives) are checked as such and
-    read off the running maximum in one pass; other numberings take `np.minimum.at`."""
+def distinct_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`codes` renumbered 0..D-1 (D: the number of distinct codes) and the index of each new
+    code's first occurrence. Codes already numbered in order of appearance (what a fresh
+    Categorical gives) are checked as such and kept, their first occurrences read off the
+    running maximum in one pass; other codes take `np.minimum.at` over 0..max."""
     if not len(codes):
-        return np.zeros(0, dtype=np.int64)
+        return codes, np.zeros(0, dtype=np.int64)
     running_max = np.maximum.accumulate(codes)
     rises = np.empty(len(codes), dtype=bool)
     rises[0] = True
@@ -105,10 +120,12 @@ def first_occurrences(codes: np.ndarray) -> np.ndarray:
     first = np.flatnonzero(rises)
     # each new code is the previous maximum plus one: as many rises as codes, from code 0
     if int(codes[0]) == 0 and len(first) == int(running_max[-1]) + 1:
-        return first
+        return codes, first
     first = np.full(int(running_max[-1]) + 1, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes)))
-    return first
+    present = first < len(codes)
+    dense = (np.cumsum(present, dtype=np.int64) - 1).astype(codes.dtype)
+    return dense[codes], first[present]
 
 
 def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer,
