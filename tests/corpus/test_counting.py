@@ -245,36 +245,34 @@ def test_distinct_codes_any_numbering():
     assert distinct([]) == ([], [])
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_ordered_map_keeps_order_and_raises_in_order(workers):
-    """Results come in the items' order whatever finishes first; an error is raised when its
-    item's turn comes, after the results before it, and no later item is drawn past the
-    window."""
-    import time
+def test_prefetched_keeps_order_raises_in_order_and_stops():
+    """The items come in order; an error of the drawing comes after the items before it; a
+    caller that stops early leaves no thread drawing."""
+    import threading
+
+    assert list(counting.prefetched(iter(range(50)))) == list(range(50))
+
+    def failing():
+        yield from range(3)
+        raise ValueError("drawn 3")
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="drawn 3"):
+        for value in counting.prefetched(failing()):
+            got.append(value)
+    assert got == [0, 1, 2]
 
     drawn: list[int] = []
 
-    def items():
-        for i in range(10):
+    def endless():
+        i = 0
+        while True:
             drawn.append(i)
             yield i
+            i += 1
 
-    def slow_first(i: int) -> int:
-        if i % 3 == 0:
-            time.sleep(0.01)  # earlier items finish last
-        return i * i
-
-    assert list(counting.ordered_map(slow_first, items(), workers)) == [i * i for i in range(10)]
-
-    def fail_at_4(i: int) -> int:
-        if i == 4:
-            raise ValueError("item 4")
-        return i
-
-    drawn.clear()
-    got: list[int] = []
-    with pytest.raises(ValueError, match="item 4"):
-        for value in counting.ordered_map(fail_at_4, items(), workers):
-            got.append(value)
-    assert got == [0, 1, 2, 3]
-    assert max(drawn) < 4 + workers
+    stream = counting.prefetched(endless())
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    stream.close()
+    assert not any(t.name == "tokcolumnar-reader" for t in threading.enumerate())
+    assert len(drawn) <= 6  # the three taken, one waiting, one blocked at most

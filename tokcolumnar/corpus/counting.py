@@ -8,10 +8,10 @@ batch plus the running table and one unit's partial tables."""
 from __future__ import annotations
 
 import contextlib
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -24,7 +24,6 @@ from ..text.pretokenizers import PreTokenizer
 from ..text.segmenters import Segmenter
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
@@ -212,11 +211,6 @@ class CountFolder:
         return running
 
 
-#: Batches counted at once, at most (one per Polars thread): a batch's plan keeps about one
-#: core busy, so two in flight use two cores, and the reading of the next batch overlaps them.
-MAX_CONCURRENT_BATCHES = 4
-
-
 def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
                 pretokenizer: PreTokenizer, first_seen: bool = False,
                 progress: bool | None = None, bar: Progress | None = None
@@ -225,24 +219,15 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     0; chunks not yet mapped to words) and the number of pre-tokens; None when no chunk has
     one. The single-machine count and a distributed unit's partial table both start here.
     Progress goes to `bar` (the caller closes it when the count is done), else to a new one
-    (`progress`), left open: a unit's count is a part of a stage.
-
-    Batches are counted on up to `MAX_CONCURRENT_BATCHES` threads (Polars' thread count;
-    one under `POLARS_MAX_THREADS=1`, as Ray and Spark workers run), each from position 0,
-    and folded in order: a batch's positions are shifted by the pre-tokens before it."""
+    (`progress`), left open: a unit's count is a part of a stage. The next batch is read in
+    a thread while this one is counted (`prefetched`)."""
     folder = CountFolder()
     total = 0
     bar = bar or Progress("counting", unit="bytes", enabled=progress, meter=READING)
-    offset = 0 if first_seen else None
-
-    def count(texts: pl.Series) -> tuple[pl.DataFrame, int]:
-        return count_chunk(texts, normalizer, pretokenizer, offset)
-
-    workers = max(1, min(pl.thread_pool_size(), MAX_CONCURRENT_BATCHES))
     with counting_heap():  # per-batch temporaries reused from the heap (tokcolumnar.malloc)
-        for part, n in ordered_map(count, batched_chunks(chunks), workers):
-            if first_seen and total and len(part):
-                part = part.with_columns(pl.col("first_seen") + total)
+        for texts in prefetched(batched_chunks(chunks)):
+            part, n = count_chunk(texts, normalizer, pretokenizer,
+                                  total if first_seen else None)
             total += n
             if len(part):
                 folder.add(part)
@@ -250,25 +235,44 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
         return folder.result(), total
 
 
-def ordered_map(work: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
-    """`work` of each item, in the items' order, with up to `workers` items worked on at once
-    in threads (the items are drawn in this thread, one ahead of the results yielded); in
-    this thread alone for one worker. An error stops the drawing and is raised in order."""
-    if workers <= 1:
-        yield from map(work, items)
-        return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[R]] = deque()
+def prefetched(items: Iterable[T]) -> Iterator[T]:
+    """The items, each drawn in a thread while the caller works on the one before: reading
+    and decoding the next batch overlap its count (a Polars plan, which releases the GIL).
+    One item waits at most (memory: one more batch). An error of the drawing is raised here,
+    in order; when the caller stops early, the thread stops after its current item."""
+    box: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def draw() -> None:
         try:
             for item in items:
-                pending.append(pool.submit(work, item))
-                if len(pending) >= workers:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:  # an error or an abandoned generator: drop the rest
-                future.cancel()
+                while not stop.is_set():
+                    try:
+                        box.put((True, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            box.put((False, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box.put((False, e))
+
+    thread = threading.Thread(target=draw, name="tokcolumnar-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, value = box.get()
+            if not more:
+                if value is not None:
+                    raise value
+                return
+            yield value
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            box.get_nowait()  # let a drawing thread blocked on a full box see the stop
+        thread.join()
 
 
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
