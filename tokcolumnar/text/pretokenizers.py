@@ -268,7 +268,11 @@ class PreTokenizer:
     to the distinct pieces only gives the same counts much faster (ByteLevel's byte mapping).
 
     `line_cut()` says where the corpus reader may cut a long line without changing its words
-    (a `LineCut`), or None when it may not (lines are then read whole, up to a bound)."""
+    (a `LineCut`), or None when it may not (lines are then read whole, up to a bound).
+
+    `chunk_expr(col)` (with `chunk_prefix()`) cuts a text into chunks whose pieces are the
+    text's, for counters that run `split_expr` on the distinct chunks only (see
+    docs/architecture.md, "Counting"); None when the pre-tokenizer has no such cut."""
 
     hf_type: ClassVar[str] = ""
     line_sensitive: ClassVar[bool] = True
