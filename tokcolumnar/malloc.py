@@ -29,6 +29,12 @@ ENCODE_MMAP_THRESHOLD = 16 * 1024 * 1024
 #: The threshold while words are counted (`counting_heap`): glibc's largest.
 COUNT_MMAP_THRESHOLD = 32 * 1024 * 1024
 
+#: Input bytes from which a command-line count keeps freed pages for a while
+#: (`keep_freed_pages_for_large_counts`).
+LARGE_COUNT_BYTES = 512 * 1000 * 1000
+#: Polars' allocator (jemalloc) for such a count: freed pages kept up to a second for reuse.
+LARGE_COUNT_MALLOC_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:0"
+
 #: The threshold `fix_mmap_threshold` set (None: glibc's own sliding threshold is in use).
 _fixed_threshold: int | None = None
 
@@ -67,3 +73,36 @@ def counting_heap() -> Iterator[None]:
     finally:
         libc.mallopt(M_MMAP_THRESHOLD, _fixed_threshold)
         libc.malloc_trim(0)
+
+
+def keep_freed_pages_for_large_counts(argv: list[str]) -> bool:
+    """Before Polars loads, for `train` / `count` of at least `LARGE_COUNT_BYTES` of input
+    files: let Polars' allocator keep freed pages for a second (`LARGE_COUNT_MALLOC_CONF`)
+    instead of returning them at once (`tokcolumnar/__init__`). Counting allocates and frees
+    tens of MiB per 4 MiB batch; returned at once, every page is faulted in again: 1 GB of
+    English, whitespace 50k, count 53 -> 31 s, 52 -> 44 CPU-s, peak RSS 605 -> 607 MiB
+    (docs/architecture.md, "Counting"). On medium files the kept pages would raise the peak
+    instead (medium/en byte-level +115 MiB), hence the size. The inputs are the arguments that
+    name existing files, or globs matching files (directories are not walked: an estimate).
+    Not when the user set `_RJEM_MALLOC_CONF` or Polars is loaded; True when set."""
+    import glob
+
+    import tokcolumnar
+
+    if tokcolumnar._USER_MALLOC_CONF or "polars" in sys.modules:
+        return False
+    if not any(a in ("train", "count") for a in argv[:1]):
+        return False
+    total = 0
+    for arg in argv[1:]:
+        if arg.startswith("-"):
+            continue
+        paths = glob.glob(arg) if glob.has_magic(arg) else [arg]
+        for path in paths:
+            with contextlib.suppress(OSError):
+                if os.path.isfile(path):
+                    total += os.path.getsize(path)
+    if total < LARGE_COUNT_BYTES:
+        return False
+    os.environ["_RJEM_MALLOC_CONF"] = LARGE_COUNT_MALLOC_CONF
+    return True
