@@ -35,6 +35,10 @@ LARGE_COUNT_BYTES = 512 * 1000 * 1000
 #: Polars' allocator (jemalloc) for such a count: freed pages kept up to a second for reuse.
 LARGE_COUNT_MALLOC_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:0"
 
+#: Whether this command-line run counts a large input (`keep_freed_pages_for_large_counts`):
+#: counting then trades memory for speed (freed pages kept, two batches counted at once).
+large_count = False
+
 #: The threshold `fix_mmap_threshold` set (None: glibc's own sliding threshold is in use).
 _fixed_threshold: int | None = None
 
@@ -84,14 +88,14 @@ def keep_freed_pages_for_large_counts(argv: list[str]) -> bool:
     (docs/architecture.md, "Counting"). On medium files the kept pages would raise the peak
     instead (medium/en byte-level +115 MiB), hence the size. The inputs are the arguments that
     name existing files, or globs matching files (directories are not walked: an estimate).
-    Not when the user set `_RJEM_MALLOC_CONF` or Polars is loaded; True when set."""
+    Such a run is a `large_count` (counting two batches at once), also when the user set
+    `_RJEM_MALLOC_CONF` (then left as it is); nothing once Polars is loaded. True for a large
+    count."""
     import glob
 
     import tokcolumnar
 
-    if tokcolumnar._USER_MALLOC_CONF or "polars" in sys.modules:
-        return False
-    if not any(a in ("train", "count") for a in argv[:1]):
+    if not any(a in ("train", "count") for a in argv[:1]) or "polars" in sys.modules:
         return False
     total = 0
     for arg in argv[1:]:
@@ -104,5 +108,9 @@ def keep_freed_pages_for_large_counts(argv: list[str]) -> bool:
                     total += os.path.getsize(path)
     if total < LARGE_COUNT_BYTES:
         return False
+    global large_count
+    large_count = True  # two batches at once (corpus.counting.fold_chunks)
+    if tokcolumnar._USER_MALLOC_CONF:
+        return True
     os.environ["_RJEM_MALLOC_CONF"] = LARGE_COUNT_MALLOC_CONF
     return True

@@ -276,3 +276,59 @@ def test_prefetched_keeps_order_raises_in_order_and_stops():
     stream.close()
     assert not any(t.name == "tokcolumnar-reader" for t in threading.enumerate())
     assert len(drawn) <= 6  # the three taken, one waiting, one blocked at most
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("pre", ["whitespace", "byte-level", "bert"])
+def test_large_count_two_batches_at_once_same_table(monkeypatch, pre):
+    """A large count (two batches counted at once, folded in order with their positions
+    shifted) gives the table of the one-batch count: words, counts, first_seen."""
+    from tokcolumnar import malloc
+
+    text = corpus("small/en_botchan.txt").read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    chunks = [pl.Series("text", lines[i:i + 50]) for i in range(0, len(lines), 50)]
+    pretokenizer = build_pretokenizer(pre)
+    monkeypatch.setattr(counting, "COUNT_BYTES", 8000)  # many batches
+    monkeypatch.setattr(counting, "FOLD", 3)
+    monkeypatch.setattr(malloc, "large_count", False)
+    one = counting.count_chunks(chunks, None, pretokenizer, first_seen=True)
+    monkeypatch.setattr(malloc, "large_count", True)
+    two = counting.count_chunks(chunks, None, pretokenizer, first_seen=True)
+    assert two.equals(one)
+    assert one.height > 1000
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_ordered_map_keeps_order_and_raises_in_order(workers):
+    """Results come in the items' order whatever finishes first; an error is raised when its
+    item's turn comes, after the results before it, and no later item is drawn past the
+    window."""
+    import time
+
+    drawn: list[int] = []
+
+    def items():
+        for i in range(10):
+            drawn.append(i)
+            yield i
+
+    def slow_first(i: int) -> int:
+        if i % 3 == 0:
+            time.sleep(0.01)  # earlier items finish last
+        return i * i
+
+    assert list(counting.ordered_map(slow_first, items(), workers)) == [i * i for i in range(10)]
+
+    def fail_at_4(i: int) -> int:
+        if i == 4:
+            raise ValueError("item 4")
+        return i
+
+    drawn.clear()
+    got: list[int] = []
+    with pytest.raises(ValueError, match="item 4"):
+        for value in counting.ordered_map(fail_at_4, items(), workers):
+            got.append(value)
+    assert got == [0, 1, 2, 3]
+    assert max(drawn) < 4 + workers

@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 
+from .. import malloc
 from ..errors import TokcolumnarError, word_too_long
 from ..malloc import counting_heap
 from ..progress import READING, Progress, StageTimer
@@ -24,6 +27,7 @@ from ..text.pretokenizers import PreTokenizer
 from ..text.segmenters import Segmenter
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
@@ -224,15 +228,49 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     folder = CountFolder()
     total = 0
     bar = bar or Progress("counting", unit="bytes", enabled=progress, meter=READING)
+    offset = 0 if first_seen else None
+
+    def count(texts: pl.Series) -> tuple[pl.DataFrame, int]:
+        return count_chunk(texts, normalizer, pretokenizer, offset)
+
+    # a large count (tokcolumnar.malloc.large_count) counts two batches at once: a batch's
+    # plan keeps about one core busy; elsewhere one, for the smaller peak
+    workers = min(pl.thread_pool_size(), LARGE_COUNT_BATCHES) if malloc.large_count else 1
     with counting_heap():  # per-batch temporaries reused from the heap (tokcolumnar.malloc)
-        for texts in prefetched(batched_chunks(chunks)):
-            part, n = count_chunk(texts, normalizer, pretokenizer,
-                                  total if first_seen else None)
+        for part, n in ordered_map(count, prefetched(batched_chunks(chunks)), workers):
+            if first_seen and total and len(part):  # counted from 0: shift by what came before
+                part = part.with_columns(pl.col("first_seen") + total)
             total += n
             if len(part):
                 folder.add(part)
             bar.update()  # a clock check; the position is read only when a line is due
         return folder.result(), total
+
+
+#: Batches counted at once in a large count (`tokcolumnar.malloc.large_count`), at most
+#: Polars' thread count.
+LARGE_COUNT_BATCHES = 2
+
+
+def ordered_map(work: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """`work` of each item, in the items' order, with up to `workers` items worked on at once
+    in threads (the items are drawn in this thread, one ahead of the results yielded); in
+    this thread alone for one worker. An error stops the drawing and is raised in order."""
+    if workers <= 1:
+        yield from map(work, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[R]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(work, item))
+                if len(pending) >= workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:  # an error or an abandoned generator: drop the rest
+                future.cancel()
 
 
 def prefetched(items: Iterable[T]) -> Iterator[T]:
