@@ -84,8 +84,8 @@ def keep_freed_pages_for_large_counts(argv: list[str]) -> bool:
     files: let Polars' allocator keep freed pages for a second (`LARGE_COUNT_MALLOC_CONF`)
     instead of returning them at once (`tokcolumnar/__init__`). Counting allocates and frees
     tens of MiB per 4 MiB batch; returned at once, every page is faulted in again: 1 GB of
-    English, whitespace 50k, count 53 -> 31 s, 52 -> 44 CPU-s, peak RSS 605 -> 607 MiB
-    (docs/architecture.md, "Counting"). On medium files the kept pages would raise the peak
+    English, whitespace 50k, 52 -> 44 CPU-s, peak RSS 605 -> 607 MiB (one run each, loads 6
+    and 4; docs/architecture.md, "Counting"). On medium files the kept pages would raise the peak
     instead (medium/en byte-level +115 MiB), hence the size. The inputs are the arguments that
     name existing files, or globs matching files (directories are not walked: an estimate).
     Such a run is a `large_count` (counting two batches at once), also when the user set
