@@ -8,6 +8,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -20,7 +21,7 @@ from tokcolumnar import count_words, train
 from tokcolumnar.cli import main
 from tokcolumnar.corpus import counting, readers
 from tokcolumnar.text.normalizers import NORMALIZER_NAMES, build_normalizer
-from tokcolumnar.text.pretokenizers import PRETOKENIZER_NAMES, build_pretokenizer
+from tokcolumnar.text.pretokenizers import PRETOKENIZER_NAMES, ByteLevel, build_pretokenizer
 
 TEXT = "The cat sat.\nThe dog, the cat!\r\n\nnaïve café 東京\n"
 LINES = TEXT.splitlines(keepends=True)
@@ -184,3 +185,150 @@ def test_unit_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold, 
     finally:
         counting.FOLD, counting.COUNT_BYTES = old
     assert got.equals(want)
+
+
+# Whitespace of every kind the chunk cut must handle: ASCII space and LF (the cut points),
+# CR / CRLF, tab, no-break space, ideographic space, line separator, runs and empty lines.
+CHUNK_TEXT = st.lists(st.sampled_from(
+    [" ", "  ", "\n", "\r\n", "\t", "\u00a0", "\u3000", "\u2028", "\x0b", "a", "b", "É",
+     "東", ".", ",", "'", "1", "-", "\ufdd0"]), max_size=30).map("".join)
+CHUNKED = [name for name in PRETOKENIZER_NAMES
+           if build_pretokenizer(name).chunk_expr(pl.col("t")) is not None]
+
+
+def test_chunked_pretokenizers():
+    """The chunk path is on for the pre-tokenizers that drop ASCII spaces and line feeds, and
+    for byte-level (cut before spaces)."""
+    assert set(CHUNKED) == {"whitespace", "whitespace-split", "subword-nmt", "byte-level"}
+
+
+@given(st.lists(CHUNK_TEXT, min_size=1, max_size=12),
+       st.sampled_from([*CHUNKED, "byte-level add_prefix_space"]),
+       st.sampled_from([None, *NORMALIZER_NAMES]), st.integers(0, 50))
+@settings(max_examples=200, deadline=None)
+def test_chunk_decomposition_equals_direct_regex(texts, pre, norm, offset):
+    """Counting through the chunks (split on spaces and line feeds, regex on the distinct
+    chunks, positions from the chunks' piece counts) gives the table of running the
+    pre-tokenizer's regex over the whole texts: words, counts, first_seen and the number of
+    pre-tokens; with and without positions, null texts included."""
+    pretokenizer = (ByteLevel(add_prefix_space=True) if pre == "byte-level add_prefix_space"
+                    else build_pretokenizer(pre))
+    normalizer = build_normalizer(norm) if norm else None
+    series = pl.Series("text", [*texts, None], dtype=pl.String)
+    col = pl.col("text") if normalizer is None else normalizer.expr(pl.col("text"))
+    direct = (series.to_frame().select(pretokenizer.split_expr(col).alias("word"))
+              .to_series().explode().drop_nulls().to_list())
+    want_first: dict[str, int] = {}
+    for position, word in enumerate(direct):
+        want_first.setdefault(word, offset + position)
+    part, n = counting.count_chunk(series, normalizer, pretokenizer, offset)
+    assert n == len(direct)
+    assert dict(zip(part["word"], part["count"])) == Counter(direct)
+    assert dict(zip(part["word"], part["first_seen"])) == want_first
+    plain, n_plain = counting.count_chunk(series, normalizer, pretokenizer)
+    assert n_plain == len(direct)
+    assert dict(zip(plain["word"], plain["count"])) == Counter(direct)
+    assert plain.columns == ["word", "count"]
+
+
+def test_distinct_codes_any_numbering():
+    """Codes in order of appearance are kept; other codes (gaps, any order) are renumbered
+    0..D-1; each code's first index comes with them."""
+    def distinct(values):
+        codes, first = counting.distinct_codes(np.array(values, dtype=np.uint32))
+        return codes.tolist(), first.tolist()
+
+    assert distinct([0, 1, 0, 2, 1, 3]) == ([0, 1, 0, 2, 1, 3], [0, 1, 3, 5])
+    assert distinct([2, 0, 0, 1, 2]) == ([2, 0, 0, 1, 2], [1, 3, 0])
+    assert distinct([0, 2, 1]) == ([0, 2, 1], [0, 2, 1])
+    assert distinct([7, 3, 7, 9]) == ([1, 0, 1, 2], [1, 0, 3])
+    assert distinct([]) == ([], [])
+
+
+def test_prefetched_keeps_order_raises_in_order_and_stops():
+    """The items come in order; an error of the drawing comes after the items before it; a
+    caller that stops early leaves no thread drawing."""
+    import threading
+
+    assert list(counting.prefetched(iter(range(50)))) == list(range(50))
+
+    def failing():
+        yield from range(3)
+        raise ValueError("drawn 3")
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="drawn 3"):
+        for value in counting.prefetched(failing()):
+            got.append(value)
+    assert got == [0, 1, 2]
+
+    drawn: list[int] = []
+
+    def endless():
+        i = 0
+        while True:
+            drawn.append(i)
+            yield i
+            i += 1
+
+    stream = counting.prefetched(endless())
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    stream.close()
+    assert not any(t.name == "tokcolumnar-reader" for t in threading.enumerate())
+    assert len(drawn) <= 6  # the three taken, one waiting, one blocked at most
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("pre", ["whitespace", "byte-level", "bert"])
+def test_large_count_two_batches_at_once_same_table(monkeypatch, pre):
+    """A large count (two batches counted at once, folded in order with their positions
+    shifted) gives the table of the one-batch count: words, counts, first_seen."""
+    from tokcolumnar import malloc
+
+    text = corpus("small/en_botchan.txt").read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    chunks = [pl.Series("text", lines[i:i + 50]) for i in range(0, len(lines), 50)]
+    pretokenizer = build_pretokenizer(pre)
+    monkeypatch.setattr(counting, "COUNT_BYTES", 8000)  # many batches
+    monkeypatch.setattr(counting, "FOLD", 3)
+    monkeypatch.setattr(malloc, "large_count", False)
+    one = counting.count_chunks(chunks, None, pretokenizer, first_seen=True)
+    monkeypatch.setattr(malloc, "large_count", True)
+    two = counting.count_chunks(chunks, None, pretokenizer, first_seen=True)
+    assert two.equals(one)
+    assert one.height > 1000
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_ordered_map_keeps_order_and_raises_in_order(workers):
+    """Results come in the items' order whatever finishes first; an error is raised when its
+    item's turn comes, after the results before it, and no later item is drawn past the
+    window."""
+    import time
+
+    drawn: list[int] = []
+
+    def items():
+        for i in range(10):
+            drawn.append(i)
+            yield i
+
+    def slow_first(i: int) -> int:
+        if i % 3 == 0:
+            time.sleep(0.01)  # earlier items finish last
+        return i * i
+
+    assert list(counting.ordered_map(slow_first, items(), workers)) == [i * i for i in range(10)]
+
+    def fail_at_4(i: int) -> int:
+        if i == 4:
+            raise ValueError("item 4")
+        return i
+
+    drawn.clear()
+    got: list[int] = []
+    with pytest.raises(ValueError, match="item 4"):
+        for value in counting.ordered_map(fail_at_4, items(), workers):
+            got.append(value)
+    assert got == [0, 1, 2, 3]
+    assert max(drawn) < 4 + workers

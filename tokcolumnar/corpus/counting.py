@@ -8,15 +8,26 @@ batch plus the running table and one unit's partial tables."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
+import numpy as np
 import polars as pl
 
+from .. import malloc
 from ..errors import TokcolumnarError, word_too_long
+from ..malloc import counting_heap
 from ..progress import READING, Progress, StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
 from ..text.segmenters import Segmenter
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: PreTokenizer,
@@ -25,6 +36,9 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
     col = pl.col("text")
     if normalizer is not None:
         col = normalizer.expr(col)
+    chunks = pretokenizer.chunk_expr(col)
+    if chunks is not None:
+        return _count_by_chunks(texts, chunks, pretokenizer, first_seen_offset)
     # split only; the per-word mapping (e.g. byte-level's byte table) runs on distinct words
     lf = texts.to_frame("text").lazy().select(pretokenizer.split_expr(col).alias("word")
                                               ).explode("word").drop_nulls()
@@ -37,6 +51,84 @@ def count_chunk(texts: pl.Series, normalizer: Normalizer | None, pretokenizer: P
     part = lf.collect()
     n = int(part.get_column("count").sum() or 0)
     return part, n
+
+
+def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokenizer,
+                     first_seen_offset: int | None) -> tuple[pl.DataFrame, int]:
+    """`count_chunk` through the pre-tokenizer's chunks (`PreTokenizer.chunk_expr`): the
+    chunks are cut by a literal split and numbered (a Categorical of its own, one hash per
+    chunk), the regex runs on the distinct chunks only, and each chunk's pieces take its
+    count. A piece's first position is the smallest, over the chunks holding it, of the
+    position of the chunk's first occurrence (the running sum of the occurrences' numbers of
+    pieces before it) plus the piece's index in the chunk."""
+    lists = texts.to_frame("text").select(chunks.alias("chunk")).to_series()
+    occurrences = lists.explode()
+    # a fresh category mapping: codes 0..D-1 in order of first appearance, freed with it
+    codes_series = occurrences.cast(pl.Categorical(pl.Categories.random())).to_physical()
+    if codes_series.null_count():  # null texts: their chunks have no pieces
+        codes_series = codes_series.fill_null(codes_series.max() + 1
+                                              if codes_series.max() is not None else 0)
+    codes = codes_series.to_numpy()
+    prefix = pretokenizer.chunk_prefix()
+    prefixed = None
+    if prefix:
+        # every chunk but a row's first stands for prefix + chunk: the two are numbered apart
+        per_row = np.maximum(lists.list.len().fill_null(0).to_numpy(), 1)  # explode's rows
+        after_first = np.ones(len(codes), dtype=np.uint32)
+        after_first[np.cumsum(per_row) - per_row] = 0
+        codes, first_at = distinct_codes(codes * np.uint32(2) + after_first)
+        prefixed = pl.Series(after_first[first_at].astype(bool))
+    else:
+        codes, first_at = distinct_codes(codes)
+    counts = np.bincount(codes, minlength=len(first_at))
+    distinct = occurrences.gather(first_at)
+    if prefixed is not None:
+        distinct = pl.select(pl.when(prefixed).then(pl.lit(prefix) + distinct)
+                             .otherwise(distinct)).to_series()
+    # the regex on the distinct chunks only (a null chunk has no pieces)
+    pieces = distinct.to_frame("chunk").select(pretokenizer.split_expr(pl.col("chunk"))
+                                               .fill_null([]).alias("word")).to_series()
+    n_pieces = pieces.list.len().to_numpy().astype(np.uint64)
+    n = int(np.dot(n_pieces, counts.astype(np.uint64)))
+    table = pl.DataFrame({"word": pieces, "count": pl.Series(counts, dtype=pl.UInt64)})
+    if first_seen_offset is None:
+        part = table.lazy().explode("word").drop_nulls("word").group_by("word").agg(
+            pl.col("count").sum()).collect()
+        return part, n
+    # each chunk's first position: the pieces of the occurrences before its first one (a
+    # running sum over the occurrences, in text order; u32 / one u64 array: few page faults)
+    per_occurrence = n_pieces.astype(np.uint32)[codes]
+    ends = np.cumsum(per_occurrence, dtype=np.uint64)
+    starts = ends[first_at] - per_occurrence[first_at]
+    table = table.with_columns(
+        pl.Series("start", starts + np.uint64(first_seen_offset)),
+        pl.int_ranges(0, pl.col("word").list.len(), dtype=pl.UInt64).alias("index"))
+    part = table.lazy().explode("word", "index").drop_nulls("word").group_by("word").agg(
+        pl.col("count").sum(), (pl.col("start") + pl.col("index")).min().alias("first_seen")
+    ).collect()
+    return part, n
+
+
+def distinct_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`codes` renumbered 0..D-1 (D: the number of distinct codes) and the index of each new
+    code's first occurrence. Codes already numbered in order of appearance (what a fresh
+    Categorical gives) are checked as such and kept, their first occurrences read off the
+    running maximum in one pass; other codes take `np.minimum.at` over 0..max."""
+    if not len(codes):
+        return codes, np.zeros(0, dtype=np.int64)
+    running_max = np.maximum.accumulate(codes)
+    rises = np.empty(len(codes), dtype=bool)
+    rises[0] = True
+    np.not_equal(running_max[1:], running_max[:-1], out=rises[1:])
+    first = np.flatnonzero(rises)
+    # each new code is the previous maximum plus one: as many rises as codes, from code 0
+    if int(codes[0]) == 0 and len(first) == int(running_max[-1]) + 1:
+        return codes, first
+    first = np.full(int(running_max[-1]) + 1, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    present = first < len(codes)
+    dense = (np.cumsum(present, dtype=np.int64) - 1).astype(codes.dtype)
+    return dense[codes], first[present]
 
 
 def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer,
@@ -135,13 +227,93 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     folder = CountFolder()
     total = 0
     bar = bar or Progress("counting", unit="bytes", enabled=progress, meter=READING)
-    for texts in batched_chunks(chunks):
-        part, n = count_chunk(texts, normalizer, pretokenizer, total if first_seen else None)
-        total += n
-        if len(part):
-            folder.add(part)
-        bar.update()  # a clock check; the position is read only when a line is due
-    return folder.result(), total
+    offset = 0 if first_seen else None
+
+    def count(texts: pl.Series) -> tuple[pl.DataFrame, int]:
+        return count_chunk(texts, normalizer, pretokenizer, offset)
+
+    # a large count (tokcolumnar.malloc.large_count) trades memory for time: two batches
+    # counted at once (a batch's plan keeps about one core busy), the next one read in a
+    # thread meanwhile, per-batch temporaries reused from glibc's heap; elsewhere none of
+    # these, for the smaller peak (medium/en: +25-30 MiB with them)
+    large = malloc.large_count
+    workers = min(pl.thread_pool_size(), LARGE_COUNT_BATCHES) if large else 1
+    batches = prefetched(batched_chunks(chunks)) if large else batched_chunks(chunks)
+    with counting_heap() if large else contextlib.nullcontext():
+        for part, n in ordered_map(count, batches, workers):
+            if first_seen and total and len(part):  # counted from 0: shift by what came before
+                part = part.with_columns(pl.col("first_seen") + total)
+            total += n
+            if len(part):
+                folder.add(part)
+            bar.update()  # a clock check; the position is read only when a line is due
+        return folder.result(), total
+
+
+#: Batches counted at once in a large count (`tokcolumnar.malloc.large_count`), at most
+#: Polars' thread count.
+LARGE_COUNT_BATCHES = 2
+
+
+def ordered_map(work: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
+    """`work` of each item, in the items' order, with up to `workers` items worked on at once
+    in threads (the items are drawn in this thread, one ahead of the results yielded); in
+    this thread alone for one worker. An error stops the drawing and is raised in order."""
+    if workers <= 1:
+        yield from map(work, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[R]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(work, item))
+                if len(pending) >= workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:  # an error or an abandoned generator: drop the rest
+                future.cancel()
+
+
+def prefetched(items: Iterable[T]) -> Iterator[T]:
+    """The items, each drawn in a thread while the caller works on the one before: reading
+    and decoding the next batch overlap its count (a Polars plan, which releases the GIL).
+    One item waits at most (memory: one more batch). An error of the drawing is raised here,
+    in order; when the caller stops early, the thread stops after its current item."""
+    box: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def draw() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        box.put((True, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            box.put((False, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box.put((False, e))
+
+    thread = threading.Thread(target=draw, name="tokcolumnar-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, value = box.get()
+            if not more:
+                if value is not None:
+                    raise value
+                return
+            yield value
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            box.get_nowait()  # let a drawing thread blocked on a full box see the stop
+        thread.join()
 
 
 def count_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,

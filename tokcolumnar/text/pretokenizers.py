@@ -168,6 +168,16 @@ BYTE_LEVEL_CUT = LineCut(BEFORE_SPACE_AFTER_ASCII.pattern + rb"|" + _CJK_PUNCT +
 BEFORE_SPACE = LineCut(rb"(?s:.)(?= )", "before an ASCII space")
 
 
+def whitespace_chunks(col: pl.Expr) -> pl.Expr:
+    """`col` cut at every ASCII space and line feed (both removed): the chunks of a
+    pre-tokenizer none of whose pieces holds either character (`PreTokenizer.chunk_expr`).
+    Each piece is a run of characters between two such cuts, so the pieces of the text are
+    the chunks' pieces in order; other whitespace (tabs, CR, U+3000...) stays inside the
+    chunks, where the pre-tokenizer's own pattern treats it as in the whole text. Literal
+    replace and split: no regex runs over the text."""
+    return col.str.replace_all("\n", " ", literal=True).str.split(" ")
+
+
 def _behavior(b: str) -> str:
     key = _BEHAVIOR_FROM_HF.get(b, b).lower()
     if key not in BEHAVIORS:
@@ -258,7 +268,11 @@ class PreTokenizer:
     to the distinct pieces only gives the same counts much faster (ByteLevel's byte mapping).
 
     `line_cut()` says where the corpus reader may cut a long line without changing its words
-    (a `LineCut`), or None when it may not (lines are then read whole, up to a bound)."""
+    (a `LineCut`), or None when it may not (lines are then read whole, up to a bound).
+
+    `chunk_expr(col)` (with `chunk_prefix()`) cuts a text into chunks whose pieces are the
+    text's, for counters that run `split_expr` on the distinct chunks only (see
+    docs/architecture.md, "Counting"); None when the pre-tokenizer has no such cut."""
 
     hf_type: ClassVar[str] = ""
     line_sensitive: ClassVar[bool] = True
@@ -277,6 +291,19 @@ class PreTokenizer:
 
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         return self.expr(col)
+
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        """The text cut into *chunks* (a list[str] expression) such that the pieces of
+        `split_expr` of the text are those of each chunk, chunk after chunk; None when the
+        pre-tokenizer has no such cut. A counter then splits each distinct chunk once
+        (`corpus.counting.count_chunk`): most chunks repeat, and a literal cut is much
+        cheaper than the regex."""
+        return None
+
+    def chunk_prefix(self) -> str:
+        """What every chunk of `chunk_expr` but a row's first stands for before its text (the
+        space a cut removed and the next piece begins with): "" when nothing."""
+        return ""
 
     def word_expr(self, word: pl.Expr) -> pl.Expr:
         return word
@@ -335,6 +362,9 @@ class Whitespace(PreTokenizer):
     hf_type: ClassVar[str] = "Whitespace"
     line_sensitive: ClassVar[bool] = False
 
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return whitespace_chunks(col)
+
     def line_cut(self) -> LineCut | None:
         return AFTER_WHITESPACE_OR_CJK
 
@@ -349,6 +379,9 @@ class Whitespace(PreTokenizer):
 class WhitespaceSplit(PreTokenizer):
     hf_type: ClassVar[str] = "WhitespaceSplit"
     line_sensitive: ClassVar[bool] = False
+
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return whitespace_chunks(col)
 
     def line_cut(self) -> LineCut | None:
         return AFTER_WHITESPACE
@@ -402,6 +435,24 @@ class ByteLevel(PreTokenizer):
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         col = self._prefixed(col)
         return gpt2_split_expr(col) if self.use_regex else _whole(col)
+
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        """Each line cut before every ASCII space (which the next chunk stands for, see
+        `chunk_prefix`); a line with whitespace right before a space stays whole. Exact: no
+        GPT-2 piece holds a non-space followed by a space, so where the character before the
+        space is not whitespace a piece ends there, and the piece after starts at the space;
+        the pattern has no look-behind, and the `\\s+(?!\\S)` marker goes inside a run of two
+        or more whitespace characters, which starts at that space at the earliest. Where a
+        whitespace character precedes the space, HF may put the space into the run before
+        (`\\s+(?!\\S)`), so such lines (few) are one chunk."""
+        if not self.use_regex:
+            return None
+        line = self._prefixed(col)
+        return (pl.when(line.str.contains(r"\s ")).then(pl.concat_list(line))
+                .otherwise(line.str.split(" ")))
+
+    def chunk_prefix(self) -> str:
+        return " "
 
     def word_expr(self, word: pl.Expr) -> pl.Expr:
         return byte_map_expr(self.text_word_expr(word))
@@ -721,6 +772,9 @@ class SubwordNmtSplit(PreTokenizer):
 
     def dropped_chars(self) -> str | None:
         return r"[ \r\n]"
+
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return whitespace_chunks(col)
 
     def line_cut(self) -> LineCut | None:
         return AFTER_SPACE_OR_CR
