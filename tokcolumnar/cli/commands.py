@@ -15,7 +15,7 @@ from ..encode import DEFAULT_COLUMNS
 from ..encode.dataset import encode_files
 from ..encode.stats import EncodeStats
 from ..errors import TokcolumnarError
-from ..malloc import ENCODE_MMAP_THRESHOLD, fix_mmap_threshold
+from ..malloc import ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD, fix_mmap_threshold
 from ..memory import format_size
 from ..outputs import output_file, write_parquet
 from ..progress import StageTimer
@@ -86,7 +86,8 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 def cmd_encode(args: argparse.Namespace) -> int:
     use_ray_address(args)
-    fix_mmap_threshold(ENCODE_MMAP_THRESHOLD)  # per-batch temporaries (tokcolumnar.malloc)
+    # per-batch temporaries stay in the heap, and its freed top is kept (tokcolumnar.malloc)
+    fix_mmap_threshold(ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD)
     if args.max_line_bytes < 1:
         raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
     columns = args.columns
