@@ -209,17 +209,49 @@ _PIECE_CACHE_LOCK = threading.Lock()  # one piece cache per model, however many 
 
 
 class _PieceMerger(Model):
-    """The piece cache's model: pieces (lists of initial symbols) through the merge loop."""
+    """The piece cache's model: pieces (lists of initial symbols, or with `byte_ids` the
+    UTF-8 bytes of byte-level pieces) through the merge loop."""
 
-    def __init__(self, bpe: BPEModel):
+    def __init__(self, bpe: BPEModel, byte_ids: np.ndarray | None = None):
         self.bpe = bpe
         self.vocab = bpe.vocab
+        self.byte_ids = byte_ids
 
     def encode_words(self, words: pl.Series) -> pl.Series:
-        lengths = words.list.len().to_numpy().astype(np.int64)
-        word_of, values = self.bpe.merge_symbols(lengths, words.explode().to_numpy()
-                                                 .astype(np.int64))
+        if self.byte_ids is not None:  # binary pieces: their bytes are the initial symbols
+            offsets, data = byte_parts(words)
+            lengths, ids = np.diff(offsets), self.byte_ids[data]
+        else:
+            lengths = words.list.len().to_numpy().astype(np.int64)
+            ids = words.explode().to_numpy().astype(np.int64)
+        word_of, values = self.bpe.merge_symbols(lengths, ids)
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+
+
+def byte_parts(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A String or Binary Series (no nulls) as (offsets int64 from 0, its UTF-8 bytes as
+    uint8): NumPy views of the Arrow buffers, no Python object per value."""
+    arr = strings.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    wanted = pa.large_binary() if strings.dtype == pl.Binary else pa.large_string()
+    if arr.type != wanted:
+        arr = arr.cast(wanted)
+    # the array's offsets (from its own offset on) and the bytes they cover
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+        arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2] or b"", dtype=np.uint8)[offsets[0]:offsets[-1]]
+    return offsets - offsets[0], data
+
+
+def byte_strings(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
+    """The runs `data[offsets[i]:offsets[i+1]]` (offsets from 0) as a Binary Series (Arrow
+    buffers over the NumPy arrays; Polars copies them once into its own layout)."""
+    arr = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1,
+        [None, pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int64)),
+         pa.py_buffer(np.ascontiguousarray(data))])
+    return pl.Series("piece", arr)
 
 
 def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
@@ -288,6 +320,7 @@ class BPEModel(Model):
     _crossing: CrossingFilter | bool | None = field(default=None, repr=False)
     _char_ids: np.ndarray | None = field(default=None, repr=False)
     _pieces: WordCache | None = field(default=None, repr=False)
+    _byte_pieces: WordCache | None = field(default=None, repr=False)
     _well_formed: bool | None = field(default=None, repr=False)
     _pair_index: PairIndex | None = field(default=None, repr=False)
     _byte_ids: np.ndarray | bool | None = field(default=None, repr=False)
@@ -297,6 +330,7 @@ class BPEModel(Model):
         # so does the pair index (8 slots per merge, rebuilt in milliseconds)
         state = self.__dict__.copy()
         state["_pieces"] = None
+        state["_byte_pieces"] = None
         state["_pair_index"] = None
         return state
 
@@ -370,22 +404,14 @@ class BPEModel(Model):
         if byte_ids is None:
             raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "
                                         "256 byte characters")
-        arr = words.to_arrow()
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        if arr.type != pa.large_string():
-            arr = arr.cast(pa.large_string())
-        # the string array's offsets (from its own offset on) and its UTF-8 bytes
-        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
-            arr.offset:arr.offset + len(arr) + 1]
-        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+        offsets, data = byte_parts(words)
         # cuts are tested only before a character's first byte (not before a UTF-8
         # continuation byte, 10xxxxxx): a byte-level merge table joins the bytes of every
         # character it has seen, so the boundaries inside characters were almost never cut
         # (0.2% of the cuts of medium/zh.txt), and testing them was half of the filter's
         # time on CJK text
         word_of, values = self.encode_symbols(np.diff(offsets), byte_ids[data],
-                                              cuttable=(data & 0xC0) != 0x80)
+                                              cuttable=(data & 0xC0) != 0x80, data=data)
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
 
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -463,11 +489,13 @@ class BPEModel(Model):
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
 
     def encode_symbols(self, lengths: np.ndarray, ids: np.ndarray,
-                       cuttable: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                       cuttable: np.ndarray | None = None, data: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
         """The merged ids of words given as initial symbols (lengths, flat ids): (word of each
         id, ids), in word order. Long words are cut where no merge can cross (see
         `CrossingFilter`; only before the symbols `cuttable` marks, when given) and each
-        distinct piece is merged once."""
+        distinct piece is merged once. `data`: the words' UTF-8 bytes when the symbols are
+        their bytes (`byte_ids`): pieces are then grouped and cached as byte strings."""
         crossing = self.crossing_filter()
         eligible = lengths >= SPLIT_MIN_SYMBOLS
         if crossing is None or not eligible.any():
@@ -483,6 +511,13 @@ class BPEModel(Model):
         piece_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[piece_at]
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
+        if data is not None:
+            # byte-level: a piece is its bytes, hashed and compared as a byte string by
+            # Polars (cheaper than hashing and comparing symbol runs with NumPy)
+            uniq, uniq_hash, index = distinct_words(byte_strings(offsets, data))
+            merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
+            per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
+            return np.repeat(piece_word, per_piece), values
         distinct = distinct_pieces(offsets, ids)
         if distinct is not None:
             first, uniq_hash, index = distinct
@@ -496,10 +531,16 @@ class BPEModel(Model):
         per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
         return np.repeat(piece_word, per_piece), values
 
-    def piece_cache(self) -> WordCache:
-        """Pieces of long words (lists of initial symbols) -> merged ids, across batches
-        (a CJK run splits into pieces a corpus repeats)."""
+    def piece_cache(self, bytes_: bool = False) -> WordCache:
+        """Pieces of long words (lists of initial symbols; with `bytes_`, the byte strings of
+        a byte-level BPE's pieces) -> merged ids, across batches (a CJK run splits into
+        pieces a corpus repeats)."""
         with _PIECE_CACHE_LOCK:
+            if bytes_:
+                if self._byte_pieces is None:
+                    self._byte_pieces = WordCache(_PieceMerger(self, self.byte_ids()),
+                                                  lambda piece: piece, key_dtype=pl.Binary)
+                return self._byte_pieces
             if self._pieces is None:
                 self._pieces = WordCache(_PieceMerger(self), lambda piece: piece,
                                          key_dtype=pl.List(pl.Int64))
