@@ -3,7 +3,10 @@ variables win (glibc reads them at start-up; a later `mallopt` would override th
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +56,39 @@ def test_the_users_variables_win(libc: FakeLibc, monkeypatch: pytest.MonkeyPatch
     assert not malloc.fix_mmap_threshold(malloc.ENCODE_MMAP_THRESHOLD,
                                          malloc.ENCODE_TRIM_THRESHOLD)
     assert libc.calls == [(malloc.M_TRIM_THRESHOLD, malloc.ENCODE_TRIM_THRESHOLD)]
+
+
+def test_jemalloc_conf_of_a_command_line() -> None:
+    assert malloc.jemalloc_conf(["encode", "in.txt", "--out", "o"]) == malloc.ENCODE_JEMALLOC_CONF
+    assert malloc.jemalloc_conf(["--quiet", "encode"]) == malloc.ENCODE_JEMALLOC_CONF
+    assert malloc.jemalloc_conf(["train", "encode.txt", "--out", "o"]) is None
+    assert malloc.jemalloc_conf([]) is None
+
+
+@pytest.mark.parametrize(("given", "command", "expected"), [
+    (None, "encode", malloc.ENCODE_JEMALLOC_CONF),
+    (None, "count", "dirty_decay_ms:0,muzzy_decay_ms:0"),
+    ("narenas:1", "encode", "narenas:1"),
+])
+def test_the_cli_sets_polars_allocator_before_loading_it(
+        tmp_path: Path, given: str | None, command: str, expected: str) -> None:
+    """In a fresh process (Polars reads the setting once, when it loads): `encode` gets its
+    own setting, other commands the package's, and the user's own wins."""
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if given is not None:
+        env["_RJEM_MALLOC_CONF"] = given
+    argv = [command, str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")]
+    if command == "encode":
+        argv += ["--tokenizer", str(tmp_path)]
+    # the command fails (no input), after Polars has loaded
+    code = ("import os; from tokcolumnar.cli import main; "
+            f"main({argv!r}); print(os.environ['_RJEM_MALLOC_CONF'])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    # Polars puts its own defaults first when it loads: the last value of each key counts
+    assert settings(out.splitlines()[-1]).items() >= settings(expected).items()
+
+
+def settings(conf: str) -> dict[str, str]:
+    """jemalloc's settings string as it reads it: each key's last value."""
+    return dict(item.split(":", 1) for item in conf.split(","))

@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from importlib import import_module
 from typing import Any
 
+from .. import _JEMALLOC_CONF_GIVEN
 from ..errors import Terminated, TokcolumnarError, TokcolumnarWarning, environment_message
-from ..malloc import fix_mmap_threshold
+from ..malloc import fix_mmap_threshold, jemalloc_conf
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -87,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     sys.unraisablehook = _on_unraisable
     fix_mmap_threshold()  # freed arrays go back to the system (tokcolumnar.malloc)
+    conf = jemalloc_conf(sys.argv[1:] if argv is None else argv)
+    if conf is not None and not _JEMALLOC_CONF_GIVEN and "polars" not in sys.modules:
+        os.environ["_RJEM_MALLOC_CONF"] = conf  # read when Polars loads (in `_run`)
     try:
         return _run(argv)
     except KeyboardInterrupt:
