@@ -54,6 +54,13 @@ class CrossingFilter:
     k: int  # K: characters kept on each side
     classes: list[tuple[int, int]]  # (k, m) present, the shortest first
     table: np.ndarray  # bool, 2**CROSSING_FILTER_BITS flags
+    # per class, the boundaries it closed so far (the order classes are tried in)
+    closed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        if len(self.closed) != len(self.classes):
+            # the static order first: shortest patterns, then the most numerous
+            self.closed = -np.arange(1, len(self.classes) + 1, dtype=np.int64)
 
     @classmethod
     def build(cls, vocab: dict[str, int], merges: list[tuple[str, str]]
@@ -101,43 +108,65 @@ class CrossingFilter:
         np.cumsum(lengths, out=word_start[1:])
         starts = np.zeros(len(ids), dtype=bool)
         starts[word_start[:-1][lengths > 0]] = True
-        # only the eligible words' symbols, with K zero codes before each word and after the
-        # last one: a window never reaches into the next word
-        keep = np.repeat(eligible, lengths)
-        kept_lengths = lengths[eligible]
-        kept_word = np.repeat(np.arange(len(kept_lengths), dtype=np.int64), kept_lengths)
-        padded_at = np.arange(len(kept_word), dtype=np.int64)
-        padded_at += k_max * (kept_word + 1)
-        padded = np.zeros(len(kept_word) + k_max * (len(kept_lengths) + 1), dtype=np.uint64)
-        padded[padded_at] = self.code[ids[keep]]
-        # every padded position's window, K symbols left of it and K from it on, most
-        # significant first: contiguous slices, no gathers
-        size = len(padded) - 2 * k_max + 1
+        # the boundaries to test: before every (cuttable) symbol but a word's first, in the
+        # eligible words (each boundary's word: the last one starting at or before it, so
+        # past any empty word starting there too)
+        boundary = np.flatnonzero(~starts if cuttable is None else cuttable & ~starts)
+        word = np.searchsorted(word_start, boundary, side="right") - 1
+        if not eligible.all():
+            in_eligible = eligible[word]
+            boundary, word = boundary[in_eligible], word[in_eligible]
+        # every position's window, K symbols left of it and K from it on, most significant
+        # first, over the codes with K zeros at both ends: contiguous slices, no gathers
+        padded = np.zeros(len(ids) + 2 * k_max, dtype=np.uint64)
+        padded[k_max:k_max + len(ids)] = self.code[ids]
+        size = len(ids) + 1
         window = np.zeros(size, dtype=np.uint64)
         for j in range(2 * k_max):
             window <<= bits
             window |= padded[j:j + size]
-        # the boundaries to test: before every (cuttable) symbol of an eligible word but its
-        # first
-        testable = np.ones(len(kept_word), dtype=bool) if cuttable is None else cuttable[keep]
-        testable[(np.cumsum(kept_lengths) - kept_lengths)[kept_lengths > 0]] = False
-        boundary = np.flatnonzero(testable)
-        window = window[padded_at[boundary] - k_max]
+        # each boundary's window, without the symbols of the words before and after it (a
+        # mask by the symbols its word has on each side, up to K)
+        left = np.minimum(boundary - word_start[word], k_max)
+        right = np.minimum(word_start[word + 1] - boundary, k_max)
+        window = window[boundary]
+        window &= self.edge_masks()[left, right]
         # a boundary matched by a pattern of some class may be crossed: not cut. The open
         # boundaries and their windows are compressed after a class that closed a quarter of
-        # them or more (the first, for a byte-level BPE); a class closing few only clears
-        # their flags, as compressing would cost more than testing them once more
+        # them or more; a class closing few only clears their flags, as compressing would
+        # cost more than testing them once more. The classes that closed the most boundaries
+        # so far go first (which is first depends on the text and on `cuttable`: inside
+        # characters, for a byte-level BPE tested everywhere, the shortest; between CJK
+        # characters the longest), so that fewer boundaries are left for the others
         still_open = np.ones(len(boundary), dtype=bool)
-        for k, m in self.classes:
+        order = np.argsort(-self.closed, kind="stable")
+        for c in order:
+            k, m = self.classes[c]
             key = (window >> (bits * np.uint64(k_max - m))) & np.uint64(
                 (1 << (self.bits * (k + m))) - 1)
+            n_before = np.count_nonzero(still_open)
             still_open &= ~self.table[_window_hash(key, _class_tag(k, m))]
             n_open = np.count_nonzero(still_open)
+            self.closed[c] += n_before - n_open  # racing threads may lose a count: harmless
             if 4 * n_open <= 3 * len(still_open):
                 window, boundary = window[still_open], boundary[still_open]
                 still_open = np.ones(n_open, dtype=bool)
-        starts[np.flatnonzero(keep)[boundary[still_open]]] = True
+        starts[boundary[still_open]] = True
         return starts
+
+    def edge_masks(self) -> np.ndarray:
+        """[l, r]: the bits of a window's last `l` symbols left of its boundary and first `r`
+        from it on (l, r in 0..K; the window's symbols sit `bits` apart, the leftmost most
+        significant)."""
+        k_max, bits = self.k, self.bits
+        masks = np.zeros((k_max + 1, k_max + 1), dtype=np.uint64)
+        for left in range(k_max + 1):
+            for right in range(k_max + 1):
+                mask = 0
+                for j in range(k_max - left, k_max + right):  # symbol j of 2K
+                    mask |= ((1 << bits) - 1) << (bits * (2 * k_max - 1 - j))
+                masks[left, right] = mask
+        return masks
 
 
 @dataclass
