@@ -25,7 +25,7 @@ from ..hfjson import HFObject
 from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
-from .cache import WordCache, distinct_words, gather_runs
+from .cache import WordCache, distinct_words, gather_runs, repeat_runs
 
 NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
 PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe
@@ -537,7 +537,10 @@ class BPEModel(Model):
                                     minlength=len(lengths)) == 0
         starts = crossing.piece_starts(lengths, ids, eligible, cuttable)
         piece_at = np.flatnonzero(starts)
-        piece_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[piece_at]
+        # each piece's word: the last word starting at or before it (past empty words)
+        word_start = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=word_start[1:])
+        piece_word = np.searchsorted(word_start, piece_at, side="right") - 1
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
         if data is not None:
@@ -546,7 +549,7 @@ class BPEModel(Model):
             uniq, uniq_hash, index = distinct_words(byte_strings(offsets, data))
             merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
             per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
-            return np.repeat(piece_word, per_piece), values
+            return repeat_runs(piece_word, per_piece), values
         distinct = distinct_pieces(offsets, ids)
         if distinct is not None:
             first, uniq_hash, index = distinct
@@ -558,7 +561,7 @@ class BPEModel(Model):
         merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
         # every piece's ids in order: the pieces of a word are consecutive
         per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
-        return np.repeat(piece_word, per_piece), values
+        return repeat_runs(piece_word, per_piece), values
 
     def piece_cache(self, bytes_: bool = False) -> WordCache:
         """Pieces of long words (lists of initial symbols; with `bytes_`, the byte strings of
