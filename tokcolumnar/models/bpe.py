@@ -25,7 +25,7 @@ from ..hfjson import HFObject
 from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
-from .cache import WordCache, distinct_words, gather_runs, repeat_runs
+from .cache import WordCache, distinct_words, gather_runs, repeat_runs, run_index
 
 NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
 PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe
@@ -98,21 +98,22 @@ class CrossingFilter:
         return cls(code, bits, k_max, classes, table)
 
     def piece_starts(self, lengths: np.ndarray, ids: np.ndarray, eligible: np.ndarray,
-                     cuttable: np.ndarray | None = None) -> np.ndarray:
+                     cuttable: np.ndarray | None = None,
+                     symbol_word: np.ndarray | None = None) -> np.ndarray:
         """Per flat symbol, True where a piece starts: each word's first symbol, and the
         boundaries of `eligible` words that no merge can cross. `cuttable` (per flat symbol,
         optional): only the boundaries before a True symbol are tested (leaving a boundary
-        uncut never changes the ids, so any subset is exact)."""
+        uncut never changes the ids, so any subset is exact). `symbol_word`: each symbol's
+        word (`run_index(lengths)`), when the caller has it."""
         n_words, k_max, bits = len(lengths), self.k, np.uint64(self.bits)
         word_start = np.zeros(n_words + 1, dtype=np.int64)
         np.cumsum(lengths, out=word_start[1:])
         starts = np.zeros(len(ids), dtype=bool)
         starts[word_start[:-1][lengths > 0]] = True
         # the boundaries to test: before every (cuttable) symbol but a word's first, in the
-        # eligible words (each boundary's word: the last one starting at or before it, so
-        # past any empty word starting there too)
+        # eligible words
         boundary = np.flatnonzero(~starts if cuttable is None else cuttable & ~starts)
-        word = np.searchsorted(word_start, boundary, side="right") - 1
+        word = (run_index(lengths) if symbol_word is None else symbol_word)[boundary]
         if not eligible.all():
             in_eligible = eligible[word]
             boundary, word = boundary[in_eligible], word[in_eligible]
@@ -529,18 +530,15 @@ class BPEModel(Model):
         eligible = lengths >= SPLIT_MIN_SYMBOLS
         if crossing is None or not eligible.any():
             return self.merge_symbols(lengths, ids)
+        symbol_word = run_index(lengths)
         if self.unk_token in self.vocab:
             # an unknown character's symbol is the unknown token, not the character: the
             # patterns (characters) do not describe it, so its words stay whole
-            word = np.repeat(np.arange(len(lengths)), lengths)
-            eligible &= np.bincount(word[ids == self.vocab[self.unk_token]],
+            eligible &= np.bincount(symbol_word[ids == self.vocab[self.unk_token]],
                                     minlength=len(lengths)) == 0
-        starts = crossing.piece_starts(lengths, ids, eligible, cuttable)
+        starts = crossing.piece_starts(lengths, ids, eligible, cuttable, symbol_word)
         piece_at = np.flatnonzero(starts)
-        # each piece's word: the last word starting at or before it (past empty words)
-        word_start = np.zeros(len(lengths), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=word_start[1:])
-        piece_word = np.searchsorted(word_start, piece_at, side="right") - 1
+        piece_word = symbol_word[piece_at]
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
         if data is not None:
