@@ -24,7 +24,7 @@ from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
 from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
-from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
+from .base import Model, explode_chars, lists_from_flat, series_from_arrow, vocab_from_hf
 from .cache import WordCache, distinct_words, gather_runs, repeat_runs, run_index
 
 NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
@@ -265,7 +265,7 @@ def byte_parts(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     wanted = pa.large_binary() if strings.dtype == pl.Binary else pa.large_string()
-    if arr.type != wanted:
+    if arr.type != wanted:  # (Polars gives these: no pyarrow cast, no pyarrow.compute)
         arr = arr.cast(wanted)
     # the array's offsets (from its own offset on) and the bytes they cover
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
@@ -281,7 +281,7 @@ def byte_strings(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
         pa.large_binary(), len(offsets) - 1,
         [None, pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int64)),
          pa.py_buffer(np.ascontiguousarray(data))])
-    return pl.Series("piece", arr)
+    return series_from_arrow("piece", arr)
 
 
 def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
@@ -289,7 +289,7 @@ def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
     into `pa.array` would import pandas)."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return pl.Series("piece", pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(),
+    return series_from_arrow("piece", pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(),
                                                             pl.Series(ids).to_arrow()))
 
 

@@ -26,10 +26,12 @@ MAX_CACHE_CHUNKS = 32  # the cached words' chunks before they are merged into on
 
 def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """A list[u32] Series as (offsets int64 of len n+1, flat u32 values)."""
+    # cast by Polars (pyarrow's `cast` imports pyarrow.compute, see `base.series_from_arrow`)
+    if ids.dtype != pl.List(pl.UInt32):
+        ids = ids.cast(pl.List(pl.UInt32))
     arr = ids.to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    arr = arr.cast(pa.large_list(pa.uint32()))
     offsets = arrow_values(arr.offsets, np.int64)
     values = arrow_values(arr.values, np.uint32)
     return offsets - offsets[0], values[offsets[0]:offsets[-1]]
