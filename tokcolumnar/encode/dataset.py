@@ -385,6 +385,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
             tok = copy.copy(tok)  # the caller's tokenizer keeps its settings (a copy has
             tok.truncation_params = truncate  # caches of its own)
         tok.word_cache()  # made once, before the workers share it
+        tok.model.prepare()  # and so are the model's tables
         if "offsets" in columns:
             check_offsets_supported(tok.normalizer, tok.pre_tokenizer)
         overflow = truncate is not None and stride is not None

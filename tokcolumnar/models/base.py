@@ -64,6 +64,10 @@ class Model:
     def encode_words(self, words: pl.Series) -> pl.Series:
         raise NotImplementedError
 
+    def prepare(self) -> None:
+        """Build the tables encoding looks things up in, once, before threads share the model
+        (each is otherwise made on first use: by every thread that gets there first)."""
+
     def to_hf(self) -> dict[str, Any]:
         raise NotImplementedError
 

@@ -503,6 +503,14 @@ class BPEModel(Model):
             w, ids = w[order], ids[order]
         return np.bincount(w, minlength=len(words)).astype(np.int64), ids.astype(np.int64)
 
+    def prepare(self) -> None:
+        self.merge_table()
+        self.merges_well_formed()
+        self.pair_index()
+        self.crossing_filter()
+        self.char_ids()
+        self.byte_ids()
+
     def crossing_filter(self) -> CrossingFilter | None:
         """Where long words may be cut (None when the initial symbols are not the bare
         characters: with a prefix, a suffix or an end-of-word token a piece would start
