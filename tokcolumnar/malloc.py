@@ -20,11 +20,13 @@ thread encoding medium/zh.txt (30k byte-level BPE) took 305k minor page faults a
 system time with 128 KiB, 63k and 0.18 s with 128 MiB.
 
 Polars' own allocator (jemalloc) returns freed pages at once in every run (`tokcolumnar/
-__init__`); `encode` on the command line keeps them for 2 s instead (`ENCODE_JEMALLOC_CONF`,
-read when Polars loads): the reader's and the pre-tokenizer's per-batch strings otherwise
-fault their pages in again for every batch (medium/zh.txt: 247k -> 137k minor faults, 0.90 ->
-0.46 s of system time, peak RSS +34 MiB). Both together raise the peak RSS of the medium files'
-runs by 15-50 MiB (zh, 30k byte-level BPE) to 130-220 MiB (WordPiece; peaks of 520-660 MiB)."""
+__init__`); `encode` on the command line keeps them for 0.5 s instead, Polars' own default
+(`ENCODE_JEMALLOC_CONF`, read when Polars loads): the reader's and the pre-tokenizer's
+per-batch strings otherwise fault their pages in again for every batch (medium/zh.txt, kept
+2 s: 247k -> 137k minor faults, 0.90 -> 0.46 s of system time, peak RSS +34 MiB; 0.5 s faults
+as little, with a peak RSS ~50 MiB below 2 s's on zh/bert). Both settings together raise the
+peak RSS of the medium files' runs by 15-50 MiB (zh, 30k byte-level BPE) to 130-300 MiB
+(WordPiece; peaks of 520-670 MiB)."""
 
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ ENCODE_MMAP_THRESHOLD = 16 * 1024 * 1024
 ENCODE_TRIM_THRESHOLD = 128 * 1024 * 1024
 
 
-#: Polars' jemalloc settings of an `encode` run (freed dirty pages kept 2 s for reuse).
-ENCODE_JEMALLOC_CONF = "dirty_decay_ms:2000,muzzy_decay_ms:0"
+#: Polars' jemalloc settings of an `encode` run (freed dirty pages kept 0.5 s for reuse).
+ENCODE_JEMALLOC_CONF = "dirty_decay_ms:500,muzzy_decay_ms:0"
 
 
 def jemalloc_conf(argv: list[str]) -> str | None:
