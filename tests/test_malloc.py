@@ -1,9 +1,12 @@
-"""The allocator settings of a command-line run (tokcolumnar.malloc)."""
+"""`tokcolumnar.malloc`: which glibc settings a run fixes, and that the user's environment
+variables win (glibc reads them at start-up; a later `mallopt` would override them)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,8 +14,90 @@ import tokcolumnar
 from tokcolumnar import malloc
 
 
+class FakeLibc:
+    """Records the `mallopt` calls instead of changing this process's allocator."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return 1
+
+
 @pytest.fixture
-def before_polars(monkeypatch):
+def libc(monkeypatch: pytest.MonkeyPatch) -> FakeLibc:
+    fake = FakeLibc()
+    monkeypatch.setattr(malloc.ctypes, "CDLL", lambda name: fake)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    return fake
+
+
+def test_encode_fixes_both_thresholds(libc: FakeLibc) -> None:
+    assert malloc.fix_mmap_threshold(malloc.ENCODE_MMAP_THRESHOLD, malloc.ENCODE_TRIM_THRESHOLD)
+    assert sorted(libc.calls) == sorted([
+        (malloc.M_MMAP_THRESHOLD, malloc.ENCODE_MMAP_THRESHOLD),
+        (malloc.M_TRIM_THRESHOLD, malloc.ENCODE_TRIM_THRESHOLD)])
+
+
+def test_default_leaves_the_trim_threshold(libc: FakeLibc) -> None:
+    assert malloc.fix_mmap_threshold()
+    assert libc.calls == [(malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD)]
+
+
+def test_the_users_variables_win(libc: FakeLibc, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "0")
+    assert malloc.fix_mmap_threshold(malloc.ENCODE_MMAP_THRESHOLD, malloc.ENCODE_TRIM_THRESHOLD)
+    assert libc.calls == [(malloc.M_MMAP_THRESHOLD, malloc.ENCODE_MMAP_THRESHOLD)]
+    libc.calls.clear()
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "4096")
+    assert not malloc.fix_mmap_threshold(malloc.ENCODE_MMAP_THRESHOLD,
+                                         malloc.ENCODE_TRIM_THRESHOLD)
+    assert libc.calls == [(malloc.M_TRIM_THRESHOLD, malloc.ENCODE_TRIM_THRESHOLD)]
+
+
+def test_jemalloc_conf_of_a_command_line() -> None:
+    assert malloc.jemalloc_conf(["encode", "in.txt", "--out", "o"]) == malloc.ENCODE_JEMALLOC_CONF
+    assert malloc.jemalloc_conf(["--quiet", "encode"]) == malloc.ENCODE_JEMALLOC_CONF
+    assert malloc.jemalloc_conf(["train", "encode.txt", "--out", "o"]) is None
+    assert malloc.jemalloc_conf(["train", "big.txt"], large=True) == malloc.LARGE_COUNT_MALLOC_CONF
+    assert malloc.jemalloc_conf([]) is None
+
+
+@pytest.mark.parametrize(("given", "command", "expected"), [
+    (None, "encode", malloc.ENCODE_JEMALLOC_CONF),
+    (None, "count", "dirty_decay_ms:0,muzzy_decay_ms:0"),
+    ("narenas:1", "encode", "narenas:1"),
+])
+def test_the_cli_sets_polars_allocator_before_loading_it(
+        tmp_path: Path, given: str | None, command: str, expected: str) -> None:
+    """In a fresh process (Polars reads the setting once, when it loads): `encode` gets its
+    own setting, other commands the package's, and the user's own wins."""
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if given is not None:
+        env["_RJEM_MALLOC_CONF"] = given
+    argv = [command, str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")]
+    if command == "encode":
+        argv += ["--tokenizer", str(tmp_path)]
+    # the command fails (no input), after Polars has loaded
+    code = ("import os; from tokcolumnar.cli import main; "
+            f"main({argv!r}); print(os.environ['_RJEM_MALLOC_CONF'])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    # Polars puts its own defaults first when it loads: the last value of each key counts
+    assert settings(out.splitlines()[-1]).items() >= settings(expected).items()
+
+
+def settings(conf: str) -> dict[str, str]:
+    """jemalloc's settings string as it reads it: each key's last value."""
+    return dict(item.split(":", 1) for item in conf.split(","))
+
+
+@pytest.fixture
+def before_polars(monkeypatch: pytest.MonkeyPatch) -> None:
     """As at the start of a command-line run: Polars not loaded, the setting not the user's."""
     monkeypatch.delitem(sys.modules, "polars", raising=False)
     monkeypatch.setattr(tokcolumnar, "_USER_MALLOC_CONF", False)
@@ -21,33 +106,36 @@ def before_polars(monkeypatch):
     monkeypatch.setattr(malloc, "large_count", False)
 
 
-def test_large_count_keeps_freed_pages(before_polars, tmp_path, monkeypatch):
+def test_large_count_keeps_freed_pages(before_polars: None, tmp_path: Path) -> None:
     small, large = tmp_path / "small.txt", tmp_path / "large.txt"
     small.write_bytes(b"a b\n" * 10)
     large.write_bytes(b"a b\n" * 300)
-    assert not malloc.keep_freed_pages_for_large_counts(["train", str(small), "--out", "o"])
-    assert not malloc.keep_freed_pages_for_large_counts(["encode", "t.json", str(large)])
+    malloc.configure_for_command(["train", str(small), "--out", "o"])
     assert not malloc.large_count
     assert os.environ["_RJEM_MALLOC_CONF"] == "dirty_decay_ms:0,muzzy_decay_ms:0"
+    # encode of a large file is not a count: it gets encode's own setting
+    malloc.configure_for_command(["encode", str(large), "--tokenizer", "t"])
+    assert not malloc.large_count
+    assert os.environ["_RJEM_MALLOC_CONF"] == malloc.ENCODE_JEMALLOC_CONF
     # a glob counts the files it matches
-    assert malloc.keep_freed_pages_for_large_counts(["count", str(tmp_path / "*.txt"),
-                                                     "--out", "w.parquet"])
+    malloc.configure_for_command(["count", str(tmp_path / "*.txt"), "--out", "w.parquet"])
     assert os.environ["_RJEM_MALLOC_CONF"] == malloc.LARGE_COUNT_MALLOC_CONF
     assert malloc.large_count
 
 
-def test_user_setting_or_loaded_polars_wins(before_polars, tmp_path, monkeypatch):
+def test_user_setting_or_loaded_polars_wins(before_polars: None, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's allocator setting is kept (the run is still a large count); once Polars is
     loaded nothing changes."""
     large = tmp_path / "large.txt"
     large.write_bytes(b"a b\n" * 300)
     monkeypatch.setattr(tokcolumnar, "_USER_MALLOC_CONF", True)
-    assert malloc.keep_freed_pages_for_large_counts(["train", str(large)])
+    malloc.configure_for_command(["train", str(large)])
     assert os.environ["_RJEM_MALLOC_CONF"] == "dirty_decay_ms:0,muzzy_decay_ms:0"
     assert malloc.large_count
     monkeypatch.setattr(malloc, "large_count", False)
     monkeypatch.setattr(tokcolumnar, "_USER_MALLOC_CONF", False)
     monkeypatch.setitem(sys.modules, "polars", object())
-    assert not malloc.keep_freed_pages_for_large_counts(["train", str(large)])
+    malloc.configure_for_command(["train", str(large)])
     assert not malloc.large_count
     assert os.environ["_RJEM_MALLOC_CONF"] == "dirty_decay_ms:0,muzzy_decay_ms:0"

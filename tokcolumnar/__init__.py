@@ -11,8 +11,8 @@ from importlib import import_module as _import_module
 _USER_MALLOC_CONF = "_RJEM_MALLOC_CONF" in _os.environ
 # Polars' allocator (jemalloc) keeps freed pages for reuse; returning them at once keeps the
 # peak RSS of a training run ~25 MiB lower at no measurable cost. Only effective when polars
-# has not been imported yet; an explicit setting by the user wins.
-# (`malloc.keep_freed_pages_for_large_counts` changes it for a large count on the command line.)
+# has not been imported yet; an explicit setting by the user wins (a command line's work may
+# choose another before Polars loads: `malloc.configure_for_command`).
 _os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 __version__ = "0.1.0"

@@ -11,7 +11,22 @@ threshold keeps every large block in its own mapping, returned when freed.
 temporaries of a few MiB for every batch (the BPE merge loop, every round), and a fresh mapping
 per temporary costs a page fault per 4 KiB touched. medium/zh.txt, 30k byte-level BPE: 2.8-2.9
 of 7.0-7.3 CPU-s were system time; with 16 MiB 1.2-1.6 of 5.1-5.4, for a peak RSS of 600-680
-MiB instead of 560-590; medium/en.txt: 4.4 -> 3.6-3.8 CPU-s, 335-350 -> 365-385 MiB."""
+MiB instead of 560-590; medium/en.txt: 4.4 -> 3.6-3.8 CPU-s, 335-350 -> 365-385 MiB.
+
+Fixing the mmap threshold also fixes glibc's trim threshold at its initial 128 KiB: whenever
+more than that is free at the top of the heap it goes back to the system, so the next batch's
+temporaries fault their pages in again. `encode` raises it to `ENCODE_TRIM_THRESHOLD`: one
+thread encoding medium/zh.txt (30k byte-level BPE) took 305k minor page faults and 0.82 s of
+system time with 128 KiB, 63k and 0.18 s with 128 MiB.
+
+Polars' own allocator (jemalloc) returns freed pages at once in every run (`tokcolumnar/
+__init__`); `encode` on the command line keeps them for 0.5 s instead, Polars' own default
+(`ENCODE_JEMALLOC_CONF`, read when Polars loads): the reader's and the pre-tokenizer's
+per-batch strings otherwise fault their pages in again for every batch (medium/zh.txt, kept
+2 s: 247k -> 137k minor faults, 0.90 -> 0.46 s of system time, peak RSS +34 MiB; 0.5 s faults
+as little, with a peak RSS ~50 MiB below 2 s's on zh/bert). Both settings together raise the
+peak RSS of the medium files' runs by 15-50 MiB (zh, 30k byte-level BPE) to 130-300 MiB
+(WordPiece; peaks of 520-670 MiB)."""
 
 from __future__ import annotations
 
@@ -21,21 +36,24 @@ import os
 import sys
 from collections.abc import Iterator
 
-M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
+M_TRIM_THRESHOLD = -1  # mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD = -3
 #: Blocks from this size get their own mapping (glibc's initial value, kept fixed).
 MMAP_THRESHOLD = 128 * 1024
 #: The threshold of an `encode` run (its per-batch temporaries stay in the heap).
 ENCODE_MMAP_THRESHOLD = 16 * 1024 * 1024
+#: Free memory kept at the heap's top in an `encode` run (the next batch reuses it).
+ENCODE_TRIM_THRESHOLD = 128 * 1024 * 1024
 #: The threshold while words are counted (`counting_heap`): glibc's largest.
 COUNT_MMAP_THRESHOLD = 32 * 1024 * 1024
 
 #: Input bytes from which a command-line count keeps freed pages for a while
-#: (`keep_freed_pages_for_large_counts`).
+#: (`is_large_count`).
 LARGE_COUNT_BYTES = 512 * 1000 * 1000
 #: Polars' allocator (jemalloc) for such a count: freed pages kept up to a second for reuse.
 LARGE_COUNT_MALLOC_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:0"
 
-#: Whether this command-line run counts a large input (`keep_freed_pages_for_large_counts`):
+#: Whether this command-line run counts a large input (`is_large_count`):
 #: counting then trades memory for speed (freed pages kept, two batches counted at once).
 large_count = False
 
@@ -43,16 +61,81 @@ large_count = False
 _fixed_threshold: int | None = None
 
 
-def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
+#: Polars' jemalloc settings of an `encode` run (freed dirty pages kept 0.5 s for reuse).
+ENCODE_JEMALLOC_CONF = "dirty_decay_ms:500,muzzy_decay_ms:0"
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command of a command line: the first argument that is not an option (the top-level
+    parser has no option taking a value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def is_large_count(argv: list[str]) -> bool:
+    """Whether a command line is a `train` / `count` of at least `LARGE_COUNT_BYTES` of input
+    files: the arguments after the command that name existing files, or globs matching files
+    (directories are not walked: an estimate)."""
+    import glob
+
+    command = command_of(argv)
+    if command not in ("train", "count"):
+        return False
+    total = 0
+    for arg in argv[argv.index(command) + 1:]:
+        if arg.startswith("-"):
+            continue
+        paths = glob.glob(arg) if glob.has_magic(arg) else [arg]
+        for path in paths:
+            with contextlib.suppress(OSError):
+                if os.path.isfile(path):
+                    total += os.path.getsize(path)
+    return total >= LARGE_COUNT_BYTES
+
+
+def jemalloc_conf(argv: list[str], large: bool = False) -> str | None:
+    """The Polars allocator settings a command line asks for: `ENCODE_JEMALLOC_CONF` for
+    `encode`, `LARGE_COUNT_MALLOC_CONF` for a large count (`large`), None for the package's
+    default (`tokcolumnar/__init__`: freed pages returned at once)."""
+    if command_of(argv) == "encode":
+        return ENCODE_JEMALLOC_CONF
+    return LARGE_COUNT_MALLOC_CONF if large else None
+
+
+def configure_for_command(argv: list[str]) -> None:
+    """Before Polars loads, the settings a command line's work wants: whether it is a
+    `large_count` and Polars' allocator settings (`jemalloc_conf`; the user's own
+    `_RJEM_MALLOC_CONF` is left as it is). Nothing once Polars is loaded (it has read them).
+
+    A large count keeps Polars' freed pages for a second instead of returning them at once:
+    counting allocates and frees tens of MiB per 4 MiB batch, and returned at once, every page
+    is faulted in again: 1 GB of English, whitespace 50k, 52 -> 44 CPU-s, peak RSS 605 -> 607
+    MiB (one run each, loads 6 and 4; docs/architecture.md, "Counting"). On medium files the
+    kept pages would raise the peak instead (medium/en byte-level +115 MiB), hence the size."""
+    import tokcolumnar
+
+    global large_count
+    if "polars" in sys.modules:
+        return
+    large_count = is_large_count(argv)  # two batches at once (corpus.counting.fold_chunks)
+    conf = jemalloc_conf(argv, large_count)
+    if conf is not None and not tokcolumnar._USER_MALLOC_CONF:
+        os.environ["_RJEM_MALLOC_CONF"] = conf  # read when Polars loads
+
+
+def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD, trim_threshold: int | None = None
+                       ) -> bool:
     """Fix glibc's mmap threshold at `threshold` bytes, unless the user set
-    `MALLOC_MMAP_THRESHOLD_`; False where there is no glibc `mallopt`."""
-    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    `MALLOC_MMAP_THRESHOLD_`, and its trim threshold at `trim_threshold` (when given) unless
+    the user set `MALLOC_TRIM_THRESHOLD_`; False where there is no glibc `mallopt`."""
+    if not sys.platform.startswith("linux"):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    if not mallopt(M_MMAP_THRESHOLD, threshold):
+    if trim_threshold is not None and "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        mallopt(M_TRIM_THRESHOLD, trim_threshold)
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not mallopt(M_MMAP_THRESHOLD, threshold):
         return False
     global _fixed_threshold
     _fixed_threshold = threshold
@@ -77,40 +160,3 @@ def counting_heap() -> Iterator[None]:
     finally:
         libc.mallopt(M_MMAP_THRESHOLD, _fixed_threshold)
         libc.malloc_trim(0)
-
-
-def keep_freed_pages_for_large_counts(argv: list[str]) -> bool:
-    """Before Polars loads, for `train` / `count` of at least `LARGE_COUNT_BYTES` of input
-    files: let Polars' allocator keep freed pages for a second (`LARGE_COUNT_MALLOC_CONF`)
-    instead of returning them at once (`tokcolumnar/__init__`). Counting allocates and frees
-    tens of MiB per 4 MiB batch; returned at once, every page is faulted in again: 1 GB of
-    English, whitespace 50k, 52 -> 44 CPU-s, peak RSS 605 -> 607 MiB (one run each, loads 6
-    and 4; docs/architecture.md, "Counting"). On medium files the kept pages would raise the peak
-    instead (medium/en byte-level +115 MiB), hence the size. The inputs are the arguments that
-    name existing files, or globs matching files (directories are not walked: an estimate).
-    Such a run is a `large_count` (counting two batches at once), also when the user set
-    `_RJEM_MALLOC_CONF` (then left as it is); nothing once Polars is loaded. True for a large
-    count."""
-    import glob
-
-    import tokcolumnar
-
-    if not any(a in ("train", "count") for a in argv[:1]) or "polars" in sys.modules:
-        return False
-    total = 0
-    for arg in argv[1:]:
-        if arg.startswith("-"):
-            continue
-        paths = glob.glob(arg) if glob.has_magic(arg) else [arg]
-        for path in paths:
-            with contextlib.suppress(OSError):
-                if os.path.isfile(path):
-                    total += os.path.getsize(path)
-    if total < LARGE_COUNT_BYTES:
-        return False
-    global large_count
-    large_count = True  # two batches at once (corpus.counting.fold_chunks)
-    if tokcolumnar._USER_MALLOC_CONF:
-        return True
-    os.environ["_RJEM_MALLOC_CONF"] = LARGE_COUNT_MALLOC_CONF
-    return True

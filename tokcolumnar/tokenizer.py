@@ -40,7 +40,14 @@ from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueErro
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX, lists_from_flat
-from .models.cache import WordCache, distinct_words, gather_runs, list_parts
+from .models.cache import (
+    WordCache,
+    distinct_words,
+    gather_runs,
+    list_parts,
+    repeat_runs,
+    run_index,
+)
 from .progress import StageTimer
 from .text.decoders import decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
@@ -430,7 +437,7 @@ class Tokenizer:
             per_seg = split.list.len().fill_null(0).to_numpy().astype(np.int64)
             flat = split.explode().drop_nulls()
             nonempty = (flat.str.len_bytes() > 0).to_numpy()
-            seg_of_word = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
+            seg_of_word = run_index(per_seg)
             if not nonempty.all():  # an empty pre-token is not a word (as in HF)
                 flat = flat.filter(pl.Series(nonempty))
                 seg_of_word = seg_of_word[nonempty]
@@ -553,18 +560,18 @@ class Tokenizer:
         seg_row = seg.get_column("row").to_numpy().astype(np.int64)
         items_per_row = np.bincount(seg_row, weights=items_per_seg,
                                     minlength=n).astype(np.int64)
-        row_of_item = np.repeat(np.arange(n, dtype=np.int64), items_per_row)
+        row_of_item = run_index(items_per_row)
         row_item_start = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(items_per_row, out=row_item_start[1:])
         word_in_row = np.arange(len(item_table), dtype=np.int64) - row_item_start[row_of_item]
-        token_row = np.repeat(row_of_item, lengths)
+        token_row = repeat_runs(row_of_item, lengths)
         out = pl.DataFrame({
             "ids": lists_from_flat(n, token_row, pl.Series("ids", ids, dtype=pl.UInt32)),
             "word_ids": lists_from_flat(n, token_row,
-                                        pl.Series("word_ids", np.repeat(word_in_row, lengths))),
+                                        pl.Series("word_ids", repeat_runs(word_in_row, lengths))),
         })
-        item_seg = np.repeat(np.arange(len(per_seg), dtype=np.int64), items_per_seg)
-        token_item = np.repeat(np.arange(len(item_table), dtype=np.int64), lengths)
+        item_seg = run_index(items_per_seg)
+        token_item = run_index(lengths)
         return out, token_item, item_word, item_seg
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:

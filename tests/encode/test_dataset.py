@@ -115,6 +115,27 @@ def test_batches_and_cache_give_the_same_ids(tmp_path, trained, monkeypatch):
     assert pl.read_parquet(out)["ids"].to_list() == want
 
 
+def test_cached_words_in_many_chunks_stay_exact(tmp_path, trained, monkeypatch):
+    """A cache grown batch by batch (one chunk of words per batch, merged past
+    `MAX_CACHE_CHUNKS`) finds its words in any chunk: the input twice, the second time from
+    the cache (the piece cache of the byte-level BPE's long words too), HF's ids."""
+    from tokcolumnar.models import cache
+
+    lines = DATA.read_text(encoding="utf-8").splitlines()
+    lines += ["東京大学の研究者たちが新しい方法を発表した" * 3] * 3
+    lines = lines + lines
+    tok = Tokenizer.from_dir(trained["gpt2"])
+    monkeypatch.setattr(dataset, "BATCH_BYTES", 1500)
+    monkeypatch.setattr(cache, "MAX_CACHE_CHUNKS", 3)
+    out = tmp_path / "o.parquet"
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    dataset.encode_files(tok, [str(src)], str(out), progress=False)
+    assert 0 < tok.word_cache().words.n_chunks() <= 4
+    hf = HFTokenizer.from_file(str(trained["gpt2"] / "tokenizer.json"))
+    assert pl.read_parquet(out)["ids"].to_list() == [e.ids for e in hf.encode_batch(lines)]
+
+
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", ["small/en_botchan.txt", "small/udhr_multiscript.txt",
                                   "small/zh_hongloumeng_300k.txt"])

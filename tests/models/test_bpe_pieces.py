@@ -104,3 +104,27 @@ def test_pieces_sharing_a_hash_are_grouped_exactly(monkeypatch: pytest.MonkeyPat
     assert bpe.distinct_pieces(offsets, np.array([0, 1, 2, 3], dtype=np.int64)) is None
     model = BPEModel(vocab=vocab, merges=merges)
     assert model.encode_words(pl.Series(words)).to_list() == hf_ids(vocab, merges, words)
+
+
+@given(merge_tables(), st.lists(st.text(alphabet=ALPHABET, min_size=0, max_size=30),
+                                min_size=1, max_size=10), st.data())
+def test_only_cuttable_boundaries_are_cut(table: tuple[dict[str, int], list[tuple[str, str]]],
+                                          words: list[str], data: st.DataObject) -> None:
+    """With `cuttable`, a piece starts where it starts without it and a cut is allowed (each
+    boundary is tested on its own window), and at every word's first symbol."""
+    vocab, merges = table
+    crossing = BPEModel(vocab=vocab, merges=merges).crossing_filter()
+    if crossing is None:
+        return
+    model = BPEModel(vocab=vocab, merges=merges)
+    lengths, ids = model.initial_symbols(pl.Series(words, dtype=pl.String))
+    cuttable = np.array(data.draw(st.lists(st.booleans(), min_size=len(ids),
+                                           max_size=len(ids))), dtype=bool)
+    eligible = lengths >= 2
+    if not eligible.any():  # encode_symbols cuts only when some word is long enough
+        return
+    word_start = np.zeros(len(ids), dtype=bool)
+    word_start[(np.cumsum(lengths) - lengths)[lengths > 0]] = True
+    everywhere = crossing.piece_starts(lengths, ids, eligible)
+    some = crossing.piece_starts(lengths, ids, eligible, cuttable)
+    assert np.array_equal(some, everywhere & (cuttable | word_start))

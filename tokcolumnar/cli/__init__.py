@@ -19,7 +19,7 @@ from importlib import import_module
 from typing import Any
 
 from ..errors import Terminated, TokcolumnarError, TokcolumnarWarning, environment_message
-from ..malloc import fix_mmap_threshold, keep_freed_pages_for_large_counts
+from ..malloc import configure_for_command, fix_mmap_threshold
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     sys.unraisablehook = _on_unraisable
     fix_mmap_threshold()  # freed arrays go back to the system (tokcolumnar.malloc)
-    # a large count keeps Polars' freed pages a second (before Polars loads; tokcolumnar.malloc)
-    keep_freed_pages_for_large_counts(sys.argv[1:] if argv is None else argv)
+    # the settings the command's work wants, before Polars loads (tokcolumnar.malloc)
+    configure_for_command(sys.argv[1:] if argv is None else argv)
     try:
         return _run(argv)
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..config import TrainConfig
 from ..encode import DEFAULT_COLUMNS
 from ..errors import TokcolumnarError
-from ..malloc import ENCODE_MMAP_THRESHOLD, fix_mmap_threshold
+from ..malloc import ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD, fix_mmap_threshold
 from ..memory import format_size
 from ..outputs import output_file, write_parquet
 from ..progress import StageTimer
@@ -93,7 +93,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     from ..encode.stats import EncodeStats
 
     use_ray_address(args)
-    fix_mmap_threshold(ENCODE_MMAP_THRESHOLD)  # per-batch temporaries (tokcolumnar.malloc)
+    # per-batch temporaries stay in the heap, and its freed top is kept (tokcolumnar.malloc)
+    fix_mmap_threshold(ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD)
     if args.max_line_bytes < 1:
         raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
     columns = args.columns

@@ -17,7 +17,6 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..corpus.readers import BYTES_PER_CHAR, iter_rows
@@ -145,9 +144,9 @@ def encoded_batch(tok: Tokenizer, texts: pl.Series, kept: pa.Table, column: str,
     table = encoded_table(tok, texts, column, columns, keep_text, add_special_tokens, timer,
                           first_row, overflow)
     if overflow:  # each window's row of this batch
-        local = pc.subtract(table.column(OVERFLOW_COLUMN), first_row)
-        texts = texts.gather(pl.Series(local))
-        kept = kept.take(local)
+        local = pl.Series(table.column(OVERFLOW_COLUMN)).cast(pl.Int64) - first_row
+        texts = texts.gather(local)
+        kept = kept.take(local.to_arrow())
     counted = None
     if stats is not None:
         with timer.stage("stats"):
@@ -386,6 +385,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
             tok = copy.copy(tok)  # the caller's tokenizer keeps its settings (a copy has
             tok.truncation_params = truncate  # caches of its own)
         tok.word_cache()  # made once, before the workers share it
+        tok.model.prepare()  # and so are the model's tables
         if "offsets" in columns:
             check_offsets_supported(tok.normalizer, tok.pre_tokenizer)
         overflow = truncate is not None and stride is not None

@@ -23,8 +23,8 @@ from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
 from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
-from .base import Model, explode_chars, lists_from_flat, vocab_from_hf
-from .cache import WordCache, distinct_words, gather_runs
+from .base import Model, explode_chars, lists_from_flat, series_from_arrow, vocab_from_hf
+from .cache import WordCache, distinct_words, gather_runs, repeat_runs, run_index
 
 NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
 PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe
@@ -53,6 +53,13 @@ class CrossingFilter:
     k: int  # K: characters kept on each side
     classes: list[tuple[int, int]]  # (k, m) present, the shortest first
     table: np.ndarray  # bool, 2**CROSSING_FILTER_BITS flags
+    # per class, the boundaries it closed so far (the order classes are tried in)
+    closed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        if len(self.closed) != len(self.classes):
+            # the static order first: shortest patterns, then the most numerous
+            self.closed = -np.arange(1, len(self.classes) + 1, dtype=np.int64)
 
     @classmethod
     def build(cls, vocab: dict[str, int], merges: list[tuple[str, str]]
@@ -89,51 +96,77 @@ class CrossingFilter:
         classes = sorted(count, key=lambda km: (km[0] + km[1], -count[km]))
         return cls(code, bits, k_max, classes, table)
 
-    def piece_starts(self, lengths: np.ndarray, ids: np.ndarray, eligible: np.ndarray
-                     ) -> np.ndarray:
+    def piece_starts(self, lengths: np.ndarray, ids: np.ndarray, eligible: np.ndarray,
+                     cuttable: np.ndarray | None = None,
+                     symbol_word: np.ndarray | None = None) -> np.ndarray:
         """Per flat symbol, True where a piece starts: each word's first symbol, and the
-        boundaries of `eligible` words that no merge can cross."""
+        boundaries of `eligible` words that no merge can cross. `cuttable` (per flat symbol,
+        optional): only the boundaries before a True symbol are tested (leaving a boundary
+        uncut never changes the ids, so any subset is exact). `symbol_word`: each symbol's
+        word (`run_index(lengths)`), when the caller has it."""
         n_words, k_max, bits = len(lengths), self.k, np.uint64(self.bits)
         word_start = np.zeros(n_words + 1, dtype=np.int64)
         np.cumsum(lengths, out=word_start[1:])
         starts = np.zeros(len(ids), dtype=bool)
         starts[word_start[:-1][lengths > 0]] = True
-        # only the eligible words' symbols, with K zero codes before each word and after the
-        # last one: a window never reaches into the next word
-        keep = np.repeat(eligible, lengths)
-        kept_lengths = lengths[eligible]
-        kept_word = np.repeat(np.arange(len(kept_lengths), dtype=np.int64), kept_lengths)
-        padded_at = np.arange(len(kept_word), dtype=np.int64)
-        padded_at += k_max * (kept_word + 1)
-        padded = np.zeros(len(kept_word) + k_max * (len(kept_lengths) + 1), dtype=np.uint64)
-        padded[padded_at] = self.code[ids[keep]]
-        # every padded position's window, K symbols left of it and K from it on, most
-        # significant first: contiguous slices, no gathers
-        size = len(padded) - 2 * k_max + 1
+        # the boundaries to test: before every (cuttable) symbol but a word's first, in the
+        # eligible words
+        boundary = np.flatnonzero(~starts if cuttable is None else cuttable & ~starts)
+        word = (run_index(lengths) if symbol_word is None else symbol_word)[boundary]
+        if not eligible.all():
+            in_eligible = eligible[word]
+            boundary, word = boundary[in_eligible], word[in_eligible]
+        # every position's window, K symbols left of it and K from it on, most significant
+        # first, over the codes with K zeros at both ends: contiguous slices, no gathers
+        padded = np.zeros(len(ids) + 2 * k_max, dtype=np.uint64)
+        padded[k_max:k_max + len(ids)] = self.code[ids]
+        size = len(ids) + 1
         window = np.zeros(size, dtype=np.uint64)
         for j in range(2 * k_max):
             window <<= bits
             window |= padded[j:j + size]
-        # the boundaries to test: before every symbol of an eligible word but its first
-        first = np.zeros(len(kept_word), dtype=bool)
-        first[(np.cumsum(kept_lengths) - kept_lengths)[kept_lengths > 0]] = True
-        boundary = np.flatnonzero(~first)
-        window = window[padded_at[boundary] - k_max]
+        # each boundary's window, without the symbols of the words before and after it (a
+        # mask by the symbols its word has on each side, up to K)
+        left = np.minimum(boundary - word_start[word], k_max)
+        right = np.minimum(word_start[word + 1] - boundary, k_max)
+        window = window[boundary]
+        window &= self.edge_masks()[left, right]
         # a boundary matched by a pattern of some class may be crossed: not cut. The open
         # boundaries and their windows are compressed after a class that closed a quarter of
-        # them or more (the first, for a byte-level BPE); a class closing few only clears
-        # their flags, as compressing would cost more than testing them once more
+        # them or more; a class closing few only clears their flags, as compressing would
+        # cost more than testing them once more. The classes that closed the most boundaries
+        # so far go first (which is first depends on the text and on `cuttable`: inside
+        # characters, for a byte-level BPE tested everywhere, the shortest; between CJK
+        # characters the longest), so that fewer boundaries are left for the others
         still_open = np.ones(len(boundary), dtype=bool)
-        for k, m in self.classes:
+        order = np.argsort(-self.closed, kind="stable")
+        for c in order:
+            k, m = self.classes[c]
             key = (window >> (bits * np.uint64(k_max - m))) & np.uint64(
                 (1 << (self.bits * (k + m))) - 1)
+            n_before = np.count_nonzero(still_open)
             still_open &= ~self.table[_window_hash(key, _class_tag(k, m))]
             n_open = np.count_nonzero(still_open)
+            self.closed[c] += n_before - n_open  # racing threads may lose a count: harmless
             if 4 * n_open <= 3 * len(still_open):
                 window, boundary = window[still_open], boundary[still_open]
                 still_open = np.ones(n_open, dtype=bool)
-        starts[np.flatnonzero(keep)[boundary[still_open]]] = True
+        starts[boundary[still_open]] = True
         return starts
+
+    def edge_masks(self) -> np.ndarray:
+        """[l, r]: the bits of a window's last `l` symbols left of its boundary and first `r`
+        from it on (l, r in 0..K; the window's symbols sit `bits` apart, the leftmost most
+        significant)."""
+        k_max, bits = self.k, self.bits
+        masks = np.zeros((k_max + 1, k_max + 1), dtype=np.uint64)
+        for left in range(k_max + 1):
+            for right in range(k_max + 1):
+                mask = 0
+                for j in range(k_max - left, k_max + right):  # symbol j of 2K
+                    mask |= ((1 << bits) - 1) << (bits * (2 * k_max - 1 - j))
+                masks[left, right] = mask
+        return masks
 
 
 @dataclass
@@ -205,17 +238,53 @@ _PIECE_CACHE_LOCK = threading.Lock()  # one piece cache per model, however many 
 
 
 class _PieceMerger(Model):
-    """The piece cache's model: pieces (lists of initial symbols) through the merge loop."""
+    """The piece cache's model: pieces (lists of initial symbols, or with `byte_ids` the
+    UTF-8 bytes of byte-level pieces) through the merge loop."""
 
-    def __init__(self, bpe: BPEModel):
+    def __init__(self, bpe: BPEModel, byte_ids: np.ndarray | None = None):
         self.bpe = bpe
         self.vocab = bpe.vocab
+        self.byte_ids = byte_ids
 
     def encode_words(self, words: pl.Series) -> pl.Series:
-        lengths = words.list.len().to_numpy().astype(np.int64)
-        word_of, values = self.bpe.merge_symbols(lengths, words.explode().to_numpy()
-                                                 .astype(np.int64))
+        if self.byte_ids is not None:  # binary pieces: their bytes are the initial symbols
+            offsets, data = byte_parts(words)
+            lengths, ids = np.diff(offsets), self.byte_ids[data]
+        else:
+            lengths = words.list.len().to_numpy().astype(np.int64)
+            ids = words.explode().to_numpy().astype(np.int64)
+        word_of, values = self.bpe.merge_symbols(lengths, ids)
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+
+
+def byte_parts(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A String or Binary Series (no nulls) as (offsets int64 from 0, its UTF-8 bytes as
+    uint8): NumPy views of the Arrow buffers, no Python object per value."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
+    arr = strings.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    wanted = pa.large_binary() if strings.dtype == pl.Binary else pa.large_string()
+    if arr.type != wanted:  # (Polars gives these: no pyarrow cast, no pyarrow.compute)
+        arr = arr.cast(wanted)
+    # the array's offsets (from its own offset on) and the bytes they cover
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+        arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2] or b"", dtype=np.uint8)[offsets[0]:offsets[-1]]
+    return offsets - offsets[0], data
+
+
+def byte_strings(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
+    """The runs `data[offsets[i]:offsets[i+1]]` (offsets from 0) as a Binary Series (Arrow
+    buffers over the NumPy arrays; Polars copies them once into its own layout)."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
+    arr = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1,
+        [None, pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int64)),
+         pa.py_buffer(np.ascontiguousarray(data))])
+    return series_from_arrow("piece", arr)
 
 
 def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
@@ -225,7 +294,7 @@ def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
 
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return pl.Series("piece", pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(),
+    return series_from_arrow("piece", pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(),
                                                             pl.Series(ids).to_arrow()))
 
 
@@ -286,6 +355,7 @@ class BPEModel(Model):
     _crossing: CrossingFilter | bool | None = field(default=None, repr=False)
     _char_ids: np.ndarray | None = field(default=None, repr=False)
     _pieces: WordCache | None = field(default=None, repr=False)
+    _byte_pieces: WordCache | None = field(default=None, repr=False)
     _well_formed: bool | None = field(default=None, repr=False)
     _pair_index: PairIndex | None = field(default=None, repr=False)
     _byte_ids: np.ndarray | bool | None = field(default=None, repr=False)
@@ -295,6 +365,7 @@ class BPEModel(Model):
         # so does the pair index (8 slots per merge, rebuilt in milliseconds)
         state = self.__dict__.copy()
         state["_pieces"] = None
+        state["_byte_pieces"] = None
         state["_pair_index"] = None
         return state
 
@@ -364,22 +435,18 @@ class BPEModel(Model):
         """`encode_words` of the byte-level form of `words` (each UTF-8 byte as its GPT-2
         character), read from the text's bytes: the bytes through `byte_ids` are the initial
         symbols (no string of byte characters is made, nor decoded back to code points)."""
-        import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
-
         byte_ids = self.byte_ids()
         if byte_ids is None:
             raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "
                                         "256 byte characters")
-        arr = words.to_arrow()
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        if arr.type != pa.large_string():
-            arr = arr.cast(pa.large_string())
-        # the string array's offsets (from its own offset on) and its UTF-8 bytes
-        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
-            arr.offset:arr.offset + len(arr) + 1]
-        data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
-        word_of, values = self.encode_symbols(np.diff(offsets), byte_ids[data])
+        offsets, data = byte_parts(words)
+        # cuts are tested only before a character's first byte (not before a UTF-8
+        # continuation byte, 10xxxxxx): a byte-level merge table joins the bytes of every
+        # character it has seen, so the boundaries inside characters were almost never cut
+        # (0.2% of the cuts of medium/zh.txt), and testing them was half of the filter's
+        # time on CJK text
+        word_of, values = self.encode_symbols(np.diff(offsets), byte_ids[data],
+                                              cuttable=(data & 0xC0) != 0x80, data=data)
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
 
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -441,6 +508,14 @@ class BPEModel(Model):
             w, ids = w[order], ids[order]
         return np.bincount(w, minlength=len(words)).astype(np.int64), ids.astype(np.int64)
 
+    def prepare(self) -> None:
+        self.merge_table()
+        self.merges_well_formed()
+        self.pair_index()
+        self.crossing_filter()
+        self.char_ids()
+        self.byte_ids()
+
     def crossing_filter(self) -> CrossingFilter | None:
         """Where long words may be cut (None when the initial symbols are not the bare
         characters: with a prefix, a suffix or an end-of-word token a piece would start
@@ -456,26 +531,36 @@ class BPEModel(Model):
         word_of, values = self.encode_symbols(lengths, ids)
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
 
-    def encode_symbols(self, lengths: np.ndarray, ids: np.ndarray
+    def encode_symbols(self, lengths: np.ndarray, ids: np.ndarray,
+                       cuttable: np.ndarray | None = None, data: np.ndarray | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
         """The merged ids of words given as initial symbols (lengths, flat ids): (word of each
         id, ids), in word order. Long words are cut where no merge can cross (see
-        `CrossingFilter`) and each distinct piece is merged once."""
+        `CrossingFilter`; only before the symbols `cuttable` marks, when given) and each
+        distinct piece is merged once. `data`: the words' UTF-8 bytes when the symbols are
+        their bytes (`byte_ids`): pieces are then grouped and cached as byte strings."""
         crossing = self.crossing_filter()
         eligible = lengths >= SPLIT_MIN_SYMBOLS
         if crossing is None or not eligible.any():
             return self.merge_symbols(lengths, ids)
+        symbol_word = run_index(lengths)
         if self.unk_token in self.vocab:
             # an unknown character's symbol is the unknown token, not the character: the
             # patterns (characters) do not describe it, so its words stay whole
-            word = np.repeat(np.arange(len(lengths)), lengths)
-            eligible &= np.bincount(word[ids == self.vocab[self.unk_token]],
+            eligible &= np.bincount(symbol_word[ids == self.vocab[self.unk_token]],
                                     minlength=len(lengths)) == 0
-        starts = crossing.piece_starts(lengths, ids, eligible)
+        starts = crossing.piece_starts(lengths, ids, eligible, cuttable, symbol_word)
         piece_at = np.flatnonzero(starts)
-        piece_word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[piece_at]
+        piece_word = symbol_word[piece_at]
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
+        if data is not None:
+            # byte-level: a piece is its bytes, hashed and compared as a byte string by
+            # Polars (cheaper than hashing and comparing symbol runs with NumPy)
+            uniq, uniq_hash, index = distinct_words(byte_strings(offsets, data))
+            merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
+            per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
+            return repeat_runs(piece_word, per_piece), values
         distinct = distinct_pieces(offsets, ids)
         if distinct is not None:
             first, uniq_hash, index = distinct
@@ -487,12 +572,18 @@ class BPEModel(Model):
         merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
         # every piece's ids in order: the pieces of a word are consecutive
         per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
-        return np.repeat(piece_word, per_piece), values
+        return repeat_runs(piece_word, per_piece), values
 
-    def piece_cache(self) -> WordCache:
-        """Pieces of long words (lists of initial symbols) -> merged ids, across batches
-        (a CJK run splits into pieces a corpus repeats)."""
+    def piece_cache(self, bytes_: bool = False) -> WordCache:
+        """Pieces of long words (lists of initial symbols; with `bytes_`, the byte strings of
+        a byte-level BPE's pieces) -> merged ids, across batches (a CJK run splits into
+        pieces a corpus repeats)."""
         with _PIECE_CACHE_LOCK:
+            if bytes_:
+                if self._byte_pieces is None:
+                    self._byte_pieces = WordCache(_PieceMerger(self, self.byte_ids()),
+                                                  lambda piece: piece, key_dtype=pl.Binary)
+                return self._byte_pieces
             if self._pieces is None:
                 self._pieces = WordCache(_PieceMerger(self), lambda piece: piece,
                                          key_dtype=pl.List(pl.Int64))

@@ -397,6 +397,9 @@ class WordPieceModel(Model):
                 bad[np.unique(piece[diff])] = True
         return np.flatnonzero(bad)
 
+    def prepare(self) -> None:
+        self._hash_tables()
+
     def encode_words(self, words: pl.Series) -> pl.Series:
         """One list of ids per word (list[u32])."""
         w, ids = self.tokenize_flat(words)

@@ -31,10 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
+from ..models.base import series_from_arrow
 from .regex import check_regex, onig_to_rust, pattern_from_hf
 from .unicode_tables import (
     HF_CHINESE_CHARS,
@@ -45,9 +48,57 @@ from .unicode_tables import (
 )
 
 _CLEAN_REMOVED_RE = f"[{class_body(HF_CLEAN_REMOVED)}]"
-_CHINESE_RE = f"([{class_body(HF_CHINESE_CHARS)}])"
 _NONSPACING_MARK_RE = f"[{class_body(HF_NONSPACING_MARK)}]"
 _COMBINING_MARK_RE = f"[{class_body(HF_COMBINING_MARK)}]"
+
+
+_CHINESE_SORTED = sorted(HF_CHINESE_CHARS)
+_CHINESE_LOW = np.array([low for low, _ in _CHINESE_SORTED], dtype=np.int32)
+_CHINESE_HIGH = np.array([high for _, high in _CHINESE_SORTED], dtype=np.int32)
+
+
+def pad_chinese_chars(texts: pl.Series) -> pl.Series:
+    """BertNormalizer's `handle_chinese_chars` (a space before and after every character of
+    `HF_CHINESE_CHARS`), on the texts' UTF-8 bytes with NumPy: the regex replacement, one
+    capture per character, took 0.55 CPU-s on medium/zh.txt in 1 MiB batches, this 0.23
+    (the same strings on every line of the medium files). Nulls stay null."""
+    if texts.null_count():
+        padded = pad_chinese_chars(texts.fill_null(""))
+        return pl.select(pl.when(texts.is_not_null()).then(padded)).to_series().alias(
+            texts.name)
+    arr = texts.cast(pl.String).to_arrow()  # large_string, as Polars exports it
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+        arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2] or b"", dtype=np.uint8)[offsets[0]:offsets[-1]]
+    offsets = offsets - offsets[0]
+    # the first bytes of 3- and 4-byte characters (every CJK ideograph is one) and their
+    # code points
+    lead = np.flatnonzero(data >= 0xE0)
+    if not len(lead):
+        return texts
+    b0 = data[lead].astype(np.int32)
+    cp = (((b0 & 0x0F) << 12) | ((data[lead + 1].astype(np.int32) & 0x3F) << 6)
+          | (data[lead + 2] & 0x3F))
+    four = b0 >= 0xF0
+    if four.any():
+        at = lead[four]
+        cp[four] = (((b0[four] & 0x07) << 18) | ((data[at + 1].astype(np.int32) & 0x3F) << 12)
+                    | ((data[at + 2].astype(np.int32) & 0x3F) << 6) | (data[at + 3] & 0x3F))
+    # in one of the (disjoint, sorted) ranges: the last range starting at or before it
+    slot = np.searchsorted(_CHINESE_LOW, cp, side="right") - 1
+    chinese = (slot >= 0) & (cp <= _CHINESE_HIGH[np.maximum(slot, 0)])
+    if not chinese.any():
+        return texts
+    # a space before each such character and one after it (two where one ends as the next
+    # starts, as the regex gives); a row moves right by 2 per such character before it
+    starts = lead[chinese]
+    ends = starts + 3 + four[chinese]
+    out = np.insert(data, np.stack([starts, ends], axis=1).ravel(), 0x20)
+    new_offsets = offsets + 2 * np.searchsorted(starts, offsets, side="left")
+    return series_from_arrow(texts.name, pa.LargeStringArray.from_buffers(
+        len(arr), pa.py_buffer(new_offsets), pa.py_buffer(out)))
 
 
 def hf_lowercase(col: pl.Expr) -> pl.Expr:
@@ -176,7 +227,8 @@ class BertNormalizer(Normalizer):
         if self.clean_text:
             col = col.str.replace_all(_CLEAN_REMOVED_RE, "").str.replace_all(r"\s", " ")
         if self.handle_chinese_chars:
-            col = col.str.replace_all(_CHINESE_RE, " ${1} ")
+            col = col.map_batches(pad_chinese_chars, return_dtype=pl.String,
+                                  is_elementwise=True)
         strip = self.lowercase if self.strip_accents is None else self.strip_accents
         if strip:
             col = col.str.normalize("NFD").str.replace_all(_NONSPACING_MARK_RE, "")
