@@ -33,7 +33,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
@@ -50,6 +49,7 @@ from .unicode_tables import (
 _CLEAN_REMOVED_RE = f"[{class_body(HF_CLEAN_REMOVED)}]"
 _NONSPACING_MARK_RE = f"[{class_body(HF_NONSPACING_MARK)}]"
 _COMBINING_MARK_RE = f"[{class_body(HF_COMBINING_MARK)}]"
+_CHINESE_CHAR_RE = f"[{class_body(HF_CHINESE_CHARS)}]"
 
 
 _CHINESE_SORTED = sorted(HF_CHINESE_CHARS)
@@ -66,6 +66,12 @@ def pad_chinese_chars(texts: pl.Series) -> pl.Series:
         padded = pad_chinese_chars(texts.fill_null(""))
         return pl.select(pl.when(texts.is_not_null()).then(padded)).to_series().alias(
             texts.name)
+    if not texts.str.contains(_CHINESE_CHAR_RE).any():
+        # nothing to pad (most batches of most languages): no byte work, and pyarrow stays
+        # unloaded for a training run (tests/test_train_imports.py)
+        return texts
+    import pyarrow as pa  # deferred: only texts with such characters need the Arrow buffers
+
     arr = texts.cast(pl.String).to_arrow()  # large_string, as Polars exports it
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
