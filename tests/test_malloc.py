@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import tokcolumnar
 from tokcolumnar import malloc
 
 
@@ -100,7 +99,7 @@ def settings(conf: str) -> dict[str, str]:
 def before_polars(monkeypatch: pytest.MonkeyPatch) -> None:
     """As at the start of a command-line run: Polars not loaded, the setting not the user's."""
     monkeypatch.delitem(sys.modules, "polars", raising=False)
-    monkeypatch.setattr(tokcolumnar, "_USER_MALLOC_CONF", False)
+    monkeypatch.setattr(malloc, "USER_JEMALLOC_CONF", False)
     monkeypatch.setenv("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
     monkeypatch.setattr(malloc, "LARGE_COUNT_BYTES", 1000)
     monkeypatch.setattr(malloc, "large_count", False)
@@ -129,12 +128,12 @@ def test_user_setting_or_loaded_polars_wins(before_polars: None, tmp_path: Path,
     loaded nothing changes."""
     large = tmp_path / "large.txt"
     large.write_bytes(b"a b\n" * 300)
-    monkeypatch.setattr(tokcolumnar, "_USER_MALLOC_CONF", True)
+    monkeypatch.setattr(malloc, "USER_JEMALLOC_CONF", True)
     malloc.configure_for_command(["train", str(large)])
     assert os.environ["_RJEM_MALLOC_CONF"] == "dirty_decay_ms:0,muzzy_decay_ms:0"
     assert malloc.large_count
     monkeypatch.setattr(malloc, "large_count", False)
-    monkeypatch.setattr(tokcolumnar, "_USER_MALLOC_CONF", False)
+    monkeypatch.setattr(malloc, "USER_JEMALLOC_CONF", False)
     monkeypatch.setitem(sys.modules, "polars", object())
     malloc.configure_for_command(["train", str(large)])
     assert not malloc.large_count

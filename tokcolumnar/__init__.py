@@ -7,13 +7,14 @@ load, and a Ctrl-C during start-up is then handled like any other."""
 import os as _os
 from importlib import import_module as _import_module
 
-# Whether the user set Polars' allocator's settings (theirs are never changed).
-_USER_MALLOC_CONF = "_RJEM_MALLOC_CONF" in _os.environ
+from . import malloc as _malloc
+
 # Polars' allocator (jemalloc) keeps freed pages for reuse; returning them at once keeps the
 # peak RSS of a training run ~25 MiB lower at no measurable cost. Only effective when polars
-# has not been imported yet; an explicit setting by the user wins (a command line's work may
-# choose another before Polars loads: `malloc.configure_for_command`).
-_os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+# has not been imported yet; an explicit setting by the user wins (`malloc.USER_JEMALLOC_CONF`,
+# noted when `malloc` loads, just above; a command line's work may choose another before Polars
+# loads: `malloc.configure_for_command`).
+_os.environ.setdefault("_RJEM_MALLOC_CONF", _malloc.DEFAULT_JEMALLOC_CONF)
 
 __version__ = "0.1.0"
 

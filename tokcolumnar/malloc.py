@@ -61,6 +61,13 @@ large_count = False
 _fixed_threshold: int | None = None
 
 
+#: Polars' allocator (jemalloc) settings of every run unless the user set their own
+#: (`tokcolumnar/__init__` sets them before Polars can load): freed pages returned at once.
+DEFAULT_JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
+#: Whether the user set `_RJEM_MALLOC_CONF` (theirs is never changed); read when tokcolumnar
+#: loads, before the default is set.
+USER_JEMALLOC_CONF = "_RJEM_MALLOC_CONF" in os.environ
+
 #: Polars' jemalloc settings of an `encode` run (freed dirty pages kept 0.5 s for reuse).
 ENCODE_JEMALLOC_CONF = "dirty_decay_ms:500,muzzy_decay_ms:0"
 
@@ -111,14 +118,12 @@ def configure_for_command(argv: list[str]) -> None:
     is faulted in again: 1 GB of English, whitespace 50k, 52 -> 44 CPU-s, peak RSS 605 -> 607
     MiB (one run each, loads 6 and 4; docs/architecture.md, "Counting"). On medium files the
     kept pages would raise the peak instead (medium/en byte-level +115 MiB), hence the size."""
-    import tokcolumnar
-
     global large_count
     if "polars" in sys.modules:
         return
     large_count = is_large_count(argv)  # two batches at once (corpus.counting.fold_chunks)
     conf = jemalloc_conf(argv, large_count)
-    if conf is not None and not tokcolumnar._USER_MALLOC_CONF:
+    if conf is not None and not USER_JEMALLOC_CONF:
         os.environ["_RJEM_MALLOC_CONF"] = conf  # read when Polars loads
 
 
