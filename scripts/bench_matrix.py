@@ -30,38 +30,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hf_reference import hf_train_command, merges_of  # HF's reference of each mode
 from measure import run as run_child  # wall, CPU and peak RSS of one child process
 
 ROOT = Path(__file__).resolve().parents[1]
-
-HF_SCRIPT = r"""
-import json, sys
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers, decoders
-inputs, vocab_size, mode, out = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-if mode == "gpt2":
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                             special_tokens=["<|endoftext|>"],
-                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-elif mode == "bert":
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer()
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tr = trainers.WordPieceTrainer(vocab_size=vocab_size, show_progress=False,
-                                   special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-elif mode in ("jieba", "mecab"):  # the inputs are pre-segmented: words joined by spaces
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False)
-else:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False)
-tok.train(inputs, tr)
-tok.save(out)
-"""
 
 # the reference segmenter cutting every line once (line ending and a "\r" before it left out,
 # as our segmenters do), words joined by spaces: one output line per input line
@@ -118,7 +90,8 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
                 for i, f in enumerate(hf_in)]
         cut_s, cut_cpu = sum(c[0] for c in cuts), sum(c[2] for c in cuts)
         hf_in = [str(tmp / f"seg{i}.txt") for i in range(len(hf_in))]
-    hf = [sys.executable, "-c", HF_SCRIPT, json.dumps(hf_in), str(vocab), mode, str(hf_json)]
+    hf = hf_train_command(hf_in, vocab, "whitespace-split" if mode in SEGMENTERS else mode,
+                          hf_json)
     res: dict[str, list[tuple[float, float, float]]] = {"ours": [], "hf": []}
     stages: list[dict[str, float]] = []
     for r in range(rounds):
@@ -130,8 +103,7 @@ def measure(label: str, path: Path, mode: str, vocab: int, rounds: int, tmp: Pat
            for n, v in res.items()}
     same = None
     if mode != "bert":
-        ours_merges = json.loads((ours_dir / "tokenizer.json").read_text())["model"]["merges"]
-        same = ours_merges == json.loads(hf_json.read_text())["model"]["merges"]
+        same = merges_of(ours_dir / "tokenizer.json") == merges_of(hf_json)
     split = {k: statistics.median(s.get(k, 0.0) for s in stages)
              for k in (*STAGES, "count_segmenter")}
     row = {"corpus": label, "mode": mode, "vocab": vocab, "hf_s": med["hf"][0],

@@ -27,20 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hf_reference import hf_train_command, merges_of  # HF's reference of each mode
 from measure import Measurement, run
-
-HF_SCRIPT = r"""
-import sys
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from tokenizers import normalizers
-path, vocab_size, out, normalizer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-tok = Tokenizer(models.BPE())
-if normalizer == "bert":  # ours: --normalizer bert (no --lowercase)
-    tok.normalizer = normalizers.BertNormalizer(lowercase=False)
-tok.pre_tokenizer = pre_tokenizers.Whitespace()
-tok.train([path], trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False))
-tok.save(out)
-"""
 
 UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "B": 1}
 
@@ -109,8 +97,7 @@ def measure_size(path: Path, label: str, vocab: int, memory_limit: str | None, h
         twin = run([*ours_cmd[:6], str(twin_dir), *ours_cmd[7:]], check=False)
         row["unlimited"] = result_of(twin)
         if twin.returncode == 0:
-            row["unlimited"]["merges_list"] = json.loads(
-                (twin_dir / "tokenizer.json").read_text())["model"]["merges"]
+            row["unlimited"]["merges_list"] = merges_of(twin_dir / "tokenizer.json")
         shutil.rmtree(twin_dir, ignore_errors=True)
         row["unlimited"]["load"] = os.getloadavg()
     ours = run(limited, check=False)
@@ -123,17 +110,17 @@ def measure_size(path: Path, label: str, vocab: int, memory_limit: str | None, h
                            spilled_bytes=find_spilled(info),
                            merges_per_s=info["stats"]["merges"] / merge_s if merge_s else None,
                            timings_s=info["timings_s"])
-        ours_merges = json.loads((ours_dir / "tokenizer.json").read_text())["model"]["merges"]
+        ours_merges = merges_of(ours_dir / "tokenizer.json")
         if "unlimited" in row:
             twin_merges = row["unlimited"].pop("merges_list", None)
             row["identical_to_unlimited"] = ours_merges == twin_merges
     row["ours"]["load"] = os.getloadavg()
     if hf:
-        hf_run = run([sys.executable, "-c", HF_SCRIPT, str(path), str(vocab), str(hf_json),
-                      normalizer], check=False)
+        hf_run = run(hf_train_command([path], vocab, "whitespace", hf_json, normalizer),
+                     check=False)
         row["hf"] = result_of(hf_run)
         if hf_run.returncode == 0:
-            hf_merges = json.loads(hf_json.read_text())["model"]["merges"]
+            hf_merges = merges_of(hf_json)
             row["hf"]["merges"] = len(hf_merges)
             row["identical"] = None if ours_merges is None else ours_merges == hf_merges
         row["hf"]["load"] = os.getloadavg()

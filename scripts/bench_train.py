@@ -22,26 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hf_reference import hf_train_command, merges_of  # HF's reference of each mode
 from measure import run  # wall, CPU and peak RSS of one child process
-
-HF_SCRIPT = r"""
-import sys
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
-path, vocab_size, mode, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-if mode == "byte-level":
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                             special_tokens=["<|endoftext|>"],
-                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-else:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tr = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False)
-tok.train([path], tr)
-tok.save(out)
-"""
 
 
 def main() -> None:
@@ -63,8 +45,9 @@ def main() -> None:
         cmd += ["--preset", "gpt2"] if args.mode == "byte-level" else [
             "--pre-tokenizer", "whitespace"]
         cmds[engine] = cmd
-    cmds["hf"] = [sys.executable, "-c", HF_SCRIPT, args.file, str(args.vocab_size), args.mode,
-                  str(tmp / "hf.json")]
+    cmds["hf"] = hf_train_command([args.file], args.vocab_size,
+                                  "gpt2" if args.mode == "byte-level" else "whitespace",
+                                  tmp / "hf.json")
 
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
     stages: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
@@ -83,7 +66,7 @@ def main() -> None:
         return statistics.median(x[i] for x in results[name])
 
     hw, hrss = med("hf", 0), med("hf", 1)
-    hf_merges = json.loads((tmp / "hf.json").read_text())["model"]["merges"]
+    hf_list = merges_of(tmp / "hf.json")
     print()
     print(f"file: {args.file}  mode: {args.mode}  vocab: {args.vocab_size}  rounds: {args.rounds}")
     print(f"hf:      {hw:6.2f} s  peak {hrss:6.0f} MiB   (median)")
@@ -91,12 +74,12 @@ def main() -> None:
         if name == "hf":
             continue
         w, rss = med(name, 0), med(name, 1)
-        ours = json.loads((tmp / name / "tokenizer.json").read_text())["model"]["merges"]
+        ours = merges_of(tmp / name / "tokenizer.json")
         keys = sorted({k for st in stages[name] for k in st})
         per_stage = ", ".join(
             f"{k} {statistics.median(st.get(k, 0.0) for st in stages[name]):.2f}" for k in keys)
         print(f"{name + ':':8s} {w:6.2f} s  peak {rss:6.0f} MiB   ratio to hf: wall "
-              f"{w / hw:.2f}x, peak RSS {rss / hrss:.2f}x; merges identical: {ours == hf_merges}")
+              f"{w / hw:.2f}x, peak RSS {rss / hrss:.2f}x; merges identical: {ours == hf_list}")
         print(f"         stages (median s): {per_stage}")
         passes = statistics.median(st.get("passes", 0.0) for st in stages[name])
         if passes:
