@@ -73,22 +73,27 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="refuse pre-tokens longer than this (default 1,000,000)")
 
 
-def add_scale_options(p: argparse.ArgumentParser) -> None:
-    """train's memory budget, work directory and checkpoints (README "Large corpora")."""
+def add_scale_options(p: argparse.ArgumentParser, job: str = "train") -> None:
+    """The memory budget, work directory and checkpoints of `train` or `count` (README "Large
+    corpora"); `--max-words` for train only."""
+    run = "run" if job == "train" else "count"
     g = p.add_argument_group("memory and resuming")
     g.add_argument("--memory-limit", default=None, metavar="SIZE",
-                   help="bound the run's memory: 400MB, 1.5GB, 512MiB or bytes (default: half "
-                   "the physical RAM); counting spills to --work-dir beyond it")
+                   help=f"bound the {run}'s memory: 400MB, 1.5GB, 512MiB or bytes (default: "
+                   "half the physical RAM); counting spills to --work-dir beyond it")
     g.add_argument("--work-dir", default=None, metavar="DIR",
                    help="spilled counts and checkpoints (default OUT.work beside --out; "
-                   "removed when the run succeeds)")
+                   f"removed when the {run} succeeds)")
     g.add_argument("--resume", action="store_true",
-                   help="continue a killed run with the same arguments from its work directory")
+                   help=f"continue a killed {run} with the same arguments from its work "
+                   "directory")
+    saved = "counting and the merge loop save their" if job == "train" else "counting saves its"
     g.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                   help="how often counting and the merge loop save their state (default 60)")
-    g.add_argument("--max-words", type=int, default=None, metavar="N",
-                   help="train on the N most frequent words only (an approximation; exact by "
-                   "default)")
+                   help=f"how often {saved} state (default 60)")
+    if job == "train":
+        g.add_argument("--max-words", type=int, default=None, metavar="N",
+                       help="train on the N most frequent words only (an approximation; exact "
+                       "by default)")
 
 
 def add_ray_options(p: argparse.ArgumentParser) -> None:
@@ -187,17 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", required=True, metavar="words.parquet")
     c.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(c)
-    c.add_argument("--memory-limit", default=None, metavar="SIZE",
-                   help="bound the count's memory as train's (default: half the physical "
-                   "RAM); it spills to --work-dir beyond it")
-    c.add_argument("--work-dir", default=None, metavar="DIR",
-                   help="spilled counts and checkpoints (default OUT.work beside --out; "
-                   "removed when the count succeeds)")
-    c.add_argument("--resume", action="store_true",
-                   help="continue a killed count with the same arguments from its work "
-                   "directory")
-    c.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                   help="how often counting saves its state (default 60)")
+    add_scale_options(c, job="count")
     add_input_options(c)
     add_ray_options(c)
     c.set_defaults(command_name="count")
