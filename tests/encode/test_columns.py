@@ -130,3 +130,39 @@ def test_encode_batch_as_arrow(layout_tokenizers):
     series = pl.Series(tok.encode_batch(pl.Series([*TEXTS, None]), as_arrow=True))
     assert series.dtype == pl.List(pl.UInt32)
     assert series.to_list() == [e.ids for e in hf.encode_batch(TEXTS)] + [None]
+
+
+@pytest.mark.parametrize("preset", ["whitespace", "gpt2", "bert", "subword-nmt"])
+def test_decode_column_equals_hf_decode_batch(preset_tokenizers, preset):
+    """decode_column (columnar for these presets' decoders) gives HF's `decode_batch` text for
+    every line of a corpus, with and without the special tokens; truncated windows of the
+    byte-level ids cut characters, whose bytes HF decodes lossily; a null row stays null."""
+    d = preset_tokenizers[preset]
+    tok = Tokenizer.from_dir(d)
+    hf = HFTokenizer.from_file(str(d / "tokenizer.json"))
+    lines = DATA.read_text(encoding="utf-8").splitlines() + TEXTS
+    rows = [e.ids for e in hf.encode_batch(lines)]
+    rows += [ids[1:k] for ids in rows[:200] for k in (2, 3, 5)]  # windows cutting characters
+    ids = pl.Series("ids", [*rows, None], dtype=pl.List(pl.UInt32))
+    for skip in (True, False):
+        want = hf.decode_batch(rows, skip_special_tokens=skip)
+        assert tok.decode_column(ids, skip).to_list() == [*want, None]
+    assert tok.decode_column(ids.cast(pl.List(pl.Int64))).to_list()[:5] == \
+        hf.decode_batch(rows[:5])
+
+
+def test_decode_column_row_by_row_decoder_and_bad_ids(tmp_path):
+    """A decoder that is not positional (a Sequence) decodes row by row, as HF; a bad id in
+    the column is refused as `decode` refuses it."""
+    hf = _trained_hf(models.BPE(unk_token="<unk>"),
+                     trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>"],
+                                         show_progress=False),
+                     pre_tokenizer=pre_tokenizers.Metaspace(),
+                     decoder=decoders.Sequence([decoders.Metaspace(), decoders.Fuse()]))
+    tok = Tokenizer.from_file(_save(tmp_path, hf, "seq"))
+    lines = DATA.read_text(encoding="utf-8").splitlines()[:100]
+    rows = [e.ids for e in hf.encode_batch(lines)]
+    assert tok.decode_column(pl.Series(rows)).to_list() == hf.decode_batch(rows)
+    for bad in ([[0, 1], [10**6]], [[-1]], [[0, None]]):
+        with pytest.raises(TokcolumnarError):
+            tok.decode_column(pl.Series(bad))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import polars as pl
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -163,3 +165,84 @@ def test_decoder_from_hf_edges():
     assert legacy.decode(["▁a"]) == " a"
     with pytest.raises(TokcolumnarError):
         D.decoder_from_hf({"type": "CTC"})
+
+
+# --- columnar decoding (DecodeTable, decode_rows) ---------------------------------------------
+
+
+POSITIONAL = [(ours, theirs) for ours, theirs in PAIRS if ours.positional]
+
+
+def test_positional_decoders_are_the_expected_ones():
+    """The decoders the columnar path takes; the others (whose text is not one piece per token)
+    must keep decoding row by row."""
+    assert {type(o).__name__ for o, _ in POSITIONAL} == {
+        "BPEDecoder", "WordPieceDecoder", "MetaspaceDecoder", "ByteLevelDecoder"}
+    assert D.DecodeTable.build(["a"], D.SequenceDecoder([D.FuseDecoder()])) is None
+
+
+def _rows_as_ids(rows):
+    """The token rows as a list[u32] Series over a vocabulary of their distinct tokens."""
+    vocab = sorted({t for row in rows if row is not None for t in row})
+    index = {t: i for i, t in enumerate(vocab)}
+    ids = pl.Series("ids", [None if row is None else [index[t] for t in row] for row in rows],
+                    dtype=pl.List(pl.UInt32))
+    return vocab, ids
+
+
+@pytest.mark.parametrize("ours,theirs", [*POSITIONAL, (None, None)],
+                         ids=lambda x: type(x).__name__)
+@FAST
+@given(rows=st.lists(st.one_of(st.none(), piece_lists()), max_size=6),
+       skip_first=st.booleans())
+def test_decode_rows_equals_hf_row_by_row(ours, theirs, rows, skip_first):
+    """A column of rows (empty rows, null rows, one-token rows, a skipped id) decodes to HF's
+    text of each row (no decoder: HF joins with spaces)."""
+    vocab, ids = _rows_as_ids(rows)
+    skip = np.zeros(len(vocab), dtype=bool)
+    if skip_first and vocab:
+        skip[0] = True
+    want = []
+    for row in rows:
+        if row is None:
+            want.append(None)
+            continue
+        kept = [t for t in row if not skip[vocab.index(t)]]
+        text = D.decode_tokens(kept, None) if theirs is None else hf_decode(theirs, kept)
+        assume(text is not None)
+        want.append(text)
+    table = D.DecodeTable.build(vocab, ours)
+    assert D.decode_rows(ids, table, skip).to_list() == want
+
+
+@FAST
+@given(data=st.lists(st.binary(max_size=12), max_size=6),
+       cuts=st.lists(st.integers(0, 12), max_size=4))
+def test_decode_rows_byte_level_invalid_utf8_like_hf(data, cuts):
+    """Rows whose bytes are not UTF-8 (characters cut between tokens) decode as HF's
+    from_utf8_lossy."""
+    rows = []
+    for chunk in data:
+        mapped = "".join(BYTES_TO_UNICODE[b] for b in chunk)
+        bounds = sorted({0, len(mapped), *(c for c in cuts if c <= len(mapped))})
+        rows.append([mapped[a:b] for a, b in zip(bounds, bounds[1:]) if b > a])
+    vocab, ids = _rows_as_ids(rows)
+    table = D.DecodeTable.build(vocab, D.ByteLevelDecoder())
+    assert D.decode_rows(ids, table, None).to_list() == [
+        hfd.ByteLevel().decode(row) for row in rows]
+
+
+@FAST
+@given(rows=st.lists(st.binary(max_size=8), max_size=8))
+def test_utf8_broken_rows_lists_every_invalid_row(rows):
+    """Every row left out of `utf8_broken_rows` is valid UTF-8 on its own (the rows listed may
+    include valid ones: they only cost a Python decode)."""
+    data = np.frombuffer(b"".join(rows), dtype=np.uint8)
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    broken = set(D.utf8_broken_rows(data, offsets).tolist())
+    for i, row in enumerate(rows):
+        if i not in broken:
+            row.decode("utf-8")  # raises if the row is invalid
+        else:
+            assert row  # an empty row is never listed

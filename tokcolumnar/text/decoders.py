@@ -2,17 +2,31 @@
 
 As in HF, every decoder has `decode_chain(tokens) -> list[str]` (what it hands to the next
 decoder of a `Sequence`) and `decode(tokens) = "".join(decode_chain(tokens))`. `Tokenizer.decode`
-without a decoder joins the tokens with " " (`decode_tokens(tokens, None)`). Decoders work on one
-list of tokens at a time (plain Python: there is no column to vectorise over)."""
+without a decoder joins the tokens with " " (`decode_tokens(tokens, None)`).
+
+Most decoders are *positional*: their text is the concatenation of one piece per token that
+depends only on the token and on whether it is the first and/or the last of its row
+(`Decoder.forms`). A column of id lists then decodes without a Python step per row or token
+(`decode_rows`): each token's four pieces are built once per vocabulary (`DecodeTable`), and
+the rows are NumPy gathers of those bytes through Arrow offsets. Other decoders (`Sequence`,
+`ByteFallback`, `Fuse`, `Strip`, `Replace`) decode row by row."""
 
 from __future__ import annotations
 
+import codecs
+import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+import polars as pl
+
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
+from ..models.base import series_from_arrow
+from ..models.cache import list_parts
 from .bytelevel import decode_tokens as _bytelevel_decode
+from .bytelevel import token_bytes
 from .regex import check_regex, onig_to_rust, pattern_from_hf
 
 
@@ -30,6 +44,14 @@ class Decoder:
 
     def decode(self, tokens: list[str]) -> str:
         return "".join(self.decode_chain(list(tokens)))
+
+    #: True when `forms` describes the decoder (see the module's docstring)
+    positional: ClassVar[bool] = False
+
+    def forms(self, token: str) -> tuple[bytes, bytes, bytes, bytes]:
+        """A positional decoder's piece of `token` (UTF-8, or raw bytes for a byte-level
+        decoder) in the middle of a row, first, last, and as the only token."""
+        raise NotImplementedError
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type}
@@ -56,8 +78,14 @@ class ByteLevelDecoder(Decoder):
     trim_offsets: bool = True
     use_regex: bool = True
 
+    positional: ClassVar[bool] = True
+
     def decode_chain(self, tokens: list[str]) -> list[str]:
         return [_bytelevel_decode(tokens)]
+
+    def forms(self, token: str) -> tuple[bytes, bytes, bytes, bytes]:
+        b = token_bytes(token)  # the row's bytes are decoded as UTF-8 once they are joined
+        return b, b, b, b
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "add_prefix_space": self.add_prefix_space,
@@ -77,9 +105,16 @@ class BPEDecoder(Decoder):
     hf_type: ClassVar[str] = "BPEDecoder"
     suffix: str = "</w>"
 
+    positional: ClassVar[bool] = True
+
     def decode_chain(self, tokens: list[str]) -> list[str]:
         last = len(tokens) - 1
         return [t.replace(self.suffix, "" if i == last else " ") for i, t in enumerate(tokens)]
+
+    def forms(self, token: str) -> tuple[bytes, bytes, bytes, bytes]:
+        inner = token.replace(self.suffix, " ").encode()
+        final = token.replace(self.suffix, "").encode()
+        return inner, inner, final, final
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "suffix": self.suffix}
@@ -106,15 +141,20 @@ class WordPieceDecoder(Decoder):
     prefix: str = "##"
     cleanup: bool = True
 
+    positional: ClassVar[bool] = True
+
     def decode_chain(self, tokens: list[str]) -> list[str]:
-        out = []
-        for i, t in enumerate(tokens):
-            if i != 0:
-                t = t.replace(self.prefix, "", 1) if t.startswith(self.prefix) else " " + t
-            if self.cleanup:
-                t = _wordpiece_cleanup(t)
-            out.append(t)
-        return out
+        return [self._piece(t, i == 0) for i, t in enumerate(tokens)]
+
+    def _piece(self, token: str, first: bool) -> str:
+        if not first:
+            token = (token.replace(self.prefix, "", 1) if token.startswith(self.prefix)
+                     else " " + token)
+        return _wordpiece_cleanup(token) if self.cleanup else token
+
+    def forms(self, token: str) -> tuple[bytes, bytes, bytes, bytes]:
+        later, first = self._piece(token, False).encode(), self._piece(token, True).encode()
+        return later, first, later, first
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "prefix": self.prefix, "cleanup": self.cleanup}
@@ -135,10 +175,18 @@ class MetaspaceDecoder(Decoder):
     prepend_scheme: str = "always"
     split: bool = True
 
+    positional: ClassVar[bool] = True
+
     def decode_chain(self, tokens: list[str]) -> list[str]:
         r = self.replacement
         drop_first = self.prepend_scheme != "never"
         return [t.replace(r, "" if i == 0 and drop_first else " ") for i, t in enumerate(tokens)]
+
+    def forms(self, token: str) -> tuple[bytes, bytes, bytes, bytes]:
+        later = token.replace(self.replacement, " ").encode()
+        first = (token.replace(self.replacement, "").encode()
+                 if self.prepend_scheme != "never" else later)
+        return later, first, later, first
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "replacement": self.replacement,
@@ -301,3 +349,120 @@ def decoder_from_hf(d: Any) -> Decoder | None:
 def decode_tokens(tokens: list[str], decoder: Decoder | None) -> str:
     """HF `Tokenizer.decode` once ids are tokens: the decoder, or the tokens joined by " "."""
     return " ".join(tokens) if decoder is None else decoder.decode(tokens)
+
+
+# -- columnar decoding ------------------------------------------------------------------------
+#: a token's position in its row, the index of its piece in `Decoder.forms`
+MIDDLE, FIRST, LAST, ONLY = 0, 1, 2, 3
+
+
+def joined_forms(token: str) -> tuple[bytes, bytes, bytes, bytes]:
+    """No decoder: HF joins the tokens with " "."""
+    later = (" " + token).encode()
+    return later, token.encode(), later, token.encode()
+
+
+@dataclass
+class DecodeTable:
+    """Every token's pieces in the four positions: the piece of token `i` in position `p` is
+    `pieces[p * n_tokens + i]` (a Binary Series)."""
+
+    n_tokens: int
+    pieces: pl.Series
+    may_be_invalid: bool  # byte-level pieces: a row's bytes can be invalid UTF-8
+
+    @classmethod
+    def build(cls, tokens: list[str], decoder: Decoder | None) -> DecodeTable | None:
+        """The table of a positional decoder (or none); None for the others."""
+        if decoder is not None and not decoder.positional:
+            return None
+        forms = joined_forms if decoder is None else decoder.forms
+        by_token = [forms(t) for t in tokens]  # once per vocabulary, not per row
+        pieces = [f[p] for p in (MIDDLE, FIRST, LAST, ONLY) for f in by_token]
+        return cls(len(tokens), pl.Series("pieces", pieces, dtype=pl.Binary),
+                   isinstance(decoder, ByteLevelDecoder))
+
+    def decode(self, offsets: np.ndarray, ids: np.ndarray, valid: np.ndarray | None
+               ) -> pl.Series:
+        """The text of each row of ids (`ids[offsets[r]:offsets[r+1]]`, every id < n_tokens);
+        rows where `valid` is False are null."""
+        import pyarrow as pa  # deferred: training builds tokenizers, never decodes
+
+        n_rows = len(offsets) - 1
+        lengths = np.diff(offsets)
+        # each token's position: first and/or last of its row (empty rows have neither)
+        position = np.full(len(ids), MIDDLE, dtype=np.int64)
+        starts, ends = offsets[:-1][lengths > 0], offsets[1:][lengths > 0] - 1
+        position[starts] += FIRST
+        position[ends] += LAST
+        # one gather of every token's piece, by Polars (a memcpy per piece, ~5x NumPy's
+        # gather of single bytes); as a large_binary Arrow array its data buffer is the rows'
+        # bytes one after the other, and a row's bytes end where its last piece ends
+        gathered = self.pieces.gather(position * self.n_tokens + ids).to_arrow()
+        piece_offsets = np.frombuffer(gathered.buffers()[1], dtype=np.int64)
+        row_offsets = piece_offsets[gathered.offset + offsets]
+        data_buffer = gathered.buffers()[2]
+        data = (np.zeros(0, dtype=np.uint8) if data_buffer is None else
+                np.frombuffer(data_buffer, dtype=np.uint8)[row_offsets[0]:row_offsets[-1]])
+        row_offsets = row_offsets - row_offsets[0]
+        keep = np.ones(n_rows, dtype=bool) if valid is None else valid.copy()
+        broken = utf8_broken_rows(data, row_offsets) if self.may_be_invalid else []
+        keep[broken] = False  # invalid UTF-8 never enters a string column
+        validity = None if keep.all() else pa.py_buffer(np.packbits(keep, bitorder="little"))
+        strings = pa.LargeStringArray.from_buffers(
+            n_rows, pa.py_buffer(row_offsets), pa.py_buffer(data), validity)
+        texts = series_from_arrow("text", strings)
+        if len(broken):
+            # rows whose bytes are not UTF-8 (a multi-byte character cut between tokens) alone
+            # decode in Python, U+FFFD replacing invalid parts as HF's from_utf8_lossy does
+            texts = texts.scatter(broken, [
+                bytes(data[row_offsets[r]:row_offsets[r + 1]]).decode("utf-8", errors="replace")
+                for r in broken])
+        return texts
+
+
+_invalid_utf8 = threading.local()  # where `_record_invalid` notes what it finds, per thread
+
+
+def _record_invalid(error: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: note where the invalid sequence starts and skip it."""
+    assert isinstance(error, UnicodeDecodeError)
+    _invalid_utf8.starts.append(error.start)
+    return "", error.end
+
+
+codecs.register_error("tokcolumnar.record_invalid", _record_invalid)
+
+
+def utf8_broken_rows(data: np.ndarray, row_offsets: np.ndarray) -> np.ndarray:
+    """The rows (`data[row_offsets[r]:row_offsets[r+1]]`) that may not be valid UTF-8: those
+    holding a position where one decode of all the bytes finds an invalid sequence, and those
+    whose first byte, or the byte after their last, continues a character. Every other row is
+    whole characters, decoded without error: valid. (A few valid rows may be listed too.)"""
+    total = len(data)
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    _invalid_utf8.starts = []
+    data.tobytes().decode("utf-8", errors="tokcolumnar.record_invalid")  # one C pass
+    starts, ends = row_offsets[:-1], row_offsets[1:]
+    continuation = (data & 0xC0) == 0x80
+    continuation = np.append(continuation, False)  # the "byte" after the last: none
+    suspect = (ends > starts) & (continuation[np.minimum(starts, total)] | continuation[ends])
+    if _invalid_utf8.starts:
+        rows = np.searchsorted(row_offsets, np.asarray(_invalid_utf8.starts), side="right") - 1
+        suspect[rows] = True
+    return np.flatnonzero(suspect)
+
+
+def decode_rows(ids: pl.Series, table: DecodeTable, skip: np.ndarray | None) -> pl.Series:
+    """The texts of a list[int] Series of ids (null rows stay null), ids of `skip` (a bool
+    mask over ids: special tokens when they are skipped) left out; every id < n_tokens."""
+    offsets, flat = list_parts(ids)
+    if skip is not None and skip.any():
+        kept = ~skip[flat]
+        flat = flat[kept]
+        counts = np.zeros(len(kept) + 1, dtype=np.int64)
+        np.cumsum(kept, out=counts[1:])
+        offsets = counts[offsets]
+    valid = None if not ids.null_count() else ids.is_not_null().to_numpy()
+    return table.decode(offsets, flat.astype(np.int64), valid).alias(ids.name)
