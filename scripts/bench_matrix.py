@@ -152,7 +152,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", default=None,
                     help="comma-separated paths under the corpora folder (default: every small "
-                         "and medium .txt)")
+                         "and medium .txt, unless --big or --folder is given)")
     ap.add_argument("--modes", default="whitespace,gpt2,bert")
     ap.add_argument("--vocab-size", type=int, default=30000)
     ap.add_argument("--rounds", type=int, default=3)
@@ -166,6 +166,8 @@ def main() -> None:
     base = corpora_dir()
     if args.files is not None:
         targets = [(f, base / f) for f in args.files.split(",") if f]
+    elif args.big or args.folder:
+        targets = []
     else:
         targets = [(f"{p.parent.name}/{p.name}", p) for sub in ("small", "medium")
                    for p in sorted((base / sub).glob("*.txt"))]
@@ -176,10 +178,10 @@ def main() -> None:
         for label, path in targets:
             for mode in args.modes.split(","):
                 rows.append(measure(label, path, mode, args.vocab_size, args.rounds, Path(tmp)))
+                if args.json:  # after every row: a long matrix that fails keeps what it measured
+                    Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print()
     print(table(rows, args.markdown))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":

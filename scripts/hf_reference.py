@@ -25,8 +25,9 @@ NORMALIZERS = ("none", "bert")
 HF_TRAIN_SCRIPT = r"""
 import json, sys
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers, decoders
-inputs, vocab_size, mode, normalizer, out = (json.loads(sys.argv[1]), int(sys.argv[2]),
-                                             sys.argv[3], sys.argv[4], sys.argv[5])
+inputs, vocab_size, mode, normalizer, out = (sys.argv[1], int(sys.argv[2]), sys.argv[3],
+                                             sys.argv[4], sys.argv[5])
+inputs = json.loads(open(inputs[1:]).read() if inputs.startswith("@") else inputs)
 if mode == "gpt2":
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -55,11 +56,17 @@ tok.save(out)
 def hf_train_command(inputs: list[str | Path], vocab_size: int, mode: str, out: Path,
                      normalizer: str = "none") -> list[str]:
     """The child process that trains HF's reference of `mode` on `inputs` (files, in order)
-    and saves its tokenizer.json as `out`."""
+    and saves its tokenizer.json as `out`. A long list of files (a folder of 10,000) goes
+    through a file beside `out`, named `@file` on the command line (argv has a size limit)."""
     if mode not in MODES or normalizer not in NORMALIZERS:
         raise ValueError(f"no HF reference for mode {mode!r}, normalizer {normalizer!r}")
-    return [sys.executable, "-c", HF_TRAIN_SCRIPT, json.dumps([str(p) for p in inputs]),
-            str(vocab_size), mode, normalizer, str(out)]
+    listed = json.dumps([str(p) for p in inputs])
+    if len(listed) > 10_000:
+        list_file = Path(f"{out}.inputs.json")
+        list_file.write_text(listed)
+        listed = f"@{list_file}"
+    return [sys.executable, "-c", HF_TRAIN_SCRIPT, listed, str(vocab_size), mode, normalizer,
+            str(out)]
 
 
 def merges_of(tokenizer_json: Path) -> list:
