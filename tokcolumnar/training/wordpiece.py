@@ -35,6 +35,7 @@ gather, not a loop. docs/wordpiece.md has the details and measurements."""
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,9 +75,9 @@ class WordPieceSettings:
 class LikelihoodRecord(MergeRecord):
     """`MergeRecord` plus each merge's score and the two token counts it was computed from."""
 
-    score: list[float] = field(default_factory=list)
-    left_count: list[int] = field(default_factory=list)
-    right_count: list[int] = field(default_factory=list)
+    score: array[float] = field(default_factory=lambda: array("d"))
+    left_count: array[int] = field(default_factory=lambda: array("q"))
+    right_count: array[int] = field(default_factory=lambda: array("q"))
 
 
 def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: int
