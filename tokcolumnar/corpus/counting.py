@@ -76,7 +76,9 @@ def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokeniz
         per_row = np.maximum(lists.list.len().fill_null(0).to_numpy(), 1)  # explode's rows
         after_first = np.ones(len(codes), dtype=np.uint32)
         after_first[np.cumsum(per_row) - per_row] = 0
-        codes, first_at = distinct_codes(codes * np.uint32(2) + after_first)
+        codes = codes * np.uint32(2)
+        codes += after_first  # in place: one temporary of 4 bytes per occurrence, not two
+        codes, first_at = distinct_codes(codes)
         prefixed = pl.Series(after_first[first_at].astype(bool))
     else:
         codes, first_at = distinct_codes(codes)
@@ -125,11 +127,14 @@ def distinct_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rises[0] = True
     np.not_equal(running_max[1:], running_max[:-1], out=rises[1:])
     first = np.flatnonzero(rises)
+    top = int(running_max[-1])
     # each new code is the previous maximum plus one: as many rises as codes, from code 0
-    if int(codes[0]) == 0 and len(first) == int(running_max[-1]) + 1:
+    if int(codes[0]) == 0 and len(first) == top + 1:
         return codes, first
-    first = np.full(int(running_max[-1]) + 1, len(codes), dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(len(codes)))
+    del running_max, rises  # freed before the arrays below (a batch's peak is about here)
+    first = np.full(top + 1, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.uint32 if len(codes) < 1 << 32
+                                          else np.int64))
     present = first < len(codes)
     dense = (np.cumsum(present, dtype=np.int64) - 1).astype(codes.dtype)
     return dense[codes], first[present]
