@@ -132,12 +132,14 @@ def distinct_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if int(codes[0]) == 0 and len(first) == top + 1:
         return codes, first
     del running_max, rises  # freed before the arrays below (a batch's peak is about here)
-    first = np.full(top + 1, len(codes), dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.uint32 if len(codes) < 1 << 32
-                                          else np.int64))
+    # indexes in u32 where they fit (4 bytes per occurrence, not 8); both operands of
+    # `minimum.at` of one dtype: a mixed pair takes NumPy's slow casting path (~40x)
+    index = np.uint32 if len(codes) < 1 << 32 else np.int64
+    first = np.full(top + 1, len(codes), dtype=index)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=index))
     present = first < len(codes)
     dense = (np.cumsum(present, dtype=np.int64) - 1).astype(codes.dtype)
-    return dense[codes], first[present]
+    return dense[codes], first[present].astype(np.int64)
 
 
 def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer,
