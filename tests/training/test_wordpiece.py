@@ -283,3 +283,22 @@ def test_cli_train_wordpiece(tmp_path):
     assert p.returncode == 0, p.stderr
     scores = pl.read_parquet(tmp_path / "ms" / "merges.parquet")["score"].to_list()
     assert scores == [1 / 20]  # the next best scores 1/36 < 0.04
+
+
+def test_pair_table_slices_are_taken_once_in_order_of_addition():
+    """A pair's position slices (the first in the table's arrays, further ones aside) come
+    back in the order they were added, once; the arrays grow with the slots."""
+    table = wordpiece.PairTable(capacity=2)
+    slots = table.add_list([(1 << 32) | 2, (3 << 32) | 4, (5 << 32) | 6])  # grows past 2
+    assert slots == [0, 1, 2]
+    table.add_slice(2, 0, 5, 9)
+    table.add_slice(2, 3, 0, 1)
+    table.add_slice(2, 7, 2, 4)
+    table.add_slice(1, 4, 1, 2)
+    assert table.take_slices(0) == []
+    assert table.take_slices(2) == [(0, 5, 9), (3, 0, 1), (7, 2, 4)]
+    assert table.take_slices(2) == []
+    table.add_slice(2, 8, 0, 3)  # a pair made again after its merge
+    assert table.take_slices(2) == [(8, 0, 3)]
+    assert table.take_slices(1) == [(4, 1, 2)]
+    assert not table.more

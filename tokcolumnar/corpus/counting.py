@@ -76,12 +76,18 @@ def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokeniz
         per_row = np.maximum(lists.list.len().fill_null(0).to_numpy(), 1)  # explode's rows
         after_first = np.ones(len(codes), dtype=np.uint32)
         after_first[np.cumsum(per_row) - per_row] = 0
-        codes, first_at = distinct_codes(codes * np.uint32(2) + after_first)
+        codes = codes * np.uint32(2)
+        codes += after_first  # in place: one temporary of 4 bytes per occurrence, not two
+        codes, first_at = distinct_codes(codes)
         prefixed = pl.Series(after_first[first_at].astype(bool))
     else:
         codes, first_at = distinct_codes(codes)
     counts = np.bincount(codes, minlength=len(first_at))
     distinct = occurrences.gather(first_at)
+    # the occurrences' string views (16 bytes each, ~12 MiB per 4 MiB batch of English) are
+    # not needed past this point: freed before the pieces and the partial table are built,
+    # where the batch's peak is
+    del lists, occurrences, codes_series
     if prefixed is not None:
         distinct = pl.select(pl.when(prefixed).then(pl.lit(prefix) + distinct)
                              .otherwise(distinct)).to_series()
@@ -121,14 +127,19 @@ def distinct_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rises[0] = True
     np.not_equal(running_max[1:], running_max[:-1], out=rises[1:])
     first = np.flatnonzero(rises)
+    top = int(running_max[-1])
     # each new code is the previous maximum plus one: as many rises as codes, from code 0
-    if int(codes[0]) == 0 and len(first) == int(running_max[-1]) + 1:
+    if int(codes[0]) == 0 and len(first) == top + 1:
         return codes, first
-    first = np.full(int(running_max[-1]) + 1, len(codes), dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(len(codes)))
+    del running_max, rises  # freed before the arrays below (a batch's peak is about here)
+    # indexes in u32 where they fit (4 bytes per occurrence, not 8); both operands of
+    # `minimum.at` of one dtype: a mixed pair takes NumPy's slow casting path (~40x)
+    index = np.uint32 if len(codes) < 1 << 32 else np.int64
+    first = np.full(top + 1, len(codes), dtype=index)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=index))
     present = first < len(codes)
     dense = (np.cumsum(present, dtype=np.int64) - 1).astype(codes.dtype)
-    return dense[codes], first[present]
+    return dense[codes], first[present].astype(np.int64)
 
 
 def map_words(words: pl.DataFrame, pretokenizer: PreTokenizer,

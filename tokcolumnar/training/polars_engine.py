@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ..config import TrainConfig
@@ -83,13 +84,13 @@ def merge_loop(initial: Initial, cfg: TrainConfig, checkpoint: MergeCheckpoint |
             max_token_length=cfg.max_token_length, show_progress=cfg.show_progress))
         record = likelihood.train(resumed=restored is not None, on_pass=checkpoint)
         return merges_table(record, tokens, record.score).with_columns(
-            pl.Series("left_count", record.left_count, dtype=pl.UInt64),
-            pl.Series("right_count", record.right_count, dtype=pl.UInt64))
+            pl.Series("left_count", np.asarray(record.left_count, dtype=np.uint64)),
+            pl.Series("right_count", np.asarray(record.right_count, dtype=np.uint64)))
     assert restored is None or isinstance(restored, BpeTrainer)
     trainer = restored or BpeTrainer(initial, BpeSettings(
         vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
         prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
         max_merges=cfg.max_merges, show_progress=cfg.show_progress))
     record = trainer.train(resumed=restored is not None, on_pass=checkpoint)
-    scores = [float(c) for c in record.count] if cfg.model == "wordpiece" else None
+    scores = np.asarray(record.count, dtype=np.float64) if cfg.model == "wordpiece" else None
     return merges_table(record, tokens, scores)

@@ -35,6 +35,7 @@ gather, not a loop. docs/wordpiece.md has the details and measurements."""
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,9 +75,9 @@ class WordPieceSettings:
 class LikelihoodRecord(MergeRecord):
     """`MergeRecord` plus each merge's score and the two token counts it was computed from."""
 
-    score: list[float] = field(default_factory=list)
-    left_count: list[int] = field(default_factory=list)
-    right_count: list[int] = field(default_factory=list)
+    score: array[float] = field(default_factory=lambda: array("d"))
+    left_count: array[int] = field(default_factory=lambda: array("q"))
+    right_count: array[int] = field(default_factory=lambda: array("q"))
 
 
 def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: int
@@ -147,7 +148,11 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
 
 
 class PairTable:
-    """Pairs in dense slots: key, count, left, right id and the best key pushed to the heap."""
+    """Pairs in dense slots: key, count, left, right id and the best key pushed to the heap,
+    and where the pair's positions are: the first slice of the position bases holding them
+    (`base`, -1 when none; `start`, `end`) in arrays, any further ones in `more` (few pairs:
+    a pair gets its positions when it is created, and further ones only when a later merge
+    makes it again). A dict of lists of tuples took ~250 bytes per pair, 12 here."""
 
     def __init__(self, capacity: int = 1 << 16) -> None:
         self.n = 0
@@ -157,6 +162,10 @@ class PairTable:
         self.pscore = np.full(capacity, NONE_SCORE, dtype=np.float64)
         self.pcount = np.zeros(capacity, dtype=np.int64)
         self.hot = np.zeros(capacity, dtype=bool)
+        self.base = np.full(capacity, -1, dtype=np.int32)
+        self.start = np.zeros(capacity, dtype=np.int32)
+        self.end = np.zeros(capacity, dtype=np.int32)
+        self.more: dict[int, list[tuple[int, int, int]]] = {}
         self.slot_of: dict[int, int] = {}
 
     def _grow(self, need: int) -> None:
@@ -165,11 +174,31 @@ class PairTable:
             return
         new_cap = max(need, cap * 2)
         for name, fill in (("count", 0), ("left", 0), ("right", 0), ("pscore", NONE_SCORE),
-                           ("pcount", 0), ("hot", False)):
+                           ("pcount", 0), ("hot", False), ("base", -1), ("start", 0),
+                           ("end", 0)):
             old = getattr(self, name)
             arr = np.full(new_cap, fill, dtype=old.dtype)
             arr[:cap] = old
             setattr(self, name, arr)
+
+    def add_slice(self, slot: int, base: int, start: int, end: int) -> None:
+        """Positions `start:end` of position base `base` hold occurrences of the pair."""
+        if self.base.item(slot) < 0:
+            self.base[slot] = base
+            self.start[slot] = start
+            self.end[slot] = end
+        else:
+            self.more.setdefault(slot, []).append((base, start, end))
+
+    def take_slices(self, slot: int) -> list[tuple[int, int, int]]:
+        """The pair's slices (base, start, end), which it no longer has afterwards."""
+        base = self.base.item(slot)
+        if base < 0:
+            return []
+        self.base[slot] = -1
+        first = (base, self.start.item(slot), self.end.item(slot))
+        more = self.more.pop(slot, None)
+        return [first] if more is None else [first, *more]
 
     def add_list(self, keys: list[int]) -> list[int]:
         """`add_many` for a few keys, without NumPy calls."""
@@ -221,7 +250,6 @@ class LikelihoodTrainer:
         self.phi = (1.0 + settings.slack) ** 2 * (1.0 + 1e-9)
         self.pairs = PairTable()
         self.bases: list[np.ndarray] = []
-        self.where: dict[int, list[tuple[int, int, int]]] = {}  # slot -> position slices
         self.index: dict[int, set[int]] = {}  # token id -> slots of the pairs containing it
         self.heap: list[tuple[float, int, int, int]] = []
         self.heap_limit = HEAP_MIN
@@ -347,8 +375,9 @@ class LikelihoodTrainer:
         slots = self.pairs.add_many(keys)
         self.pairs.count[slots] = groups.counts
         self.bases.append(groups.positions)
-        self.where = {s: [(0, st, en)] for s, st, en in zip(slots.tolist(), groups.starts.tolist(),
-                                                            groups.ends.tolist())}
+        self.pairs.base[slots] = 0
+        self.pairs.start[slots] = groups.starts
+        self.pairs.end[slots] = groups.ends
         # token -> the slots of the pairs it is part of
         by_token = (pl.DataFrame({"slot": np.concatenate([slots, slots]),
                                   "tok": np.concatenate([keys >> 32, keys & M32])}).unique()
@@ -481,7 +510,7 @@ class LikelihoodTrainer:
 
     # -- one merge -------------------------------------------------------------------------
     def _positions(self, slot: int) -> np.ndarray:
-        pairs = self.where.pop(slot, [])
+        pairs = self.pairs.take_slices(slot)
         if len(pairs) == 1:
             b, st, en = pairs[0]
             return self.bases[b][st:en]
@@ -561,18 +590,14 @@ class LikelihoodTrainer:
         pairs = self.pairs
         slot_of = pairs.slot_of.__getitem__
         count = pairs.count
-        where, index = self.where, self.index
+        add_slice, index = pairs.add_slice, self.index
         alive = []
         for key, start, end in zip(new.keys, new.starts, new.ends):
             slot = slot_of(key)
             if count.item(slot) <= 0:
                 continue
             alive.append(slot)
-            slices = where.get(slot)
-            if slices is None:
-                where[slot] = [(base, start, end)]
-            else:
-                slices.append((base, start, end))
+            add_slice(slot, base, start, end)
             for t in (key >> 32, key & M32):
                 token_slots = index.get(t)
                 if token_slots is None:
