@@ -22,6 +22,7 @@ import polars as pl
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from .encode.charsplit import CharSplit
 from .encode.offsets import (
     CharTable,
     NormAlignment,
@@ -160,6 +161,7 @@ class Tokenizer:
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
+        self._char_split: CharSplit | bool | None = None  # False: the pipeline has none
         self._tokens_table: TokenTable | None = None
         self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
         self._offset_chars: tuple[CharTable | None, CharTable] | None = None
@@ -390,6 +392,7 @@ class Tokenizer:
         # the word cache (and its lock) stays behind: a copy sent to a worker makes its own
         state = self.__dict__.copy()
         state["_cache"] = None
+        state["_char_split"] = None
         state["_offset_chars"] = None
         del state["_lock"]
         return state
@@ -412,6 +415,15 @@ class Tokenizer:
                 self._cache = WordCache(model, pre.word_expr)
         return self._cache
 
+    def char_split(self) -> CharSplit | None:
+        """The code-point split of a BERT pipeline (`encode.charsplit`), None for others (made
+        once, on first use)."""
+        with self._lock:
+            if self._char_split is None:
+                self._char_split = CharSplit.build(self.normalizer, self.pre_tokenizer,
+                                                   self.model) or False
+        return self._char_split or None
+
     def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None,
                    offsets: bool = False) -> pl.DataFrame:
         """`ids` and `word_ids` before post-processing (with `offsets`, also each token's
@@ -426,6 +438,9 @@ class Tokenizer:
         n = len(texts)
         if offsets:
             check_offsets_supported(self.normalizer, self.pre_tokenizer)
+        chars = None if offsets else self.char_split()
+        if chars is not None and chars.worth_it(texts):
+            return self._encode_chars(chars, texts, timer)
         with timer.stage("normalize"):
             seg = self._segments(texts)
             original = seg.get_column("text")
@@ -457,6 +472,28 @@ class Tokenizer:
             return out.with_columns(**self._offsets(
                 n, seg, original, flat, seg_of_word, per_seg, uniq, index, table_offsets,
                 values, token_item, item_word, item_seg))
+
+    def _encode_chars(self, chars: CharSplit, texts: pl.Series, timer: StageTimer
+                      ) -> pl.DataFrame:
+        """`encode_raw` (without offsets) through the code-point split of a BERT pipeline:
+        the one-character words (CJK ideographs, punctuation) take their ids from a table,
+        only the longer words go through the word cache (see `encode.charsplit`)."""
+        with timer.stage("normalize"):
+            seg = self._segments(texts)
+            normalizer = chars.unpadded(self.normalizer)
+            if normalizer is not None:
+                seg = seg.with_columns(normalizer.expr(pl.col("text")))
+        with timer.stage("pre-tokenize"):
+            items = chars.split(seg.get_column("text"))
+        with timer.stage("dedupe"):
+            uniq, uniq_hash, word_index = distinct_words(items.words)
+        with timer.stage("model"):
+            table_offsets, values = self.word_cache().lookup(uniq, uniq_hash)
+        with timer.stage("gather"):
+            table_offsets, values, index = chars.table(items, table_offsets, values,
+                                                       word_index)
+            return self._gather(len(texts), seg, items.per_seg, items.item_seg, index,
+                                table_offsets, values)[0]
 
     def _offsets(self, n: int, seg: pl.DataFrame, original: pl.Series, flat: pl.Series,
                  seg_of_word: np.ndarray, per_seg: np.ndarray, uniq: pl.Series,
