@@ -480,11 +480,12 @@ class Tokenizer:
         only the longer words go through the word cache (see `encode.charsplit`)."""
         with timer.stage("normalize"):
             seg = self._segments(texts)
-            normalizer = chars.unpadded(self.normalizer)
-            if normalizer is not None:
-                seg = seg.with_columns(normalizer.expr(pl.col("text")))
-        with timer.stage("pre-tokenize"):
-            items = chars.split(seg.get_column("text"))
+        items = chars.split_raw(seg.get_column("text"), timer)
+        if items is None:  # a character needs the whole text normalized first
+            with timer.stage("normalize"):
+                normalized = chars.normalized(seg.get_column("text"))
+            with timer.stage("pre-tokenize"):
+                items = chars.split(normalized)
         with timer.stage("dedupe"):
             uniq, uniq_hash, word_index = distinct_words(items.words)
         with timer.stage("model"):

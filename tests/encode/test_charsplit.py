@@ -18,7 +18,16 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, normalizers, pre_tokenizers, processors
 
 from tokcolumnar import Tokenizer
-from tokcolumnar.encode.charsplit import ALONE, SPACE, CharSplit, class_table
+from tokcolumnar.encode.charsplit import (
+    ALONE,
+    COMPATIBILITY_IDEOGRAPHS,
+    COMPLEX,
+    NORMALIZED_INTO_SPLIT,
+    PART,
+    SPACE,
+    CharSplit,
+    class_table,
+)
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.text.normalizers import BertNormalizer
 from tokcolumnar.text.unicode_tables import HF_CHINESE_CHARS, class_body
@@ -31,9 +40,11 @@ SPACES = [" ", "  ", "\t", "\n", "\r\n", "\u3000", "\u00a0", "\u2000", "\u2028",
           "\x85"]
 OTHER = ["a", "B", "ab", "abc", "xyz", "Hello", "ÉCOLE", "é", "e\u0301", "naïve", "Σ", "İ",
          "あ", "カタカナ", "한국", "Ａ", "１２", "42", "😀", "\x00", "\x07", "\ufffd", "\u0301",
-         "ﬁ", "ß", "Ω", "\u200b", "x" * 12]
+         "ﬁ", "ß", "Ω", "\u200b", "x" * 12, "\u0316\u0301", "Å", "\u037e", "\u0387"]
+# characters normalized into punctuation: the batch is normalized before it is split
+INTO_SPLIT = ["\u1fef", "\u2260", "a\u226e", "\u226f"]
 ADDED = ["[MASK]", "[CLS]"]
-CHUNKS = CJK + PUNCT + SPACES + OTHER + ADDED
+CHUNKS = CJK + PUNCT + SPACES + OTHER + ADDED + INTO_SPLIT
 
 
 def vocabulary() -> dict[str, int]:
@@ -71,15 +82,15 @@ def pair(lowercase: bool = True, strip_accents: bool | None = None,
 def forced_split() -> Iterator[list[int]]:
     """Every batch through the code-point split (whatever its density); the splits' sizes."""
     calls: list[int] = []
-    split = CharSplit.split
+    items = CharSplit._items
 
-    def counted(self, texts):
+    def counted(self, texts, classes, slot):
         calls.append(len(texts))
-        return split(self, texts)
+        return items(self, texts, classes, slot)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(CharSplit, "worth_it", lambda self, texts: True)
-        mp.setattr(CharSplit, "split", counted)
+        mp.setattr(CharSplit, "_items", counted)
         yield calls
 
 
@@ -125,8 +136,9 @@ def test_ids_and_word_ids_match_hf(config, texts):
 def test_chinese_lines_take_the_split_and_match_hf(monkeypatch):
     """Unforced: CJK-dense batches take the split, English ones do not; both match HF."""
     calls = []
-    split = CharSplit.split
-    monkeypatch.setattr(CharSplit, "split", lambda self, t: calls.append(1) or split(self, t))
+    items = CharSplit._items
+    monkeypatch.setattr(CharSplit, "_items",
+                        lambda self, *a: calls.append(1) or items(self, *a))
     ours, hf = pair()
     zh = ["中国的人，一是不了。", "「龍」丽豈𠀀 abc 42！", "我们中国的龍"]
     assert_same(ours, hf, zh)
@@ -201,3 +213,62 @@ def test_normalizer_keeps_ideographs_apart_over_every_code_point(config):
     assert not (was & has_other).any()
     assert (has[was]).all()
     assert not (has & ~was).any()
+
+
+def test_characters_normalized_into_punctuation_take_the_normalized_route(monkeypatch):
+    calls = []
+    split = CharSplit.split
+    monkeypatch.setattr(CharSplit, "split", lambda self, t: calls.append(1) or split(self, t))
+    ours, hf = pair()
+    assert_same(ours, hf, ["中国的人", "一是不了"])
+    assert not calls
+    assert_same(ours, hf, ["中\u2260国的人", "a\u1fefb 一是不了"])
+    assert calls
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", [{}, {"lowercase": False, "strip_accents": False},
+                                    {"lowercase": False, "strip_accents": True},
+                                    {"strip_accents": False}, {"clean_text": False},
+                                    {"clean_text": False, "handle_chinese_chars": False}])
+def test_raw_classes_hold_after_normalization_over_every_code_point(config):
+    """What classing the text before normalizing it relies on: a PART character normalizes
+    into PART characters only (or nothing), a SPACE one into one whitespace character, an
+    ALONE one into the one character whose slot it takes; the exceptions are exactly the
+    COMPLEX ones, and an ideograph outside the compatibility blocks stays itself."""
+    ours, _ = pair(**config)
+    chars = ours.char_split()
+    cps, text = all_code_points()
+    forms = chars.normalized(text).to_list()
+    post = chars.classes
+    raw = chars.raw_classes[cps]
+    wrong = []
+    for c, k, form in zip(cps.tolist(), raw.tolist(), forms):
+        got = [int(post[ord(x)]) for x in form]
+        if k == PART:
+            ok = all(g == PART for g in got)
+        elif k == SPACE:
+            ok = got == [SPACE]
+        elif k == ALONE:
+            ok = got == [ALONE] and chars.raw_slot[c] == chars.slot[ord(form)]
+        else:
+            ok = False  # COMPLEX: must be needed
+        if not ok:
+            wrong.append(c)
+    complex_ = set(cps[raw == COMPLEX].tolist())
+    needed = set(wrong) - complex_
+    assert not needed
+    if chars.normalizer is not None and chars.normalizer.lowercase is not False:
+        # with accent stripping (NFD) every COMPLEX character is needed
+        strip = (chars.normalizer.strip_accents if chars.normalizer.strip_accents is not None
+                 else chars.normalizer.lowercase)
+        if strip:
+            assert set(wrong) == complex_ == set(NORMALIZED_INTO_SPLIT)
+    unified = np.zeros(0x110000, dtype=bool)
+    for low, high in HF_CHINESE_CHARS:
+        unified[low:high + 1] = True
+    for low, high in COMPATIBILITY_IDEOGRAPHS:
+        unified[low:high + 1] = False
+    for c, form in zip(cps.tolist(), forms):
+        if unified[c]:
+            assert form == chr(c)

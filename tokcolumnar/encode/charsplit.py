@@ -4,22 +4,28 @@ With `BertNormalizer(handle_chinese_chars=True)` and `BertPreTokenizer`, every C
 becomes a word of its own (the normalizer pads it with spaces, the pre-tokenizer splits
 there), and so does every punctuation character; WordPiece gives such a one-character word
 its own token when the vocabulary has it, else the unknown token. On Chinese text these are
-most of the words (~5M of medium/zh.txt's 15 MB): materialising each as a string, hashing and
-sorting them costs far more than the model. Here the normalized text (without the padding) is
-read as UTF-8 bytes with NumPy, each character classed by a per-code-point table (whitespace,
-a word of its own, or part of a longer word), and:
+nearly all the words (~5M of medium/zh.txt's 15 MB, against a few hundred longer words per
+MiB): materialising each as a string, hashing and sorting them, and normalizing the whole
+text, cost far more than the model. Here the text is read as UTF-8 bytes with NumPy, each
+character classed by a per-code-point table (whitespace, a word of its own, or part of a
+longer word), and:
 
 * each character that is a word of its own is an *item* whose id comes from a per-code-point
   table built once from the vocabulary (a slot in a small table of the one-character tokens,
   the last slot for the unknown token);
-* each run of other characters is an item too, a word materialised as a string and encoded
-  as before (distinct words once, the word cache, the model).
+* each run of other characters is an item too, a word materialised as a string, normalized
+  (only these go through the normalizer: a word it empties is dropped, as HF drops it) and
+  encoded as before (distinct words once, the word cache, the model).
 
 Exactness: the padding only puts spaces around each ideograph, which the split removes, so
-splitting the unpadded text with the ideographs as words of their own gives the same words in
-the same order, provided the normalizer's later steps (NFD, accent stripping, lowercase) keep
-an ideograph an ideograph and never make one from another character: checked over every code
-point by tests/encode/test_charsplit.py. The whitespace (Unicode White_Space: Rust's
+splitting with the ideographs as words of their own gives the same words in the same order.
+Classing the characters before normalizing holds because the normalizer works character by
+character (NFD reorders only combining marks, which never border a word of their own) and
+keeps every class: a character part of a word normalizes into such characters only (or
+none), whitespace into whitespace, a one-character word into one such character (whose id it
+takes). Checked over every code point by tests/encode/test_charsplit.py; the four characters
+whose accent stripping gives punctuation (`NORMALIZED_INTO_SPLIT`) send their batch through
+the normalizer first (`CharSplit.split`). The whitespace (Unicode White_Space: Rust's
 `char::is_whitespace`, the regex crate's `\\s`) and punctuation (`HF_PUNCTUATION`) classes are
 HF's. Offsets are not produced here (the path is taken only when they are not requested)."""
 
@@ -33,14 +39,22 @@ import polars as pl
 from ..models.base import Model, series_from_arrow
 from ..models.cache import repeat_runs, run_index
 from ..models.wordpiece import RUST_WHITESPACE, WordPieceModel, utf8_parts
+from ..progress import StageTimer
 from ..text.normalizers import BertNormalizer, Normalizer
 from ..text.pretokenizers import HF_PUNCTUATION, BertPreTokenizer, PreTokenizer
-from ..text.unicode_tables import HF_CHINESE_CHARS
+from ..text.unicode_tables import HF_CHINESE_CHARS, HF_CLEAN_REMOVED
 
 # the classes of a code point
 PART = 0  # part of a word of several characters
 SPACE = 1  # splits words, dropped
 ALONE = 2  # a word of its own (punctuation; a CJK ideograph when the normalizer pads it)
+COMPLEX = 3  # normalized into characters of another class: the text is normalized first
+# characters of no class of their own whose NFD (accent stripping) holds punctuation:
+# U+1FEF GREEK VARIA -> "`", U+2260/U+226E/U+226F (not equal, not less, not greater) ->
+# "=", "<", ">" and a combining mark (found over every code point, checked by the tests)
+NORMALIZED_INTO_SPLIT = (0x1FEF, 0x2260, 0x226E, 0x226F)
+# the compatibility ideographs, which NFD maps to unified ones
+COMPATIBILITY_IDEOGRAPHS = ((0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 N_CODE_POINTS = 0x110000
 # the UTF-8 bytes per character from which a batch takes this path: CJK text (3 bytes per
 # ideograph) is above, English (1) and Cyrillic or Greek (at most 2) below, where the
@@ -76,12 +90,21 @@ class CharItems:
 @dataclass
 class CharSplit:
     """The split and the one-character ids of a BERT pipeline (see the module's docstring).
-    `classes`: per code point; `slot`: per code point, its token's index in `char_ids`
-    (the last index, the unknown token, when the vocabulary lacks it)."""
+
+    Two routes. `split_raw` classes the characters of the text as given (`raw_classes`) and
+    normalizes only the longer words; a character whose normalized form would be classed
+    otherwise (`NORMALIZED_INTO_SPLIT`, or a one-character word normalized into anything
+    but one such character) is COMPLEX, and a batch holding one takes `split`, which classes
+    the normalized text (`classes`). `slot` / `raw_slot`: per code point, the index in
+    `char_ids` of its token (of its normalized form's, for `raw_slot`), the last index (the
+    unknown token) when the vocabulary lacks it."""
 
     classes: np.ndarray
     slot: np.ndarray
+    raw_classes: np.ndarray
+    raw_slot: np.ndarray
     char_ids: np.ndarray
+    normalizer: BertNormalizer | None  # without the CJK padding
     model: WordPieceModel
     unk_known: bool
 
@@ -95,6 +118,7 @@ class CharSplit:
                 or not (normalizer is None or type(normalizer) is BertNormalizer)):
             return None
         chinese = normalizer is not None and normalizer.handle_chinese_chars
+        unpadded = None if normalizer is None else normalizer.without_chinese_padding()
         unk = model.vocab.get(model.unk_token)
         singles = [(ord(t), i) for t, i in model.vocab.items() if len(t) == 1]
         if model.max_input_chars_per_word < 1:  # every word is too long: the unknown token
@@ -103,14 +127,12 @@ class CharSplit:
                             dtype=np.uint32)
         slot = np.full(N_CODE_POINTS, len(singles), dtype=np.int32)
         slot[[c for c, _ in singles]] = np.arange(len(singles), dtype=np.int32)
-        return cls(class_table(chinese), slot, char_ids, model, unk is not None)
-
-    def unpadded(self, normalizer: Normalizer | None) -> Normalizer | None:
-        """The normalizer to run before `split`: without the CJK padding (the split isolates
-        the ideographs itself)."""
-        if isinstance(normalizer, BertNormalizer) and normalizer.handle_chinese_chars:
-            return normalizer.without_chinese_padding()
-        return normalizer
+        classes = class_table(chinese)
+        raw_classes, raw_slot = classes.copy(), slot
+        if unpadded is not None:
+            raw_classes, raw_slot = _raw_tables(unpadded, classes, slot)
+        return cls(classes, slot, raw_classes, raw_slot, char_ids, unpadded, model,
+                   unk is not None)
 
     def worth_it(self, texts: pl.Series) -> bool:
         """Whether this batch is dense enough in CJK ideographs for this path (a cheap
@@ -119,11 +141,45 @@ class CharSplit:
         return n_chars > 0 and int(texts.str.len_bytes().sum() or 0) >= (
             MIN_BYTES_PER_CHAR * n_chars)
 
+    def normalized(self, texts: pl.Series) -> pl.Series:
+        """`texts` through the normalizer without its CJK padding."""
+        if self.normalizer is None:
+            return texts
+        return texts.to_frame("t").select(self.normalizer.expr(pl.col("t"))).to_series()
+
+    def split_raw(self, texts: pl.Series, timer: StageTimer) -> CharItems | None:
+        """The items of every segment of `texts` as given (not normalized; a null segment, an
+        added token's, has none), their words normalized; None when a character needs the
+        whole text normalized first (`split`)."""
+        with timer.stage("pre-tokenize"):
+            found = self._items(texts, self.raw_classes, self.raw_slot)
+        if found is None:
+            return None
+        with timer.stage("normalize"):
+            # only the longer words need the normalizer (a few hundred per MiB of Chinese);
+            # a word it empties (control characters, marks) is no word, as in HF
+            words = self.normalized(found.words)
+            empty = (words.str.len_bytes() == 0).to_numpy()
+            if not empty.any():
+                found.words = words
+                return found
+            keep = np.ones(len(found.is_word), dtype=bool)
+            keep[np.flatnonzero(found.is_word)[empty]] = False
+            item_seg = found.item_seg[keep]
+            return CharItems(words.filter(pl.Series(~empty)), found.is_word[keep],
+                             found.alone_slot, item_seg,
+                             np.bincount(item_seg, minlength=len(found.per_seg)).astype(
+                                 np.int64))
+
     def split(self, texts: pl.Series) -> CharItems:
-        """The items of every segment of `texts` (normalized without the padding; a null
-        segment, an added token's, has none)."""
+        """The items of every segment of `texts`, normalized without the padding."""
+        found = self._items(texts, self.classes, self.slot)
+        assert found is not None  # the normalized text holds no COMPLEX character
+        return found
+
+    def _items(self, texts: pl.Series, classes: np.ndarray, slot: np.ndarray
+               ) -> CharItems | None:
         data, offsets = utf8_parts(texts)
-        n_seg = len(offsets) - 1
         # the first byte of every character, and its code point
         starts = np.flatnonzero((data & 0xC0) != 0x80)
         lead = data[starts].astype(np.int32)
@@ -135,13 +191,14 @@ class CharSplit:
             width = 2 + (b0 >= 0xE0) + (b0 >= 0xF0)
             # each continuation byte adds 6 bits; bytes past the character's end are masked
             # off by its width (the data is valid UTF-8)
-            cont = [np.where(width > k, data[np.minimum(at + k, len(data) - 1)].astype(np.int32)
-                             & 0x3F, 0) for k in (1, 2, 3)]
             value = np.where(width == 2, b0 & 0x1F, np.where(width == 3, b0 & 0x0F, b0 & 0x07))
             for k in (1, 2, 3):
-                value = np.where(width > k, (value << 6) | cont[k - 1], value)
+                cont = data[np.minimum(at + k, len(data) - 1)].astype(np.int32) & 0x3F
+                value = np.where(width > k, (value << 6) | cont, value)
             code[multi] = value
-        cls_ = self.classes[code]
+        cls_ = classes[code]
+        if (cls_ == COMPLEX).any():
+            return None
         # each segment's first character (segments are consecutive in `data`)
         seg_char = np.searchsorted(starts, offsets)
         n_chars = len(starts)
@@ -158,7 +215,6 @@ class CharSplit:
         before = np.zeros(n_chars + 1, dtype=np.int64)
         np.cumsum(is_item, out=before[1:])
         per_seg = np.diff(before[seg_char]).astype(np.int64)
-        item_seg = run_index(per_seg)
         is_word = part[items]
         # each word's bytes: from its first character to the next non-PART character or
         # its segment's end
@@ -166,15 +222,11 @@ class CharSplit:
         next_part[:-1] = part[1:]
         word_end = np.flatnonzero(part & (~next_part | first[1:]))
         char_byte = np.append(starts, len(data))
-        byte_start = char_byte[items[is_word]]
-        byte_end = char_byte[word_end + 1]
-        words = _strings(data, byte_start, byte_end)
-        alone = items[~is_word]
-        alone_slot = self.slot[code[alone]].astype(np.int64)
+        words = _strings(data, char_byte[items[is_word]], char_byte[word_end + 1])
+        alone_slot = slot[code[items[~is_word]]].astype(np.int64)
         if not self.unk_known and (alone_slot == len(self.char_ids) - 1).any():
             self.model.unk_id()  # raises: the vocabulary has no unknown token
-        assert len(item_seg) == len(items) and n_seg == len(per_seg)
-        return CharItems(words, is_word, alone_slot, item_seg, per_seg)
+        return CharItems(words, is_word, alone_slot, run_index(per_seg), per_seg)
 
     def table(self, items: CharItems, offsets: np.ndarray, values: np.ndarray,
               word_index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -188,6 +240,31 @@ class CharSplit:
         index[items.is_word] = word_index
         index[~items.is_word] = n_table + items.alone_slot
         return offsets, values, index
+
+
+def _raw_tables(normalizer: BertNormalizer, classes: np.ndarray, slot: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The classes and slots of the characters as given, before `normalizer` (see
+    `CharSplit`): a character it deletes (`clean_text`) joins its neighbours (PART); a
+    one-character word takes the slot of its normalized form, computed here for those the
+    normalizer may change (punctuation and the compatibility ideographs; any other ideograph
+    stays itself, checked over every code point by the tests)."""
+    raw = classes.copy()
+    if normalizer.clean_text:
+        for low, high in HF_CLEAN_REMOVED:
+            raw[low:high + 1] = PART
+    raw[list(NORMALIZED_INTO_SPLIT)] = COMPLEX
+    changing = [c for low, high in (*HF_PUNCTUATION, *COMPATIBILITY_IDEOGRAPHS)
+                for c in range(low, high + 1) if classes[c] == ALONE]
+    forms = pl.Series("t", [chr(c) for c in changing], dtype=pl.String).to_frame().select(
+        normalizer.expr(pl.col("t"))).to_series().to_list()
+    raw_slot = slot.copy()
+    for c, form in zip(changing, forms):
+        if len(form) == 1 and classes[ord(form)] == ALONE:
+            raw_slot[c] = slot[ord(form)]
+        else:  # not a one-character word once normalized: the whole text is normalized
+            raw[c] = COMPLEX
+    return raw, raw_slot
 
 
 def _strings(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pl.Series:
