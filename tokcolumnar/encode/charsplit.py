@@ -180,22 +180,9 @@ class CharSplit:
     def _items(self, texts: pl.Series, classes: np.ndarray, slot: np.ndarray
                ) -> CharItems | None:
         data, offsets = utf8_parts(texts)
-        # the first byte of every character, and its code point
+        # the first byte of every character, its length, and its code point
         starts = np.flatnonzero((data & 0xC0) != 0x80)
-        lead = data[starts].astype(np.int32)
-        code = lead.copy()
-        multi = np.flatnonzero(lead >= 0x80)
-        if len(multi):
-            at = starts[multi]
-            b0 = lead[multi]
-            width = 2 + (b0 >= 0xE0) + (b0 >= 0xF0)
-            # each continuation byte adds 6 bits; bytes past the character's end are masked
-            # off by its width (the data is valid UTF-8)
-            value = np.where(width == 2, b0 & 0x1F, np.where(width == 3, b0 & 0x0F, b0 & 0x07))
-            for k in (1, 2, 3):
-                cont = data[np.minimum(at + k, len(data) - 1)].astype(np.int32) & 0x3F
-                value = np.where(width > k, (value << 6) | cont, value)
-            code[multi] = value
+        code = _code_points(data, starts)
         cls_ = classes[code]
         if (cls_ == COMPLEX).any():
             return None
@@ -211,10 +198,8 @@ class CharSplit:
         word_start = part & (~prev_part | first[:n_chars])
         is_item = word_start | (cls_ == ALONE)
         items = np.flatnonzero(is_item)
-        # items per segment: from the running count at each segment's first character
-        before = np.zeros(n_chars + 1, dtype=np.int64)
-        np.cumsum(is_item, out=before[1:])
-        per_seg = np.diff(before[seg_char]).astype(np.int64)
+        # items per segment: the items before each segment's first character
+        per_seg = np.diff(np.searchsorted(items, seg_char)).astype(np.int64)
         is_word = part[items]
         # each word's bytes: from its first character to the next non-PART character or
         # its segment's end
@@ -265,6 +250,22 @@ def _raw_tables(normalizer: BertNormalizer, classes: np.ndarray, slot: np.ndarra
         else:  # not a one-character word once normalized: the whole text is normalized
             raw[c] = COMPLEX
     return raw, raw_slot
+
+
+def _code_points(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The code point of each character of the UTF-8 `data` starting at `starts` (uint32):
+    the four bytes from each start read at once as a big-endian integer, shifted to the
+    character's length, and the payload bits of each byte gathered (one formula for every
+    length: a 3-byte lead's fixed bit is taken off after)."""
+    padded = np.concatenate([data, np.zeros(3, dtype=np.uint8)])
+    # overlapping 4-byte windows, one per byte (no copy)
+    windows = np.ndarray(shape=(len(data),), dtype=">u4", buffer=padded, strides=(1,))
+    lengths = np.diff(np.append(starts, len(data)))
+    word = windows[starts].astype(np.uint32) >> ((4 - lengths) * 8).astype(np.uint32)
+    code = ((word & 0x3F) | ((word >> 2) & 0xFC0) | ((word >> 4) & 0x3F000)
+            | ((word >> 6) & 0x1C0000))
+    code -= (lengths == 3).astype(np.uint32) << 17  # 1110xxxx leaves its bit 5 at bit 17
+    return np.where(word < 0x80, word, code)
 
 
 def _strings(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pl.Series:
