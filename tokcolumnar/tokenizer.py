@@ -40,7 +40,7 @@ from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
-from .models.base import U32_MAX, lists_from_flat
+from .models.base import U32_MAX, lists_from_flat, lists_from_offsets
 from .models.cache import (
     WordCache,
     distinct_words,
@@ -593,23 +593,29 @@ class Tokenizer:
         else:
             item_table, items_per_seg = index, per_seg
             item_word = np.arange(len(index), dtype=np.int64)
-        # items -> tokens, and each token's row and word index within its row
+        # items -> tokens, and each token's item
         lengths, ids = gather_runs(offsets, values, item_table)
+        token_item = run_index(lengths)
+        # each row's first item and first token: the rows' list offsets come from the
+        # running token count at each row's first item (no per-token row index)
         seg_row = seg.get_column("row").to_numpy().astype(np.int64)
         items_per_row = np.bincount(seg_row, weights=items_per_seg,
                                     minlength=n).astype(np.int64)
-        row_of_item = run_index(items_per_row)
         row_item_start = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(items_per_row, out=row_item_start[1:])
-        word_in_row = np.arange(len(item_table), dtype=np.int64) - row_item_start[row_of_item]
-        token_row = repeat_runs(row_of_item, lengths)
+        item_token_start = np.zeros(len(item_table) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=item_token_start[1:])
+        row_offsets = item_token_start[row_item_start]
+        # an item's word index within its row, for each of its tokens
+        word_in_row = np.arange(len(item_table), dtype=np.int64) - repeat_runs(
+            row_item_start[:-1], items_per_row)
         out = pl.DataFrame({
-            "ids": lists_from_flat(n, token_row, pl.Series("ids", ids, dtype=pl.UInt32)),
-            "word_ids": lists_from_flat(n, token_row,
-                                        pl.Series("word_ids", repeat_runs(word_in_row, lengths))),
+            "ids": lists_from_offsets("ids", row_offsets, pl.Series("ids", ids,
+                                                                    dtype=pl.UInt32)),
+            "word_ids": lists_from_offsets("word_ids", row_offsets,
+                                           pl.Series("word_ids", word_in_row[token_item])),
         })
         item_seg = run_index(items_per_seg)
-        token_item = run_index(lengths)
         return out, token_item, item_word, item_seg
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:
