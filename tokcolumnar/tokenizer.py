@@ -161,7 +161,9 @@ class Tokenizer:
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
-        self._char_split: CharSplit | bool | None = None  # False: the pipeline has none
+        # the code-point split of a BERT pipeline (None inside: the pipeline has none), with
+        # the ids of the components it was made for
+        self._char_split: tuple[tuple[int, ...], CharSplit | None] | None = None
         self._tokens_table: TokenTable | None = None
         self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
         self._offset_chars: tuple[CharTable | None, CharTable] | None = None
@@ -418,11 +420,12 @@ class Tokenizer:
     def char_split(self) -> CharSplit | None:
         """The code-point split of a BERT pipeline (`encode.charsplit`), None for others (made
         once, on first use)."""
+        parts = (self.normalizer, self.pre_tokenizer, self.model)
         with self._lock:
-            if self._char_split is None:
-                self._char_split = CharSplit.build(self.normalizer, self.pre_tokenizer,
-                                                   self.model) or False
-        return self._char_split or None
+            # made again when a component was replaced since
+            if self._char_split is None or self._char_split[0] != tuple(map(id, parts)):
+                self._char_split = (tuple(map(id, parts)), CharSplit.build(*parts))
+        return self._char_split[1]
 
     def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None,
                    offsets: bool = False) -> pl.DataFrame:

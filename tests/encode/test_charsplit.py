@@ -272,3 +272,15 @@ def test_raw_classes_hold_after_normalization_over_every_code_point(config):
     for c, form in zip(cps.tolist(), forms):
         if unified[c]:
             assert form == chr(c)
+
+
+def test_replacing_a_component_remakes_the_split():
+    ours, hf = pair()
+    assert ours.char_split() is not None
+    ours.normalizer = BertNormalizer(lowercase=False)
+    hf.normalizer = normalizers.BertNormalizer(lowercase=False)
+    assert ours.char_split().normalizer == BertNormalizer(lowercase=False,
+                                                          handle_chinese_chars=False)
+    with forced_split() as calls:
+        assert_same(ours, hf, ["Hello 中国 ÉCOLE"])
+    assert calls
