@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, normalizers, pre_tokenizers, processors
 
-from tokcolumnar import Tokenizer
+from tests.support.corpora import corpus, small_tiered
+from tokcolumnar import Tokenizer, train
 from tokcolumnar.encode.charsplit import (
     ALONE,
     COMPATIBILITY_IDEOGRAPHS,
@@ -283,4 +284,21 @@ def test_replacing_a_component_remakes_the_split():
                                                           handle_chinese_chars=False)
     with forced_split() as calls:
         assert_same(ours, hf, ["Hello 中国 ÉCOLE"])
+    assert calls
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", small_tiered("zh_hongloumeng_300k.txt"))
+def test_every_line_of_the_small_corpora_matches_hf(tmp_path, name):
+    """The code-point split (forced on every batch, whatever its language) on real text: a
+    bert-preset tokenizer trained on the file gives HF's ids and word ids on every line."""
+    path = corpus(f"small/{name}")
+    # an alphabet of 1,000 characters: the rarer ones (and their words) are [UNK]
+    train([str(path)], out_dir=tmp_path / "o", preset="bert", vocab_size=3000,
+          limit_alphabet=1000)
+    ours = Tokenizer.load(tmp_path / "o")
+    hf = HFTokenizer.from_file(str(tmp_path / "o" / "tokenizer.json"))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    with forced_split() as calls:
+        assert_same(ours, hf, lines)
     assert calls
