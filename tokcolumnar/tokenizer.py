@@ -22,6 +22,7 @@ import polars as pl
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from .encode.charsplit import CharSplit
 from .encode.offsets import (
     CharTable,
     NormAlignment,
@@ -39,7 +40,7 @@ from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
-from .models.base import U32_MAX, lists_from_flat
+from .models.base import U32_MAX, lists_from_flat, lists_from_offsets
 from .models.cache import (
     WordCache,
     distinct_words,
@@ -160,6 +161,9 @@ class Tokenizer:
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
+        # the code-point split of a BERT pipeline (None inside: the pipeline has none), with
+        # the ids of the components it was made for
+        self._char_split: tuple[tuple[int, ...], CharSplit | None] | None = None
         self._tokens_table: TokenTable | None = None
         # (the decoder it was built for, its DecodeTable or None when it is not positional)
         self._decode_table: tuple[Any, DecodeTable | None] | None = None
@@ -392,6 +396,7 @@ class Tokenizer:
         # the word cache (and its lock) stays behind: a copy sent to a worker makes its own
         state = self.__dict__.copy()
         state["_cache"] = None
+        state["_char_split"] = None
         state["_offset_chars"] = None
         state["_decode_table"] = None
         del state["_lock"]
@@ -415,6 +420,16 @@ class Tokenizer:
                 self._cache = WordCache(model, pre.word_expr)
         return self._cache
 
+    def char_split(self) -> CharSplit | None:
+        """The code-point split of a BERT pipeline (`encode.charsplit`), None for others (made
+        once, on first use)."""
+        parts = (self.normalizer, self.pre_tokenizer, self.model)
+        with self._lock:
+            # made again when a component was replaced since
+            if self._char_split is None or self._char_split[0] != tuple(map(id, parts)):
+                self._char_split = (tuple(map(id, parts)), CharSplit.build(*parts))
+        return self._char_split[1]
+
     def encode_raw(self, texts: pl.Series, timer: StageTimer | None = None,
                    offsets: bool = False) -> pl.DataFrame:
         """`ids` and `word_ids` before post-processing (with `offsets`, also each token's
@@ -429,6 +444,9 @@ class Tokenizer:
         n = len(texts)
         if offsets:
             check_offsets_supported(self.normalizer, self.pre_tokenizer)
+        chars = None if offsets else self.char_split()
+        if chars is not None and chars.worth_it(texts):
+            return self._encode_chars(chars, texts, timer)
         with timer.stage("normalize"):
             seg = self._segments(texts)
             original = seg.get_column("text")
@@ -460,6 +478,29 @@ class Tokenizer:
             return out.with_columns(**self._offsets(
                 n, seg, original, flat, seg_of_word, per_seg, uniq, index, table_offsets,
                 values, token_item, item_word, item_seg))
+
+    def _encode_chars(self, chars: CharSplit, texts: pl.Series, timer: StageTimer
+                      ) -> pl.DataFrame:
+        """`encode_raw` (without offsets) through the code-point split of a BERT pipeline:
+        the one-character words (CJK ideographs, punctuation) take their ids from a table,
+        only the longer words go through the word cache (see `encode.charsplit`)."""
+        with timer.stage("normalize"):
+            seg = self._segments(texts)
+        items = chars.split_raw(seg.get_column("text"), timer)
+        if items is None:  # a character needs the whole text normalized first
+            with timer.stage("normalize"):
+                normalized = chars.normalized(seg.get_column("text"))
+            with timer.stage("pre-tokenize"):
+                items = chars.split(normalized)
+        with timer.stage("dedupe"):
+            uniq, uniq_hash, word_index = distinct_words(items.words)
+        with timer.stage("model"):
+            table_offsets, values = self.word_cache().lookup(uniq, uniq_hash)
+        with timer.stage("gather"):
+            table_offsets, values, index = chars.table(items, table_offsets, values,
+                                                       word_index)
+            return self._gather(len(texts), seg, items.per_seg, items.item_seg, index,
+                                table_offsets, values)[0]
 
     def _offsets(self, n: int, seg: pl.DataFrame, original: pl.Series, flat: pl.Series,
                  seg_of_word: np.ndarray, per_seg: np.ndarray, uniq: pl.Series,
@@ -558,23 +599,29 @@ class Tokenizer:
         else:
             item_table, items_per_seg = index, per_seg
             item_word = np.arange(len(index), dtype=np.int64)
-        # items -> tokens, and each token's row and word index within its row
+        # items -> tokens, and each token's item
         lengths, ids = gather_runs(offsets, values, item_table)
+        token_item = run_index(lengths)
+        # each row's first item and first token: the rows' list offsets come from the
+        # running token count at each row's first item (no per-token row index)
         seg_row = seg.get_column("row").to_numpy().astype(np.int64)
         items_per_row = np.bincount(seg_row, weights=items_per_seg,
                                     minlength=n).astype(np.int64)
-        row_of_item = run_index(items_per_row)
         row_item_start = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(items_per_row, out=row_item_start[1:])
-        word_in_row = np.arange(len(item_table), dtype=np.int64) - row_item_start[row_of_item]
-        token_row = repeat_runs(row_of_item, lengths)
+        item_token_start = np.zeros(len(item_table) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=item_token_start[1:])
+        row_offsets = item_token_start[row_item_start]
+        # an item's word index within its row, for each of its tokens
+        word_in_row = np.arange(len(item_table), dtype=np.int64) - repeat_runs(
+            row_item_start[:-1], items_per_row)
         out = pl.DataFrame({
-            "ids": lists_from_flat(n, token_row, pl.Series("ids", ids, dtype=pl.UInt32)),
-            "word_ids": lists_from_flat(n, token_row,
-                                        pl.Series("word_ids", repeat_runs(word_in_row, lengths))),
+            "ids": lists_from_offsets("ids", row_offsets, pl.Series("ids", ids,
+                                                                    dtype=pl.UInt32)),
+            "word_ids": lists_from_offsets("word_ids", row_offsets,
+                                           pl.Series("word_ids", word_in_row[token_item])),
         })
         item_seg = run_index(items_per_seg)
-        token_item = run_index(lengths)
         return out, token_item, item_word, item_seg
 
     def _encodings(self, out: pl.DataFrame) -> list[Encoding]:

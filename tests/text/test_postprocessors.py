@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, processors
 
@@ -54,3 +57,32 @@ def test_post_processors_like_hf(kind):
         assert pairs["ids"][i].to_list() == e.ids
         assert pairs["type_ids"][i].to_list() == e.type_ids
         assert pairs["word_ids"][i].to_list() == e.word_ids
+
+
+SPECIAL_PIECES = ["[CLS]", "[SEP]", "[X]"]
+template_strategy = st.tuples(
+    st.lists(st.tuples(st.sampled_from(SPECIAL_PIECES), st.integers(0, 2)), max_size=3),
+    st.integers(0, 2),
+    st.lists(st.tuples(st.sampled_from(SPECIAL_PIECES), st.integers(0, 2)), max_size=3),
+).map(lambda t: " ".join([f"{s}:{k}" for s, k in t[0]] + [f"$A:{t[1]}"]
+                         + [f"{s}:{k}" for s, k in t[2]]))
+
+
+@given(single=template_strategy,
+       texts=st.lists(st.lists(st.sampled_from(["hello", "worlds", "a", "b", "zzz", " "]),
+                               max_size=6).map(" ".join), min_size=1, max_size=5))
+def test_single_templates_like_hf(single, texts):
+    """Any single template with one sequence (the NumPy path of `apply`): special tokens of
+    one or several ids before and after it, type ids, empty texts."""
+    hf = HFTokenizer(models.WordPiece(VOCAB, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.post_processor = processors.TemplateProcessing(
+        single=single, special_tokens=[("[CLS]", 2), ("[SEP]", 3),
+                                       {"id": "[X]", "ids": [4, 5], "tokens": ["<s>", "</s>"]}])
+    ours = Tokenizer.from_hf_dict(json.loads(hf.to_str()))
+    enc = ours.encode_ids(texts)
+    want = hf.encode_batch(texts)
+    assert enc["ids"].to_list() == [e.ids for e in want]
+    assert enc["word_ids"].to_list() == [e.word_ids for e in want]
+    assert ours.encode_frame(pl.Series(texts))["type_ids"].to_list() == [e.type_ids
+                                                                         for e in want]

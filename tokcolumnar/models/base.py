@@ -47,16 +47,21 @@ def series_from_arrow(name: str, array: pa.Array) -> pl.Series:
     return pl.Series(name, _ArrowArrayCapsule(array)).alias(name)
 
 
-def lists_from_flat(n_rows: int, row: np.ndarray, values: pl.Series) -> pl.Series:
-    """Group flat values (sorted by row) into one list per row, empty lists for absent rows."""
+def lists_from_offsets(name: str, offsets: np.ndarray, values: pl.Series) -> pl.Series:
+    """List `i` is `values[offsets[i]:offsets[i+1]]` (int64 offsets from 0)."""
     import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
 
+    # NumPy reaches Arrow through Polars: pa.array(ndarray) would import pandas (~0.2 CPU-s)
+    arr = pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(), values.to_arrow())
+    return series_from_arrow(name, arr)
+
+
+def lists_from_flat(n_rows: int, row: np.ndarray, values: pl.Series) -> pl.Series:
+    """Group flat values (sorted by row) into one list per row, empty lists for absent rows."""
     lengths = np.bincount(row, minlength=n_rows)
     offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    # NumPy reaches Arrow through Polars: pa.array(ndarray) would import pandas (~0.2 CPU-s)
-    arr = pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(), values.to_arrow())
-    return series_from_arrow(values.name, arr)
+    return lists_from_offsets(values.name, offsets, values)
 
 
 class Model:

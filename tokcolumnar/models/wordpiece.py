@@ -30,7 +30,7 @@ CHUNK_WORDS = 50_000  # words per candidate join (bounds the memory of the candi
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
 
 
-def _utf8(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+def utf8_parts(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """The UTF-8 bytes of a string column, concatenated, and the offsets of each string."""
     import pyarrow as pa
 
@@ -198,7 +198,7 @@ class WordPieceModel(Model):
             prefix = (self.continuing_subword_prefix or "").encode("utf-8")
             tokens = list(self.vocab)
             ids = np.array(list(self.vocab.values()), dtype=np.int64)
-            data, offsets = _utf8(pl.Series(tokens, dtype=pl.String))
+            data, offsets = utf8_parts(pl.Series(tokens, dtype=pl.String))
             pw = _powers(data.size + 1)
             sums = _prefix_sums(data, pw[0])
             start, end = offsets[:-1], offsets[1:]
@@ -324,7 +324,7 @@ class WordPieceModel(Model):
         collision (never seen in practice) is redone by joining candidate strings."""
         words = words.cast(pl.String).fill_null("")
         n_words = len(words)
-        data, offsets = _utf8(words)
+        data, offsets = utf8_parts(words)
         starts_mask = (data & 0xC0) != 0x80
         char_byte = np.flatnonzero(starts_mask).astype(np.int64)
         n_chars = np.bincount(np.searchsorted(offsets, char_byte, side="right") - 1,

@@ -28,7 +28,7 @@ every input, with these documented exceptions, all due to HF's older Unicode tab
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -241,6 +241,11 @@ class BertNormalizer(Normalizer):
         if self.lowercase:
             col = hf_lowercase(col)
         return col
+
+    def without_chinese_padding(self) -> BertNormalizer:
+        """The same steps but the CJK padding: for `encode.charsplit`, which makes every
+        ideograph a word of its own without it."""
+        return replace(self, handle_chinese_chars=False)
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "clean_text": self.clean_text,
