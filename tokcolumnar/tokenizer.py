@@ -407,7 +407,7 @@ class Tokenizer:
                 # a byte-level BPE's initial symbols are the words' UTF-8 bytes: read from
                 # the text itself, without mapping each byte to its character first
                 self._cache = WordCache(model, pre.text_word_expr,
-                                        encode=model.encode_byte_words)
+                                        encode_kept=model.encode_byte_words_kept)
             else:
                 self._cache = WordCache(model, pre.word_expr)
         return self._cache

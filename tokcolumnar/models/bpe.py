@@ -487,6 +487,14 @@ class BPEModel(Model):
         """`encode_words` of the byte-level form of `words` (each UTF-8 byte as its GPT-2
         character), read from the text's bytes: the bytes through `byte_ids` are the initial
         symbols (no string of byte characters is made, nor decoded back to code points)."""
+        return self.encode_byte_words_kept(words)[0]
+
+    def encode_byte_words_kept(self, words: pl.Series) -> tuple[pl.Series, np.ndarray]:
+        """`encode_byte_words`, and which words the word cache should keep: the words left
+        whole. A word cut into pieces is not kept: its pieces are, in the piece cache, and
+        such words (runs of CJK characters) rarely repeat whole, so keeping them only grew
+        the word cache (662k of the 663k words it held after medium/zh.txt, ~0.1 CPU-s of
+        inserts) for hits that the piece cache gives anyway."""
         byte_ids = self.byte_ids()
         if byte_ids is None:
             raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "
@@ -497,9 +505,10 @@ class BPEModel(Model):
         # character it has seen, so the boundaries inside characters were almost never cut
         # (0.2% of the cuts of medium/zh.txt), and testing them was half of the filter's
         # time on CJK text
-        word_of, values = self.encode_symbols(np.diff(offsets), byte_ids[data],
-                                              cuttable=(data & 0xC0) != 0x80, data=data)
-        return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+        word_of, values, cut = self._encode_cut(np.diff(offsets), byte_ids[data],
+                                                cuttable=(data & 0xC0) != 0x80, data=data)
+        ids = lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+        return ids, ~cut
 
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """Per-word symbol ids before merging: (lengths, flat ids)."""
@@ -591,10 +600,17 @@ class BPEModel(Model):
         `CrossingFilter`; only before the symbols `cuttable` marks, when given) and each
         distinct piece is merged once. `data`: the words' UTF-8 bytes when the symbols are
         their bytes (`byte_ids`): pieces are then grouped and cached as byte strings."""
+        word_of, values, _ = self._encode_cut(lengths, ids, cuttable, data)
+        return word_of, values
+
+    def _encode_cut(self, lengths: np.ndarray, ids: np.ndarray,
+                    cuttable: np.ndarray | None = None, data: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`encode_symbols`, and per word whether it was cut into two pieces or more."""
         crossing = self.crossing_filter()
         eligible = lengths >= SPLIT_MIN_SYMBOLS
         if crossing is None or not eligible.any():
-            return self.merge_symbols(lengths, ids)
+            return (*self.merge_symbols(lengths, ids), np.zeros(len(lengths), dtype=bool))
         symbol_word = run_index(lengths)
         if self.unk_token in self.vocab:
             # an unknown character's symbol is the unknown token, not the character: the
@@ -604,6 +620,9 @@ class BPEModel(Model):
         starts = crossing.piece_starts(lengths, ids, eligible, cuttable, symbol_word)
         piece_at = np.flatnonzero(starts)
         piece_word = symbol_word[piece_at]
+        # a word's pieces are consecutive: it was cut when its last piece is not its first
+        cut = np.zeros(len(lengths), dtype=bool)
+        cut[piece_word[1:][piece_word[1:] == piece_word[:-1]]] = True
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
         if data is not None:
@@ -612,7 +631,7 @@ class BPEModel(Model):
             uniq, uniq_hash, index = distinct_words(byte_strings(offsets, data))
             merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
             per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
-            return repeat_runs(piece_word, per_piece), values
+            return repeat_runs(piece_word, per_piece), values, cut
         distinct = distinct_pieces(offsets, ids)
         if distinct is not None:
             first, uniq_hash, index = distinct
@@ -624,7 +643,7 @@ class BPEModel(Model):
         merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
         # every piece's ids in order: the pieces of a word are consecutive
         per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
-        return repeat_runs(piece_word, per_piece), values
+        return repeat_runs(piece_word, per_piece), values, cut
 
     def piece_cache(self, bytes_: bool = False) -> WordCache:
         """Pieces of long words (lists of initial symbols; with `bytes_`, the byte strings of
