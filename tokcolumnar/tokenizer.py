@@ -428,6 +428,11 @@ class Tokenizer:
             check_offsets_supported(self.normalizer, self.pre_tokenizer)
         with timer.stage("normalize"):
             seg = self._segments(texts)
+            if seg.n_chunks() > 1:
+                # one chunk: Polars compiles a regex for every chunk it runs on (the GPT-2
+                # pattern ~5 ms, and its lazy DFA starts cold: ~11 ms more per extra chunk of
+                # a 30k-line zh batch), and a batch joined from the reader's pieces has several
+                seg = seg.rechunk()
             original = seg.get_column("text")
             if self.normalizer is not None:
                 seg = seg.with_columns(self.normalizer.expr(pl.col("text")))
