@@ -76,8 +76,11 @@ def batched(rows: Iterator[tuple[pl.Series, pa.Table]], batch_bytes: int,
             max_line_bytes: int) -> Iterator[tuple[pl.Series, pa.Table]]:
     """Regroup the reader's pieces (texts, kept input columns) into batches of about
     `batch_bytes` of text (in order); a sequence over `max_line_bytes` is refused with one
-    error."""
+    error. The last full batch is held back until the input ends: it and the rest are then
+    given as two halves, which the encoding threads take on together (a last batch alone
+    kept one core busy while the others idled)."""
     pending: list[tuple[pl.Series, pa.Table]] = []
+    held: tuple[pl.Series, pa.Table] | None = None
     size = 0
     for s, kept in rows:
         lengths = s.str.len_bytes()
@@ -88,10 +91,26 @@ def batched(rows: Iterator[tuple[pl.Series, pa.Table]], batch_bytes: int,
         pending.append((s, kept))
         size += int(lengths.sum() or 0)
         if size >= batch_bytes:
-            yield _joined(pending)
+            if held is not None:
+                yield held
+            held = _joined(pending)
             pending, size = [], 0
-    if pending:
+    if held is not None:
+        yield from _halves(_joined([held, *pending]))
+    elif pending:
         yield _joined(pending)
+
+
+def _halves(batch: tuple[pl.Series, pa.Table]) -> Iterator[tuple[pl.Series, pa.Table]]:
+    """A batch as two batches of about half its text each (rows in order)."""
+    texts, kept = batch
+    if len(texts) < 2:
+        yield batch
+        return
+    ends = texts.str.len_bytes().cum_sum().to_numpy()
+    cut = min(max(int(ends.searchsorted(ends[-1] / 2)) + 1, 1), len(texts) - 1)
+    yield texts.slice(0, cut), kept.slice(0, cut)
+    yield texts.slice(cut), kept.slice(cut)
 
 
 def _joined(pending: list[tuple[pl.Series, pa.Table]]) -> tuple[pl.Series, pa.Table]:
