@@ -42,6 +42,23 @@ def test_encode_matches_hf(trained, texts, which):
     assert [e.tokens for e in ours] == [e.tokens for e in theirs]
 
 
+
+@given(st.lists(TEXTS, min_size=2, max_size=8), st.data())
+def test_a_series_of_several_chunks_encodes_as_hf(trained, texts, data):
+    """A batch joined from the reader's pieces is a Series of several chunks (encoded as one:
+    `encode_raw` rechunks it); its ids and offsets are HF's, row for row."""
+    d = trained["gpt2"]
+    cut = data.draw(st.integers(1, len(texts) - 1))
+    series = pl.concat([pl.Series(texts[:cut], dtype=pl.String),
+                        pl.Series(texts[cut:], dtype=pl.String)], rechunk=False)
+    assert series.n_chunks() == 2
+    ours = Tokenizer.from_dir(d).encode_frame(series, offsets=True)
+    theirs = HFTokenizer.from_file(str(d / "tokenizer.json")).encode_batch(texts)
+    assert ours.get_column("ids").to_list() == [e.ids for e in theirs]
+    assert [list(zip(s, e)) for s, e in zip(ours.get_column("starts").to_list(),
+                                             ours.get_column("ends").to_list())] \
+        == [e.offsets for e in theirs]
+
 def test_special_tokens_inside_text(trained):
     tok = Tokenizer.from_dir(trained["gpt2"])
     text = "end<|endoftext|>start and more<|endoftext|>"

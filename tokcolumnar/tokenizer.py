@@ -415,7 +415,7 @@ class Tokenizer:
                 # a byte-level BPE's initial symbols are the words' UTF-8 bytes: read from
                 # the text itself, without mapping each byte to its character first
                 self._cache = WordCache(model, pre.text_word_expr,
-                                        encode=model.encode_byte_words)
+                                        encode_kept=model.encode_byte_words_kept)
             else:
                 self._cache = WordCache(model, pre.word_expr)
         return self._cache
@@ -449,6 +449,11 @@ class Tokenizer:
             return self._encode_chars(chars, texts, timer)
         with timer.stage("normalize"):
             seg = self._segments(texts)
+            if seg.n_chunks() > 1:
+                # one chunk: Polars compiles a regex for every chunk it runs on (the GPT-2
+                # pattern ~5 ms, and its lazy DFA starts cold: ~11 ms more per extra chunk of
+                # a 30k-line zh batch), and a batch joined from the reader's pieces has several
+                seg = seg.rechunk()
             original = seg.get_column("text")
             if self.normalizer is not None:
                 seg = seg.with_columns(self.normalizer.expr(pl.col("text")))

@@ -5,7 +5,10 @@ parallel batches) on real corpora."""
 from __future__ import annotations
 
 import polars as pl
+import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 
 from tests.support.cli import assert_clean_error, run_cli, run_measured
@@ -173,3 +176,37 @@ def test_rows_per_file_writes_parts_then_marker(tmp_path, trained):
     (out / "notes.txt").write_text("mine", encoding="utf-8")
     assert_clean_error(run_cli(*args), "not empty and not a tokcolumnar output")
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+@given(st.lists(st.lists(st.text(max_size=12), min_size=1, max_size=6), max_size=12),
+       st.integers(1, 60))
+def test_batches_keep_the_rows_in_order_and_end_in_two_halves(pieces: list[list[str]],
+                                                              batch_bytes: int) -> None:
+    """`batched` regroups the reader's pieces in order; once a batch has filled, the last full
+    batch and the rest come as two batches of about half the text each (so that the
+    encoding threads finish together), every row still once and in order with its kept
+    columns."""
+    def rows():
+        n = 0
+        for piece in pieces:
+            yield (pl.Series(piece, dtype=pl.String),
+                   pa.table({"row": list(range(n, n + len(piece)))}))
+            n += len(piece)
+
+    out = list(dataset.batched(rows(), batch_bytes, 10**6))
+    flat = [t for piece in pieces for t in piece]
+    assert [t for texts, _ in out for t in texts.to_list()] == flat
+    assert [r for _, kept in out for r in kept.column("row").to_pylist()] \
+        == list(range(len(flat)))
+    sizes = [sum(len(t.encode()) for t in texts.to_list()) for texts, _ in out]
+    total = sum(sizes)
+    filled = any(sum(len(t.encode()) for p in pieces[:i + 1] for t in p) >= batch_bytes
+                 for i in range(len(pieces)))
+    if filled and len(flat) >= 2:  # the end: two halves, the first about half the text
+        *_, first, second = out
+        assert len(first[0]) and len(second[0])
+        assert all(s >= batch_bytes for s in sizes[:-2])
+        longest = max(len(t.encode()) for t in flat)
+        assert min(sizes[-2], sizes[-1]) >= (sizes[-2] + sizes[-1]) / 2 - 2 * longest
+    else:
+        assert len(out) <= 1 and total == sum(len(t.encode()) for t in flat)

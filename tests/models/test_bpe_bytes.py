@@ -4,6 +4,8 @@ characters, and `Tokenizer` must use that path only when every byte has its toke
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 from hypothesis import given
@@ -16,10 +18,15 @@ from tokcolumnar.text.bytelevel import BYTES_TO_UNICODE
 
 
 @pytest.fixture(scope="module")
-def byte_level(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+def byte_level_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gpt2") / "o"
     train([str(PRIMER)], out_dir=out, vocab_size=700, preset="gpt2")
-    return Tokenizer.from_dir(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def byte_level(byte_level_dir: Path) -> Tokenizer:
+    return Tokenizer.from_dir(byte_level_dir)
 
 
 def byte_chars(word: str) -> str:
@@ -47,5 +54,27 @@ def test_the_byte_path_needs_every_byte_token(byte_level: Tokenizer) -> None:
     merges = [(a, b) for a, b in model.merges if BYTES_TO_UNICODE[0xFF] not in a + b]
     partial = BPEModel(vocab=vocab, merges=merges)
     assert partial.byte_ids() is None
-    assert byte_level.word_cache().encode == model.encode_byte_words
+    assert byte_level.word_cache().encode_kept == model.encode_byte_words_kept
 
+
+
+def test_the_word_cache_keeps_the_words_left_whole(byte_level_dir: Path) -> None:
+    """Words cut into pieces (a long run of CJK characters, which the merges trained on
+    PRIMER never join) are not kept in the word cache, whole words are; the ids stay HF's
+    when the same texts come again (the long words then from the piece cache)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    hf = HFTokenizer.from_file(str(byte_level_dir / "tokenizer.json"))
+    tok = Tokenizer.from_dir(byte_level_dir)  # a cache of its own
+    long_run = "中文字符串的一个很长的句子里有许多汉字"
+    texts = [f"{long_run} the words", f"words {long_run}，the", "the the words"]
+    expected = [hf.encode(t).ids for t in texts]
+    for _ in range(2):
+        assert tok.encode_ids(texts).get_column("ids").to_list() == expected
+    cached = set(tok.word_cache().words.to_list())
+    assert {" the", " words", "the", "words"} <= cached
+    assert not any(long_run in w for w in cached)
+    model = tok.model
+    assert isinstance(model, BPEModel)
+    _, kept = model.encode_byte_words_kept(pl.Series([" " + long_run, long_run, "words"]))
+    assert kept.tolist() == [False, False, True]

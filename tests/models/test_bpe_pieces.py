@@ -128,3 +128,31 @@ def test_only_cuttable_boundaries_are_cut(table: tuple[dict[str, int], list[tupl
     everywhere = crossing.piece_starts(lengths, ids, eligible)
     some = crossing.piece_starts(lengths, ids, eligible, cuttable)
     assert np.array_equal(some, everywhere & (cuttable | word_start))
+
+
+@given(merge_tables(), st.sets(st.sampled_from(ALPHABET + "😀")))
+def test_no_boundary_a_merge_joins_is_cut(table: tuple[dict[str, int], list[tuple[str, str]]],
+                                          missing: set[str]) -> None:
+    """The filter's patterns are the merges' edges (built with NumPy over all merges at once):
+    in the word a+b of every merge (a, b) whose characters are all symbols, the boundary
+    between a and b is never cut, whatever the lengths of a and b (1 to 5 characters, an
+    astral character among them); merges naming a character that is not a one-character
+    token (`missing` drops some from the vocabulary) add no pattern and break nothing."""
+    vocab, merges = table
+    vocab = {t: i for i, t in enumerate(t for t in vocab if t not in missing)}
+    vocab.setdefault("😀", len(vocab))
+    merges = [*merges, ("😀", "a"), ("b😀", "😀")]
+    for a, b in [("😀", "a"), ("b😀", "😀")]:
+        for t in (a, b, a + b):
+            vocab.setdefault(t, len(vocab))
+    merges = [(a, b) for a, b in merges if a in vocab and b in vocab and a + b in vocab]
+    crossing = BPEModel(vocab=vocab, merges=merges).crossing_filter()
+    if crossing is None:
+        return
+    single = {t: i for t, i in vocab.items() if len(t) == 1}
+    joined = [(a, b) for a, b in merges if all(ch in single for ch in a + b)]
+    for a, b in joined:
+        ids = np.array([single[ch] for ch in a + b], dtype=np.int64)
+        starts = crossing.piece_starts(np.array([len(ids)], dtype=np.int64), ids,
+                                       np.ones(1, dtype=bool))
+        assert not starts[len(a)], (a, b)

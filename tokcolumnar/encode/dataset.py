@@ -1,7 +1,8 @@
 """Dataset encoding: inputs -> a Parquet file with the text and its token ids, streamed batch by
 batch into a temporary file that replaces the output at the end (see `outputs`). The next batch
-is encoded while the previous one is written (Arrow's writer releases the GIL), so at most two
-batches are held at once whatever the input size."""
+is encoded while the previous one is written (Arrow's writer releases the GIL), so at most
+WORKERS + QUEUED batches being encoded and one being written are held at once whatever the input
+size."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ from .truncation import Truncation
 
 BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
+# batches handed to the encoding threads at most, beyond WORKERS queued: a thread that
+# finishes its batch before the oldest one (the first batches, with cold caches, are the
+# slowest) starts the next at once instead of waiting for the oldest to be written
+QUEUED = 1
 
 
 class RowLines(WholeSequence):
@@ -71,8 +76,11 @@ def batched(rows: Iterator[tuple[pl.Series, pa.Table]], batch_bytes: int,
             max_line_bytes: int) -> Iterator[tuple[pl.Series, pa.Table]]:
     """Regroup the reader's pieces (texts, kept input columns) into batches of about
     `batch_bytes` of text (in order); a sequence over `max_line_bytes` is refused with one
-    error."""
+    error. The last full batch is held back until the input ends: it and the rest are then
+    given as two halves, which the encoding threads take on together (a last batch alone
+    kept one core busy while the others idled)."""
     pending: list[tuple[pl.Series, pa.Table]] = []
+    held: tuple[pl.Series, pa.Table] | None = None
     size = 0
     for s, kept in rows:
         lengths = s.str.len_bytes()
@@ -83,10 +91,26 @@ def batched(rows: Iterator[tuple[pl.Series, pa.Table]], batch_bytes: int,
         pending.append((s, kept))
         size += int(lengths.sum() or 0)
         if size >= batch_bytes:
-            yield _joined(pending)
+            if held is not None:
+                yield held
+            held = _joined(pending)
             pending, size = [], 0
-    if pending:
+    if held is not None:
+        yield from _halves(_joined([held, *pending]))
+    elif pending:
         yield _joined(pending)
+
+
+def _halves(batch: tuple[pl.Series, pa.Table]) -> Iterator[tuple[pl.Series, pa.Table]]:
+    """A batch as two batches of about half its text each (rows in order)."""
+    texts, kept = batch
+    if len(texts) < 2:
+        yield batch
+        return
+    ends = texts.str.len_bytes().cum_sum().to_numpy()
+    cut = min(max(int(ends.searchsorted(ends[-1] / 2)) + 1, 1), len(texts) - 1)
+    yield texts.slice(0, cut), kept.slice(0, cut)
+    yield texts.slice(cut), kept.slice(cut)
 
 
 def _joined(pending: list[tuple[pl.Series, pa.Table]]) -> tuple[pl.Series, pa.Table]:
@@ -377,7 +401,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                                                        force=force, what="--stats"))
                      if stats is not False else None)
         tmp = outputs.enter_context(target)
-        pool = outputs.enter_context(ThreadPoolExecutor(max_workers=WORKERS + 1))
+        pool = outputs.enter_context(ThreadPoolExecutor(max_workers=WORKERS))
+        writer = outputs.enter_context(ThreadPoolExecutor(max_workers=1))
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
         if truncate is not None:
             # checked as HF checks it, with the special tokens added or not
@@ -428,7 +453,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                                                 add_special_tokens, counted, timer, first_row,
                                                 overflow))
                     first_row += len(texts)
-                if not encoding or (batch is not None and len(encoding) < WORKERS):
+                if not encoding or (batch is not None and len(encoding) < WORKERS + QUEUED):
                     if batch is None:
                         break
                     continue
@@ -437,12 +462,12 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                     counted.add(batch_counts)
                 if packer is not None:  # in input order: a document may span two blocks
                     table = packer.add(table.column("ids"))
-                written = _handed(table, sink, pool, written, timer)
+                written = _handed(table, sink, writer, written, timer)
                 rows += table.num_rows
                 bar.update(rows=rows)
             if packer is not None:
                 table = packer.finish()
-                written = _handed(table, sink, pool, written, timer)
+                written = _handed(table, sink, writer, written, timer)
                 rows += table.num_rows
                 if not rows and packer.documents:
                     raise TokcolumnarError(

@@ -65,35 +65,73 @@ class CrossingFilter:
     def build(cls, vocab: dict[str, int], merges: list[tuple[str, str]]
               ) -> CrossingFilter | None:
         """The filter of a BPE without prefix, suffix or end-of-word token (the initial
-        symbols are then the characters); None when the characters are too many to pack."""
+        symbols are then the characters); None when the characters are too many to pack.
+        NumPy over the merges' edge characters (built before the first batch: a Python loop
+        over the merges was a tenth of a second of every encoding run's start-up)."""
         single = {t: i for t, i in vocab.items() if len(t) == 1}
-        used = sorted({single[ch] for a, b in merges for ch in a[-3:] + b[:3] if ch in single})
+        # each merge's last 3 characters of its left part and first 3 of its right part, as
+        # code points in (n, 3) arrays: the tails right-aligned, the heads left-aligned, 0
+        # where a part is shorter (no character is U+0000 in both a merge and the padding's
+        # place: the lengths say which cells are characters)
+        tail_cps, tail_len = _edge_code_points([a[-3:] for a, _ in merges], right=True)
+        head_cps, head_len = _edge_code_points([b[:3] for _, b in merges], right=False)
+        # code point -> symbol id of the one-character token (-1: none), over the code
+        # points the edges hold
+        cps = np.array([ord(t) for t in single], dtype=np.int64)
+        ids = np.array(list(single.values()), dtype=np.int64)
+        order = np.argsort(cps)
+        cps, ids = cps[order], ids[order]
+
+        def symbol_of(cp: np.ndarray) -> np.ndarray:
+            if not len(cps):
+                return np.full(cp.shape, -1, dtype=np.int64)
+            at = np.minimum(np.searchsorted(cps, cp), len(cps) - 1)
+            return np.where(cps[at] == cp, ids[at], -1)
+
+        tail_sym, head_sym = symbol_of(tail_cps), symbol_of(head_cps)
+        in_tail = np.arange(3) >= 3 - tail_len[:, None]  # the cells holding a character
+        in_head = np.arange(3) < head_len[:, None]
+        used = np.unique(np.concatenate([tail_sym[in_tail & (tail_sym >= 0)],
+                                         head_sym[in_head & (head_sym >= 0)]]))
         bits = max(1, len(used).bit_length())
         k_max = min(3, 63 // (2 * bits))
-        if k_max == 0 or not used:
+        if k_max == 0 or not len(used):
             return None
         code = np.zeros(max(vocab.values(), default=0) + 1, dtype=np.uint64)
         code[used] = np.arange(1, len(used) + 1, dtype=np.uint64)
-        char_code = {ch: int(code[i]) for ch, i in single.items() if code[i]}
-        keys, tags, count = [], [], {}
-        for a, b in merges:
-            tail, head = a[-k_max:], b[:k_max]
-            key = 0
-            for ch in tail + head:
-                c = char_code.get(ch)
-                if c is None:
-                    break  # a character that is not a symbol: the merge never applies
-                key = (key << bits) | c
-            else:
-                keys.append(key)
-                tags.append(_class_tag(len(tail), len(head)))
-                count[(len(tail), len(head))] = count.get((len(tail), len(head)), 0) + 1
+        # the last k_max characters of the tail, the first k_max of the head
+        tail_sym, in_tail = tail_sym[:, 3 - k_max:], in_tail[:, 3 - k_max:]
+        head_sym, in_head = head_sym[:, :k_max], in_head[:, :k_max]
+        k = np.minimum(tail_len, k_max)
+        m = np.minimum(head_len, k_max)
+        tail_code = np.where(in_tail & (tail_sym >= 0), code[np.maximum(tail_sym, 0)],
+                             np.uint64(0))
+        head_code = np.where(in_head & (head_sym >= 0), code[np.maximum(head_sym, 0)],
+                             np.uint64(0))
+        # a character that is not a symbol (code 0 inside a part): the merge never applies
+        valid = ~(((tail_code == 0) & in_tail).any(axis=1) | ((head_code == 0) & in_head).any(
+            axis=1))
+        # packed most significant first: tail then head, `bits` per character
+        key = np.zeros(len(merges), dtype=np.uint64)
+        for j in range(k_max):
+            key = (key << np.uint64(bits)) | tail_code[:, j]
+        head_key = np.zeros(len(merges), dtype=np.uint64)
+        for j in range(k_max):
+            head_key = (head_key << np.uint64(bits)) | head_code[:, j]
+        head_key >>= (np.uint64(bits) * (k_max - m).astype(np.uint64))
+        key = (key << (np.uint64(bits) * m.astype(np.uint64))) | head_key
+        key, k, m = key[valid], k[valid], m[valid]
+        tags = np.array([_class_tag(kk, mm) for kk in range(4) for mm in range(4)],
+                        dtype=np.uint64)[k * 4 + m]
         table = np.zeros(1 << CROSSING_FILTER_BITS, dtype=bool)
-        table[_window_hash(np.array(keys, dtype=np.uint64), np.array(tags, dtype=np.uint64))] \
-            = True
+        table[_window_hash(key, tags)] = True
         # short patterns first: they match most boundaries (inside characters, for a
-        # byte-level BPE), so fewer boundaries are left for the longer classes
-        classes = sorted(count, key=lambda km: (km[0] + km[1], -count[km]))
+        # byte-level BPE), so fewer boundaries are left for the longer classes; then the most
+        # numerous, then the first seen
+        present, first, count = np.unique(k * 4 + m, return_index=True, return_counts=True)
+        ranked = sorted(range(len(present)), key=lambda c: (
+            int(present[c]) // 4 + int(present[c]) % 4, -int(count[c]), int(first[c])))
+        classes = [(int(present[c]) // 4, int(present[c]) % 4) for c in ranked]
         return cls(code, bits, k_max, classes, table)
 
     def piece_starts(self, lengths: np.ndarray, ids: np.ndarray, eligible: np.ndarray,
@@ -329,6 +367,20 @@ def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
     return first.astype(np.int64), uniq_hash, index
 
 
+def _edge_code_points(parts: list[str], right: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Strings of at most 3 characters as an (n, 3) array of code points (int64), each
+    right-aligned (`right`) or left-aligned, 0 in the other cells; and their lengths."""
+    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    flat = np.frombuffer("".join(parts).encode("utf-32-le", "surrogatepass"),
+                         dtype=np.uint32).astype(np.int64)
+    row = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
+    within = np.arange(len(flat), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths,
+                                                               lengths)
+    out = np.zeros((len(parts), 3), dtype=np.int64)
+    out[row, within + (3 - lengths[row]) if right else within] = flat
+    return out, lengths
+
+
 def _class_tag(k: int, m: int) -> np.uint64:
     """The hash tag of class (k, m) (a 64-bit odd multiple: classes land apart)."""
     return np.uint64(((k * 4 + m) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF)
@@ -435,6 +487,14 @@ class BPEModel(Model):
         """`encode_words` of the byte-level form of `words` (each UTF-8 byte as its GPT-2
         character), read from the text's bytes: the bytes through `byte_ids` are the initial
         symbols (no string of byte characters is made, nor decoded back to code points)."""
+        return self.encode_byte_words_kept(words)[0]
+
+    def encode_byte_words_kept(self, words: pl.Series) -> tuple[pl.Series, np.ndarray]:
+        """`encode_byte_words`, and which words the word cache should keep: the words left
+        whole. A word cut into pieces is not kept: its pieces are, in the piece cache, and
+        such words (runs of CJK characters) rarely repeat whole, so keeping them only grew
+        the word cache (662k of the 663k words it held after medium/zh.txt, ~0.1 CPU-s of
+        inserts) for hits that the piece cache gives anyway."""
         byte_ids = self.byte_ids()
         if byte_ids is None:
             raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "
@@ -445,9 +505,10 @@ class BPEModel(Model):
         # character it has seen, so the boundaries inside characters were almost never cut
         # (0.2% of the cuts of medium/zh.txt), and testing them was half of the filter's
         # time on CJK text
-        word_of, values = self.encode_symbols(np.diff(offsets), byte_ids[data],
-                                              cuttable=(data & 0xC0) != 0x80, data=data)
-        return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+        word_of, values, cut = self._encode_cut(np.diff(offsets), byte_ids[data],
+                                                cuttable=(data & 0xC0) != 0x80, data=data)
+        ids = lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
+        return ids, ~cut
 
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """Per-word symbol ids before merging: (lengths, flat ids)."""
@@ -539,10 +600,17 @@ class BPEModel(Model):
         `CrossingFilter`; only before the symbols `cuttable` marks, when given) and each
         distinct piece is merged once. `data`: the words' UTF-8 bytes when the symbols are
         their bytes (`byte_ids`): pieces are then grouped and cached as byte strings."""
+        word_of, values, _ = self._encode_cut(lengths, ids, cuttable, data)
+        return word_of, values
+
+    def _encode_cut(self, lengths: np.ndarray, ids: np.ndarray,
+                    cuttable: np.ndarray | None = None, data: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`encode_symbols`, and per word whether it was cut into two pieces or more."""
         crossing = self.crossing_filter()
         eligible = lengths >= SPLIT_MIN_SYMBOLS
         if crossing is None or not eligible.any():
-            return self.merge_symbols(lengths, ids)
+            return (*self.merge_symbols(lengths, ids), np.zeros(len(lengths), dtype=bool))
         symbol_word = run_index(lengths)
         if self.unk_token in self.vocab:
             # an unknown character's symbol is the unknown token, not the character: the
@@ -552,6 +620,9 @@ class BPEModel(Model):
         starts = crossing.piece_starts(lengths, ids, eligible, cuttable, symbol_word)
         piece_at = np.flatnonzero(starts)
         piece_word = symbol_word[piece_at]
+        # a word's pieces are consecutive: it was cut when its last piece is not its first
+        cut = np.zeros(len(lengths), dtype=bool)
+        cut[piece_word[1:][piece_word[1:] == piece_word[:-1]]] = True
         # the distinct pieces (compared by their symbols), merged once each
         offsets = np.append(piece_at, len(ids))
         if data is not None:
@@ -560,7 +631,7 @@ class BPEModel(Model):
             uniq, uniq_hash, index = distinct_words(byte_strings(offsets, data))
             merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
             per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
-            return repeat_runs(piece_word, per_piece), values
+            return repeat_runs(piece_word, per_piece), values, cut
         distinct = distinct_pieces(offsets, ids)
         if distinct is not None:
             first, uniq_hash, index = distinct
@@ -572,7 +643,7 @@ class BPEModel(Model):
         merged_offsets, merged = self.piece_cache().lookup(uniq, uniq_hash)
         # every piece's ids in order: the pieces of a word are consecutive
         per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
-        return repeat_runs(piece_word, per_piece), values
+        return repeat_runs(piece_word, per_piece), values, cut
 
     def piece_cache(self, bytes_: bool = False) -> WordCache:
         """Pieces of long words (lists of initial symbols; with `bytes_`, the byte strings of
@@ -739,9 +810,12 @@ class BPEModel(Model):
         vocab = vocab_from_hf(obj)
         merges = []
         for rank, m in enumerate(obj.list("merges")):
-            pair = m.split(" ") if isinstance(m, str) else m
+            text = isinstance(m, str)
+            pair = m.split(" ") if text else m
+            # (a split string holds strings: only lists need their items checked; the
+            # checks run once per merge, tens of thousands, before the first batch)
             if not (isinstance(pair, list) and len(pair) == 2
-                    and all(isinstance(x, str) for x in pair)):
+                    and (text or (isinstance(pair[0], str) and isinstance(pair[1], str)))):
                 raise obj.error(f"merge {rank} must be \"left right\" or [left, right], "
                                 f"got {m!r}")
             merges.append((pair[0], pair[1]))

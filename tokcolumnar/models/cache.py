@@ -113,11 +113,15 @@ class WordCache:
 
     def __init__(self, model: Model, word_expr: Callable[[pl.Expr], pl.Expr],
                  max_words: int = DEFAULT_CACHE_WORDS, key_dtype: pl.DataType = pl.String,
-                 encode: Callable[[pl.Series], pl.Series] | None = None):
+                 encode: Callable[[pl.Series], pl.Series] | None = None,
+                 encode_kept: Callable[[pl.Series], tuple[pl.Series, np.ndarray]] | None = None):
         self.model = model
         self.word_expr = word_expr
         # the new words (after `word_expr`) -> ids: the model's `encode_words` unless given
         self.encode = encode or model.encode_words
+        # or -> (ids, which words to keep in the cache): words a model encodes as pieces it
+        # caches itself are not kept twice
+        self.encode_kept = encode_kept
         self.max_words = max_words
         self.keys = np.zeros(0, dtype=np.uint64)
         self.slots = np.zeros(0, dtype=np.int64)
@@ -147,12 +151,21 @@ class WordCache:
             return gather_table(offsets, values, entry)
         # the new words: mapped (e.g. to byte characters) and through the model once
         new_words = words.gather(miss)
-        mapped = new_words.to_frame("word").select(self.word_expr(pl.col("word")))
-        new_off, new_val = list_parts(self.encode(mapped.to_series()))
+        mapped = new_words.to_frame("word").select(self.word_expr(pl.col("word"))).to_series()
+        kept = None
+        if self.encode_kept is not None:
+            encoded, kept = self.encode_kept(mapped)
+            new_off, new_val = list_parts(encoded)
+        else:
+            new_off, new_val = list_parts(self.encode(mapped))
         # the entries of this batch: the snapshot's, then the new words' after them
         entry[miss] = n_cached + np.arange(len(miss))
         table = gather_table(np.concatenate([offsets, offsets[-1] + new_off[1:]]),
                              np.concatenate([values, new_val]), entry)
+        if kept is not None and not kept.all():  # only the kept words are added
+            at = np.flatnonzero(kept)
+            new_words, miss = new_words.gather(at), miss[at]
+            new_off, new_val = gather_table(new_off, new_val, at)
         with self.lock:
             room = min(self.max_words - len(self.words), len(miss))
             if room > 0:
