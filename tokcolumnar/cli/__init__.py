@@ -86,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     sys.unraisablehook = _on_unraisable
-    fix_mmap_threshold()  # freed arrays go back to the system (tokcolumnar.malloc)
-    # the settings the command's work wants, before Polars loads (tokcolumnar.malloc)
-    configure_for_command(sys.argv[1:] if argv is None else argv)
-    try:
+    try:  # (an interrupt from here on is reported as one, start-up included)
+        fix_mmap_threshold()  # freed arrays go back to the system (tokcolumnar.malloc)
+        # the settings the command's work wants, before Polars loads (tokcolumnar.malloc)
+        configure_for_command(sys.argv[1:] if argv is None else argv)
         return _run(argv)
     except KeyboardInterrupt:
         _report_interrupt("tokcolumnar: interrupted (outputs left as they were)")
