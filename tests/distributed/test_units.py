@@ -98,14 +98,16 @@ def test_units_are_line_aligned_byte_ranges_and_row_groups(tmp_path):
     g.write_bytes(gzip.compress(b"a\n" * 100))
     units = plan_units([str(f), str(p), str(g)], unit_bytes=4)
     assert [u.index for u in units] == list(range(len(units)))
-    ranges = [u.source.byte_range for u in units if u.source.path == f]
+    assert all(len(u.sources) == 1 for u in units)  # no file small enough to pack
+    parts = [u.sources[0] for u in units]
+    ranges = [s.byte_range for s in parts if s.path == f]
     assert ranges[0] == (0, 101)  # the long line stays whole
     data = f.read_bytes()
     assert all(data[b - 1:b] == b"\n" for _, b in ranges[:-1])  # cut after a line end
     assert ranges[-1] == (len(data) - 1, len(data))  # the last line, without its newline
     assert [a for a, _ in ranges[1:]] == [b for _, b in ranges[:-1]]
-    assert [u.source.row_groups for u in units if u.source.path == p] == [(0,), (1,), (2,), (3,)]
-    assert [u.source.byte_range for u in units if u.source.path == g] == [None]
+    assert [s.row_groups for s in parts if s.path == p] == [(0,), (1,), (2,), (3,)]
+    assert [s.byte_range for s in parts if s.path == g] == [None]
 
 
 def test_a_range_reports_invalid_utf8_at_its_file_offset(tmp_path):
