@@ -33,7 +33,7 @@ import polars as pl
 
 from ..config import TrainConfig
 from ..corpus.counting import check_words, fold_chunks, map_words, sort_words
-from ..corpus.readers import iter_source, metered
+from ..corpus.readers import CHUNK_BYTES, iter_source, metered
 from ..corpus.sources import Source, expand_inputs, file_size, open_seekable, parquet_metadata
 from ..errors import TokcolumnarError
 from ..progress import READING, Progress, StageTimer
@@ -109,14 +109,43 @@ def unit_chunks(unit: Unit, column: str = "text", pretokenizer: PreTokenizer | N
     """The sequences of a unit's sources, one source after the other (`iter_source`). With
     `meter`, `READING` follows them: each chunk (`metered`), and, in a unit of several files,
     each file from its start to its end, so that progress advances file by file."""
-    several = meter and len(unit.sources) > 1
+    several = len(unit.sources) > 1
+    # the chunks of small files, concatenated up to about a reader's chunk (order and values
+    # kept, so the sequences are the same): a Polars step per chunk costs about what
+    # counting a 2 KB file does
+    pending: list[pl.Series] = []
+    pending_bytes = 0
     for src in unit.sources:
-        if several:
+        if several and meter:
             READING.start(src)
         chunks = iter_source(src, column, pretokenizer, max_word_chars)
-        yield from metered(src, chunks) if meter else chunks
-        if several:
+        if meter:
+            chunks = metered(src, chunks)
+        # stored bytes (compressed ones fewer): a file of a chunk or more streams as read
+        size = _stored_size(src) if several else CHUNK_BYTES
+        if size >= CHUNK_BYTES:
+            if pending:
+                yield pl.concat(pending) if len(pending) > 1 else pending[0]
+                pending, pending_bytes = [], 0
+            yield from chunks
+        else:
+            pending.extend(chunks)
+            pending_bytes += size
+            if pending_bytes >= CHUNK_BYTES:
+                yield pl.concat(pending) if len(pending) > 1 else pending[0]
+                pending, pending_bytes = [], 0
+        if several and meter:
             READING.finish(src)
+    if pending:
+        yield pl.concat(pending) if len(pending) > 1 else pending[0]
+
+
+def _stored_size(src: Source) -> int:
+    """A file's size as stored (0 when it cannot be read: its reading says why)."""
+    try:
+        return file_size(src)
+    except OSError:
+        return 0
 
 
 def worker_units(inputs: Any, fmt: str | None, unit_bytes: int, engine: str) -> list[Unit]:
