@@ -393,7 +393,7 @@ def iter_rows(inputs: list[str], fmt: str | None, column: str, keep: list[str] |
     small_bytes = 0
 
     def joined_small() -> tuple[pl.Series, Any]:
-        texts = pl.concat(small) if len(small) > 1 else small[0]
+        texts = pl.concat(small, rechunk=True) if len(small) > 1 else small[0]
         small.clear()
         return texts, pa.table({name: texts.to_arrow() for name in names})
 

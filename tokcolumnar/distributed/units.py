@@ -84,10 +84,11 @@ def plan_units(inputs: Iterable[str | os.PathLike], fmt: str | None = None,
         raise TokcolumnarError(f"the corpus makes {len(packs):,} units, more than "
                                f"{MAX_UNITS:,}: use larger units")
     # a unit of one source reads it as planned; of several, each is a whole file (its only
-    # part), read whole: progress follows each file's position
+    # part: a small text file is planned whole, a Parquet file's row groups are all of its
+    # row groups), read whole: progress follows each file's position
     return [Unit(i, tuple(pack) if len(pack) == 1 else tuple(
-        dataclasses.replace(part, byte_range=None, row_groups=None) for part in pack))
-        for i, pack in enumerate(packs)]
+        part if part.row_groups is None else dataclasses.replace(part, row_groups=None)
+        for part in pack)) for i, pack in enumerate(packs)]
 
 
 def _file_parts(src: Source, unit_bytes: int) -> list[tuple[Source, int]]:
@@ -125,19 +126,25 @@ def unit_chunks(unit: Unit, column: str = "text", pretokenizer: PreTokenizer | N
         size = _stored_size(src) if several else CHUNK_BYTES
         if size >= CHUNK_BYTES:
             if pending:
-                yield pl.concat(pending) if len(pending) > 1 else pending[0]
+                yield _joined(pending)
                 pending, pending_bytes = [], 0
             yield from chunks
         else:
             pending.extend(chunks)
             pending_bytes += size
             if pending_bytes >= CHUNK_BYTES:
-                yield pl.concat(pending) if len(pending) > 1 else pending[0]
+                yield _joined(pending)
                 pending, pending_bytes = [], 0
         if several and meter:
             READING.finish(src)
     if pending:
-        yield pl.concat(pending) if len(pending) > 1 else pending[0]
+        yield _joined(pending)
+
+
+def _joined(pieces: list[pl.Series]) -> pl.Series:
+    """Consecutive pieces as one Series in one memory chunk (a Series of thousands of chunks,
+    one per small file, counts ~40% slower)."""
+    return pl.concat(pieces, rechunk=True) if len(pieces) > 1 else pieces[0]
 
 
 def _stored_size(src: Source) -> int:
@@ -170,13 +177,13 @@ def worker_units(inputs: Any, fmt: str | None, unit_bytes: int, engine: str) -> 
 def _byte_range_parts(src: Source, unit_bytes: int) -> list[tuple[Source, int]]:
     """Line-aligned byte ranges of about `unit_bytes` of a text / JSONL file, with their
     lengths: each cut moves forward to the next line start (one seek and a short read per
-    cut). A file of at most `unit_bytes` is one range, found without opening it."""
+    cut). A file of at most `unit_bytes` is read whole (found without opening it)."""
     try:
         size = file_size(src)
     except OSError as e:
         raise TokcolumnarError(f"cannot read {src.label}: {e.strerror or e}") from None
     if size <= unit_bytes:
-        return [(dataclasses.replace(src, byte_range=(0, size)), size)]
+        return [(src, size)]  # read whole
     cuts = [0]
     with open_seekable(src) as f:
         target = unit_bytes
