@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from importlib import metadata
 from pathlib import Path
@@ -160,19 +161,33 @@ def inexact_side_files(result: TrainResult) -> dict[str, str]:
     return out
 
 
-def fingerprint(path: str) -> dict[str, Any]:
-    """Size, mtime and a hash of the first and last MiB (cheap on large corpora)."""
+def fingerprint(path: str, real_dirs: dict[str, str] | None = None) -> dict[str, Any]:
+    """Size, mtime and a hash of the first and last MiB (cheap on large corpora). The path
+    resolved (symbolic links followed): a file that is no link as its directory's resolved
+    path (`real_dirs` keeps them: one resolution per directory of a folder of many files)."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        link = os.lstat(p)
+        st = os.stat(p) if stat.S_ISLNK(link.st_mode) else link
+    except OSError:
         return {"path": path}
-    st = p.stat()
+    if not stat.S_ISREG(st.st_mode):
+        return {"path": path}
     h = hashlib.blake2b(digest_size=16)
     with open(p, "rb") as f:
-        h.update(f.read(1 << 20))
+        # no more than the file holds: a 1 MiB read buffer per small file costs more than it
+        h.update(f.read(min(st.st_size, 1 << 20) or 1 << 20))
         if st.st_size > 2 << 20:
             f.seek(-(1 << 20), os.SEEK_END)
             h.update(f.read())
-    return {"path": str(p.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
+    if stat.S_ISLNK(link.st_mode) or real_dirs is None:
+        resolved = str(p.resolve())
+    else:
+        parent = str(p.parent)
+        if parent not in real_dirs:
+            real_dirs[parent] = str(p.parent.resolve())
+        resolved = os.path.join(real_dirs[parent], p.name)
+    return {"path": resolved, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
             "head_tail_blake2b": h.hexdigest()}
 
 
@@ -248,8 +263,9 @@ def input_fingerprints(inputs: list[str], fmt: str | None) -> list[dict[str, Any
     """`run.json`'s record of the inputs (informative: a failure records the paths only)."""
     if not inputs:
         return []
+    real_dirs: dict[str, str] = {}
     try:
-        return [fingerprint(str(s.path)) if s.kind == "file" and s.uri is None
+        return [fingerprint(str(s.path), real_dirs) if s.kind == "file" and s.uri is None
                 else {"path": s.label}
                 for s in expand_inputs(inputs, fmt)]
     except Exception:  # noqa: BLE001 - fingerprints are informative only

@@ -6,12 +6,14 @@ resume; the work directory follows the outputs' safety rules."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import signal
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli, snapshot
@@ -210,6 +212,38 @@ def test_count_killed_then_resumed_gives_the_same_words(text, counted, tmp_path,
     assert resumed.returncode == 0, resumed.stderr
     assert out.read_bytes() == counted
     assert not (tmp_path / "words.parquet.work").exists()
+
+
+@pytest.fixture(scope="module")
+def many_files(text, tmp_path_factory) -> Path:
+    """The corpus cut at line ends into 400 small files (packed into ~100 kB units under
+    COUNT_LIMITED's budget: a handful of units of ~80 files each)."""
+    d = tmp_path_factory.mktemp("many")
+    lines = text.read_bytes().splitlines(keepends=True)
+    step = -(-len(lines) // 400)
+    for i in range(0, len(lines), step):
+        (d / f"f{i // step:04d}.txt").write_bytes(b"".join(lines[i:i + step]))
+    return d
+
+
+@pytest.mark.parametrize("point, every", [("count:2", "0"), ("count:4", "1000")])
+def test_many_small_files_killed_mid_count_resume_to_the_same_words(
+        counted, many_files, tmp_path, point, every):
+    """A folder of many small files killed between two of its packed units and resumed: the
+    words.parquet of an uninterrupted count of the folder, byte for byte, and the words of
+    the same text as one file (first_seen included)."""
+    whole = tmp_path / "whole.parquet"
+    assert run_cli("count", str(many_files), "--out", str(whole), "--quiet").returncode == 0
+    out = tmp_path / "words.parquet"
+    args = ["count", str(many_files), "--out", str(out), *COUNT_LIMITED,
+            "--checkpoint-every", every]
+    killed = run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not out.exists() and (tmp_path / "words.parquet.work").is_dir()
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert out.read_bytes() == whole.read_bytes()
+    assert pl.read_parquet(out).equals(pl.read_parquet(io.BytesIO(counted)))
 
 
 def test_count_with_a_changed_input_refuses_to_resume(text, tmp_path):

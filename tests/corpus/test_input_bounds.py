@@ -445,3 +445,25 @@ def test_python_api_reads_the_same_bounded_way(tmp_path):
     with pytest.raises(TokcolumnarError, match="a pre-token of 5,000,000 characters exceeds "
                                                "--max-word-chars 2,000,000"):
         count_words(str(f), max_word_chars=2_000_000)
+
+
+@examples(2)
+@given(text=st.text(alphabet="ab\n\r\u2028 é", min_size=1, max_size=40))
+def test_small_chunks_are_cut_into_the_lines_polars_cuts(text):
+    """A small chunk's lines cut in Python (`lines_of`) are Polars' inclusive split's."""
+    expected = pl.Series("text", [text], dtype=pl.String).str.split("\n", inclusive=True)
+    assert readers.lines_of(text) == expected.explode().to_list()
+
+
+@pytest.mark.parametrize("size", [10, readers.SPLIT_IN_PYTHON_CHARS + 10])
+def test_a_file_reads_as_the_same_lines_whatever_its_size(tmp_path, size):
+    """Lines of a small file (cut in Python) and of a larger one (cut by Polars) alike: line
+    endings kept, \\r and U+2028 inside lines, the last line without its newline."""
+    line = "ab\r c\u2028d\n\n"
+    text = (line * (size // len(line) + 1))[:size].rstrip("\n") + "\nlast"
+    path = tmp_path / "a.txt"
+    path.write_text(text, encoding="utf-8", newline="")
+    pre = TrainConfig(pre_tokenizer="byte-level").text_components()[1]
+    got = pl.concat(list(readers.iter_source(Source(path, "text", None), "text", pre)))
+    parts = text.split("\n")
+    assert got.to_list() == [p + "\n" for p in parts[:-1]] + [parts[-1]]

@@ -64,7 +64,7 @@ def test_a_file_uri_counts_as_its_local_path(inputs, kind):
                                                                   unit_bytes=UNIT)))
     if kind != "gzip":
         assert len(units) > 3
-    assert all(u.source.uri is not None for u in units)
+    assert all(s.uri is not None for u in units for s in u.sources)
     assert count_units(units, TrainConfig(show_progress=False)).equals(expected)
 
 

@@ -98,14 +98,77 @@ def test_units_are_line_aligned_byte_ranges_and_row_groups(tmp_path):
     g.write_bytes(gzip.compress(b"a\n" * 100))
     units = plan_units([str(f), str(p), str(g)], unit_bytes=4)
     assert [u.index for u in units] == list(range(len(units)))
-    ranges = [u.source.byte_range for u in units if u.source.path == f]
+    assert all(len(u.sources) == 1 for u in units)  # no file small enough to pack
+    parts = [u.sources[0] for u in units]
+    ranges = [s.byte_range for s in parts if s.path == f]
     assert ranges[0] == (0, 101)  # the long line stays whole
     data = f.read_bytes()
     assert all(data[b - 1:b] == b"\n" for _, b in ranges[:-1])  # cut after a line end
     assert ranges[-1] == (len(data) - 1, len(data))  # the last line, without its newline
     assert [a for a, _ in ranges[1:]] == [b for _, b in ranges[:-1]]
-    assert [u.source.row_groups for u in units if u.source.path == p] == [(0,), (1,), (2,), (3,)]
-    assert [u.source.byte_range for u in units if u.source.path == g] == [None]
+    assert [s.row_groups for s in parts if s.path == p] == [(0,), (1,), (2,), (3,)]
+    assert [s.byte_range for s in parts if s.path == g] == [None]
+
+
+@examples(0.5)
+@given(files=st.lists(st.tuples(st.lists(LINE, max_size=6), st.booleans()), min_size=1,
+                      max_size=12),
+       unit_bytes=st.integers(1, 120), pre=st.sampled_from(PRETOKENIZERS))
+def test_packed_small_files_match_single_count(tmp_path_factory, files, unit_bytes, pre):
+    """Small files (empty ones, last lines without a newline) packed into units: the words
+    table of the files read one by one; a unit's sources are consecutive files in order."""
+    d = tmp_path_factory.mktemp("p")
+    for i, (lines, last_newline) in enumerate(files):
+        text = "\n".join(lines) + ("\n" if last_newline and lines else "")
+        (d / f"f{i:03d}.txt").write_bytes(text.encode())
+    units = plan_units([str(d)], unit_bytes=unit_bytes)
+    # (a file larger than a unit is several units: its path repeats)
+    assert list(dict.fromkeys(s.path for u in units for s in u.sources)) == sorted(d.iterdir())
+    assert all(s.byte_range is None for u in units if len(u.sources) > 1 for s in u.sources)
+    assert_same_as_single([str(d)], unit_bytes, pre_tokenizer=pre)
+
+
+def test_many_small_files_are_few_units_with_the_first_seen_of_the_text(tmp_path):
+    """An oracle independent of the program: 300 files of ASCII words (some empty, some
+    without a last newline, some gzipped), counted in packed units: counts and first_seen
+    are those of Python's str.split over the files' text in order."""
+    texts = []
+    for i in range(300):
+        text = "" if i % 37 == 0 else " ".join(f"w{(i * 7 + k) % 101}" for k in range(i % 9 + 1))
+        text += "\n" if i % 3 else ""
+        path = tmp_path / f"f{i:03d}.txt"
+        if i % 50 == 7:
+            path = path.with_name(path.name + ".gz")
+            path.write_bytes(gzip.compress(text.encode()))
+        else:
+            path.write_text(text)
+        texts.append(text)
+    units = plan_units([str(tmp_path)], unit_bytes=2_000)
+    assert 2 < len(units) < 10
+    assert [s.path.name for u in units for s in u.sources] == sorted(
+        p.name for p in tmp_path.iterdir())
+    got = count_units(units, TrainConfig(pre_tokenizer="whitespace-split"))
+    words = [w for text in texts for w in text.split()]
+    first = {w: words.index(w) for w in set(words)}
+    assert dict(zip(got["word"], got["first_seen"])) == first
+    assert dict(zip(got["word"], got["count"])) == {w: words.count(w) for w in first}
+
+
+def test_a_large_file_among_small_ones_keeps_its_ranges(tmp_path):
+    """Small files before and after a large one pack around it; the large one's byte ranges
+    are units of their own; the Parquet and JSONL files pack with the text files."""
+    (tmp_path / "a.txt").write_text("one two\n")
+    (tmp_path / "b.txt").write_text("three\n" * 100)  # 600 bytes: ranges of ~100
+    pq.write_table(pa.table({"text": ["four five", None, "six"]}), tmp_path / "c.parquet")
+    (tmp_path / "d.jsonl").write_text(json.dumps({"text": "seven"}) + "\n")
+    (tmp_path / "e.txt").write_text("")
+    units = plan_units([str(tmp_path)], unit_bytes=100)
+    names = [[s.path.name for s in u.sources] for u in units]
+    assert names[0] == ["a.txt"] and names[1][0] == "b.txt"
+    assert all(n == ["b.txt"] for n in names[1:7])
+    assert [n for pack in names[7:] for n in pack] == ["c.parquet", "d.jsonl", "e.txt"]
+    assert len(units) - 7 < 3  # packed
+    assert_same_as_single([str(tmp_path)], 100, pre_tokenizer="whitespace")
 
 
 def test_a_range_reports_invalid_utf8_at_its_file_offset(tmp_path):

@@ -67,26 +67,28 @@ def _spill(work: WorkDir, running: pl.DataFrame, run: int) -> tuple[str, int]:
 
 
 def unit_sizes(units: list[Unit]) -> list[int]:
-    """Each unit's share of the input bytes, for progress: its byte range; for Parquet row
-    groups, the file's size split by the number of row groups (the units of a file cover all
-    of them); a whole file's size; 0 for a pipe or standard input (no total then)."""
+    """Each unit's share of the input bytes, for progress: the sum over its sources of a byte
+    range's length; for Parquet row groups, the file's size split by the number of row groups
+    (the units of a file cover all of them); a whole file's size; 0 for a pipe or standard
+    input (no total then)."""
     groups: dict[str, int] = {}
-    for unit in units:
-        if unit.source.row_groups is not None:
-            groups[unit.source.label] = groups.get(unit.source.label, 0) \
-                + len(unit.source.row_groups)
+    for src in (src for unit in units for src in unit.sources):
+        if src.row_groups is not None:
+            groups[src.label] = groups.get(src.label, 0) + len(src.row_groups)
     sizes = []
     for unit in units:
-        src = unit.source
-        try:
-            size = file_size(src) if src.kind == "file" else 0
-        except OSError:
-            size = 0
-        if src.byte_range is not None:
-            size = src.byte_range[1] - src.byte_range[0]
-        elif src.row_groups is not None:
-            size = size * len(src.row_groups) // max(groups[src.label], 1)
-        sizes.append(size)
+        total = 0
+        for src in unit.sources:
+            try:
+                size = file_size(src) if src.kind == "file" else 0
+            except OSError:
+                size = 0
+            if src.byte_range is not None:
+                size = src.byte_range[1] - src.byte_range[0]
+            elif src.row_groups is not None:
+                size = size * len(src.row_groups) // max(groups[src.label], 1)
+            total += size
+        sizes.append(total)
     return sizes
 
 
@@ -105,7 +107,7 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
     directory was resumed."""
     state = work.read_json(MANIFEST) if work.resumed else None
     # the units as planned (a resumed run with another --memory-limit plans other units)
-    plan = [[u.source.label, u.source.byte_range, u.source.row_groups] for u in units]
+    plan = [[[s.label, s.byte_range, s.row_groups] for s in u.sources] for u in units]
     if state is None or json.loads(json.dumps(plan)) != state.get("plan"):
         state = {"plan": plan, "done": 0, "unit_tokens": [], "runs": [], "spilled_bytes": 0}
     _drop_unlisted_runs(work, state["runs"])
@@ -115,10 +117,12 @@ def count_bounded(units: list[Unit], cfg: TrainConfig, work: WorkDir, budget: in
     read_after = list(itertools.accumulate(sizes, initial=0))  # bytes read after unit i
     # progress by input bytes: the units before plus, within a whole compressed file, its
     # read position (a 1 GB .gz is one unit)
-    READING.begin_units(sum(sizes) if all(u.source.kind == "file" for u in units) else None)
+    READING.begin_units(sum(sizes) if all(s.kind == "file" for u in units for s in u.sources)
+                        else None)
     bar = Progress("counting", unit="bytes", enabled=cfg.show_progress, meter=READING)
     for unit in units[state["done"]:]:
-        READING.start_unit(unit.source, read_after[unit.index], sizes[unit.index])
+        # (a unit of several files: `unit_chunks` follows each file)
+        READING.start_unit(unit.sources[0], read_after[unit.index], sizes[unit.index])
         part = count_unit(unit, cfg, timer, bar)
         # the sentinel (null word) holds the unit's number of pre-tokens
         state["unit_tokens"].append(int(part.filter(pl.col("word").is_null())["count"][0]))

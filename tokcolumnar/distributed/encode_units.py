@@ -12,12 +12,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from ..corpus.readers import iter_source
 from ..encode.dataset import encode_table
 from ..errors import TokcolumnarError
 from ..outputs import PARQUET_MARKER, output_dir
 from ..tokenizer import Tokenizer
-from .units import UNIT_BYTES, Unit, worker_units
+from .units import UNIT_BYTES, Unit, unit_chunks, worker_units
 
 #: An engine's run: (tokenizer, units, output directory, column, keep_newlines) -> rows.
 EngineRun = Callable[[Tokenizer, list[Unit], str, str, bool], int]
@@ -29,7 +28,7 @@ def encode_unit(tok: Tokenizer, unit: Unit, out: str, column: str, keep_newlines
     writer, rows = None, 0
     path = Path(out) / f"part-{unit.index:06d}.parquet"
     try:
-        for texts in iter_source(unit.source, column):
+        for texts in unit_chunks(unit, column):
             table = encode_table(tok, texts, column, keep_newlines)
             if writer is None:
                 schema = table.schema.with_metadata({PARQUET_MARKER: '{"kind": "encoded"}'})
