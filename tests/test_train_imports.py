@@ -3,7 +3,7 @@ duckdb` needs it) and no pandas (pyarrow imports it on its first conversion of N
 on `to_numpy`, when it is installed: +42 MiB of peak RSS and ~0.2 CPU-s for nothing); `train` on
 a text corpus no pyarrow either (~0.2 CPU-s and ~35 MiB of start-up: Polars does its work);
 `encode` not pyarrow.compute (imported by pyarrow's `cast` and by Polars' construction of a
-Series from a pyarrow array: 0.1-0.2 s of its start-up, see `models.base.series_from_arrow`)."""
+Series from a pyarrow array: 0.1-0.2 s of its start-up, see `buffers.series_from_arrow`)."""
 
 from __future__ import annotations
 

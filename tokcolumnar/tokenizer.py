@@ -22,6 +22,14 @@ import polars as pl
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from .buffers import (
+    gather_runs,
+    list_parts,
+    lists_from_flat,
+    lists_from_offsets,
+    repeat_runs,
+    run_index,
+)
 from .encode.charsplit import CharSplit
 from .encode.offsets import (
     CharTable,
@@ -40,15 +48,8 @@ from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
-from .models.base import U32_MAX, lists_from_flat, lists_from_offsets
-from .models.cache import (
-    WordCache,
-    distinct_words,
-    gather_runs,
-    list_parts,
-    repeat_runs,
-    run_index,
-)
+from .models.base import U32_MAX
+from .models.cache import WordCache, distinct_words
 from .progress import StageTimer
 from .text.decoders import DecodeTable, decode_rows, decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
+from tokcolumnar import buffers
 from tokcolumnar.training import tables
 
 
@@ -24,7 +25,7 @@ def test_words_table_lists_are_the_slices_of_the_flat_arrays(lengths, seed, slic
     words = pl.DataFrame({"word": [f"w{i}" for i in range(len(lengths))]},
                          schema={"word": pl.String})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tables, "LIST_SLICE_WORDS", slice_words)
+        mp.setattr(buffers, "LIST_SLICE_WORDS", slice_words)
         out = tables.words_table(words, offsets, ids, tokens)
     assert out.schema["ids"] == pl.List(pl.UInt32)
     assert out.schema["tokens"] == pl.List(pl.String)
@@ -32,3 +33,6 @@ def test_words_table_lists_are_the_slices_of_the_flat_arrays(lengths, seed, slic
     assert out["ids"].to_list() == spans
     assert out["tokens"].to_list() == [[tokens[j] for j in span] for span in spans]
     assert out["word"].to_list() == words["word"].to_list()
+    # the two builders of list columns (buffers: Polars alone, or Arrow buffers) agree
+    values = pl.Series("ids", ids, dtype=pl.UInt32)
+    assert buffers.lists_from_offsets("ids", offsets, values).to_list() == spans

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..models.base import Model, series_from_arrow
-from ..models.cache import repeat_runs, run_index
+from ..buffers import repeat_runs, run_index, series_from_arrow
+from ..models.base import Model
 from ..models.wordpiece import RUST_WHITESPACE, WordPieceModel, utf8_parts
 from ..progress import StageTimer
 from ..text.normalizers import BertNormalizer, Normalizer

@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from ..buffers import list_parts
 from ..errors import TokcolumnarError
-from ..models.cache import list_parts
 from ..models.wordpiece import WordPieceModel
 from ..tokenizer import Tokenizer, read_json
 

@@ -19,12 +19,13 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from ..buffers import gather_runs, lists_from_flat, repeat_runs, run_index, series_from_arrow
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
 from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
-from .base import Model, explode_chars, lists_from_flat, series_from_arrow, vocab_from_hf
-from .cache import WordCache, distinct_words, gather_runs, repeat_runs, run_index
+from .base import Model, explode_chars, vocab_from_hf
+from .cache import WordCache, distinct_words
 
 NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
 PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe

@@ -12,77 +12,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
+from ..buffers import gather_table, list_parts
 from .base import Model
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 DEFAULT_CACHE_WORDS = 1 << 20  # at most this many cached words (~100 MB for English)
 HASH_SEED = 0x746F6B63  # fixed: cache keys are compared across batches
 MAX_CACHE_CHUNKS = 32  # the cached words' chunks before they are merged into one
-
-
-def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """A list[u32] Series as (offsets int64 of len n+1, flat u32 values)."""
-    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
-
-    # cast by Polars (pyarrow's `cast` imports pyarrow.compute, see `base.series_from_arrow`)
-    if ids.dtype != pl.List(pl.UInt32):
-        ids = ids.cast(pl.List(pl.UInt32))
-    arr = ids.to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    offsets = arrow_values(arr.offsets, np.int64)
-    values = arrow_values(arr.values, np.uint32)
-    return offsets - offsets[0], values[offsets[0]:offsets[-1]]
-
-
-def arrow_values(arr: pa.Array, dtype: type) -> np.ndarray:
-    """The values of a null-free fixed-width Arrow array as a NumPy view (Arrow's `to_numpy`
-    imports pandas, ~0.2 CPU-s and 40 MiB, which an encoding run does not otherwise need)."""
-    return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + len(arr)]
-
-
-def repeat_runs(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """`np.repeat(values, lengths)` (integer values, lengths >= 0) with operations that release
-    the GIL: `np.repeat` holds it throughout, which serialises the batches encoded in parallel
-    threads. Each run's step from the previous value is placed at its start and summed up
-    (integer wrap-around cancels out); as fast as `np.repeat` on one thread."""
-    nonempty = lengths > 0
-    if not nonempty.all():
-        values, lengths = values[nonempty], lengths[nonempty]
-    out = np.zeros(int(lengths.sum()), dtype=values.dtype)
-    if not len(out):
-        return out
-    out[np.cumsum(lengths[:-1])] = np.diff(values)
-    out[0] = values[0]
-    return np.cumsum(out, out=out)
-
-
-def run_index(lengths: np.ndarray) -> np.ndarray:
-    """The run of each position of consecutive runs of `lengths` (int64):
-    `np.repeat(np.arange(len(lengths)), lengths)` without holding the GIL."""
-    return repeat_runs(np.arange(len(lengths), dtype=np.int64), lengths)
-
-
-def gather_runs(offsets: np.ndarray, values: np.ndarray, index: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate the runs `values[offsets[i]:offsets[i+1]]` for i in `index`: returns the
-    run lengths and the flat values (one NumPy gather, no loop)."""
-    starts = offsets[index]
-    lengths = offsets[index + 1] - starts
-    total = int(lengths.sum())
-    # each output position = its run's start + its index within the run
-    out_start = np.zeros(len(index), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=out_start[1:])
-    shift = repeat_runs(starts - out_start, lengths)
-    shift += np.arange(total, dtype=np.int64)
-    return lengths, values[shift]
 
 
 def word_hashes(words: pl.Series) -> np.ndarray:
@@ -210,10 +149,3 @@ class WordCache:
         self.values = np.concatenate([self.values, new_val[:new_off[-1]]])
 
 
-def gather_table(offsets: np.ndarray, values: np.ndarray, entry: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The runs of `entry` as a table of their own: (offsets, values)."""
-    lengths, flat = gather_runs(offsets, values, entry)
-    out = np.zeros(len(entry) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out, flat

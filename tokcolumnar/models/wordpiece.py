@@ -18,9 +18,10 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from ..buffers import lists_from_flat
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
-from .base import Model, lists_from_flat, vocab_from_hf
+from .base import Model, vocab_from_hf
 
 # Rust's `char::is_whitespace` (Unicode White_Space), what HF's `trim_end` removes; Python's
 # `str.isspace` also counts U+001C..U+001F

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ..buffers import lists_from_flat
 from ..corpus.readers import iter_sequences
 from ..errors import warn
-from ..models.base import lists_from_flat
 from ..models.bpe import BPEModel
 from ..models.wordpiece import WordPieceModel
 from ..text.pretokenizers import Whitespace, WhitespaceSplit

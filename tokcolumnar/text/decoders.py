@@ -21,10 +21,9 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from ..buffers import list_parts, series_from_arrow
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
-from ..models.base import series_from_arrow
-from ..models.cache import list_parts
 from .bytelevel import decode_tokens as _bytelevel_decode
 from .bytelevel import token_bytes
 from .regex import check_regex, onig_to_rust, pattern_from_hf

@@ -34,9 +34,9 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from ..buffers import series_from_arrow
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
-from ..models.base import series_from_arrow
 from .regex import check_regex, onig_to_rust, pattern_from_hf
 from .unicode_tables import (
     HF_CHINESE_CHARS,

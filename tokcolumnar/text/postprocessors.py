@@ -16,10 +16,9 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
+from ..buffers import arrow_values, repeat_runs, series_from_arrow
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type, is_json_int
-from ..models.base import series_from_arrow
-from ..models.cache import arrow_values, repeat_runs
 
 IDS = pl.List(pl.UInt32)
 WIDS = pl.List(pl.Int64)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ..buffers import lists_at
 from .bpe import MergeRecord
 from .symbols import Initial
 
@@ -74,26 +75,4 @@ def words_table(words: pl.DataFrame, offsets: np.ndarray, ids: np.ndarray,
     return words.with_columns(token_lists, id_lists)
 
 
-#: words per slice of `lists_at`: bounds its temporary offsets (8 bytes per word)
-LIST_SLICE_WORDS = 1 << 20
 
-
-def lists_at(values: pl.Series, offsets: np.ndarray) -> pl.Series:
-    """The list Series whose row i is `values[offsets[i]:offsets[i + 1]]`: each slice of
-    words takes its rows as `list.slice`s of the slice's values taken as one list (no index
-    lists: `list.gather` over `int_ranges` held 4 bytes per value more, and its peak was
-    ~1.7x this one's), so the temporaries stay a slice's size."""
-    if offsets.size <= 1:  # no rows (a literal list cannot be broadcast to none)
-        return pl.Series(values.name, [], dtype=pl.List(values.dtype))
-    parts = []
-    for lo in range(0, offsets.size - 1, LIST_SLICE_WORDS):
-        hi = min(lo + LIST_SLICE_WORDS, offsets.size - 1)
-        start, end = int(offsets[lo]), int(offsets[hi])
-        # each row's start relative to the slice's first value (u32 fits: < 2**31 positions)
-        # and its length
-        bounds = pl.DataFrame({"s": offsets[lo:hi] - start, "n": np.diff(offsets[lo:hi + 1])},
-                              schema={"s": pl.UInt32, "n": pl.UInt32})
-        chunk = values.slice(start, end - start).implode()
-        parts.append(bounds.select(pl.lit(chunk).list.slice(pl.col("s"), pl.col("n")))
-                     .to_series())
-    return pl.concat(parts, rechunk=False) if len(parts) > 1 else parts[0]

@@ -1,4 +1,4 @@
-"""`models.cache.repeat_runs` / `run_index`: the GIL-releasing stand-ins for `np.repeat` that
+"""`buffers.repeat_runs` / `run_index`: the GIL-releasing stand-ins for `np.repeat` that
 the encoder's hot paths use must give `np.repeat`'s values and dtype, empty runs included."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokcolumnar.models.cache import repeat_runs, run_index
+from tokcolumnar.buffers import repeat_runs, run_index
 
 DTYPES = [np.int64, np.uint32, np.int32, np.uint64]
 

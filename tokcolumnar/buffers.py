@@ -1,0 +1,145 @@
+"""Arrow and NumPy buffer helpers shared by training, encoding, decoding and post-processing:
+Series from Arrow arrays without `pyarrow.compute`, list columns from flat values and offsets,
+a list column's offsets and values as NumPy views, and runs (`np.repeat` and gathers of runs)
+computed with operations that release the GIL.
+
+List columns are built two ways, on purpose: `lists_from_offsets` wraps the buffers in one
+Arrow `LargeListArray` (zero-copy, 2-3x faster; encode, where pyarrow is loaded anyway), and
+`lists_at` builds them with Polars alone (`list.slice`s), so that a training run never loads
+pyarrow (~0.2 CPU-s and ~35 MiB of start-up it has no other use for)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class _ArrowArrayCapsule:
+    """An Arrow array offered only through the Arrow PyCapsule interface."""
+
+    def __init__(self, array: pa.Array):
+        self.array = array
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> object:
+        return self.array.__arrow_c_array__(requested_schema)
+
+
+def series_from_arrow(name: str, array: pa.Array) -> pl.Series:
+    """`pl.Series(name, array)` for a pyarrow Array, imported through the Arrow PyCapsule
+    interface: Polars' pyarrow path imports `pyarrow.compute` first (to recast dictionary
+    arrays), 0.1-0.2 s of every `encode` run's start-up that nothing else needed."""
+    return pl.Series(name, _ArrowArrayCapsule(array)).alias(name)
+
+
+def lists_from_offsets(name: str, offsets: np.ndarray, values: pl.Series) -> pl.Series:
+    """List `i` is `values[offsets[i]:offsets[i+1]]` (int64 offsets from 0)."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
+    # NumPy reaches Arrow through Polars: pa.array(ndarray) would import pandas (~0.2 CPU-s)
+    arr = pa.LargeListArray.from_arrays(pl.Series(offsets).to_arrow(), values.to_arrow())
+    return series_from_arrow(name, arr)
+
+
+def lists_from_flat(n_rows: int, row: np.ndarray, values: pl.Series) -> pl.Series:
+    """Group flat values (sorted by row) into one list per row, empty lists for absent rows."""
+    lengths = np.bincount(row, minlength=n_rows)
+    offsets = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return lists_from_offsets(values.name, offsets, values)
+
+
+def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A list[u32] Series as (offsets int64 of len n+1, flat u32 values)."""
+    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
+
+    # cast by Polars (pyarrow's `cast` imports pyarrow.compute, see `base.series_from_arrow`)
+    if ids.dtype != pl.List(pl.UInt32):
+        ids = ids.cast(pl.List(pl.UInt32))
+    arr = ids.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    offsets = arrow_values(arr.offsets, np.int64)
+    values = arrow_values(arr.values, np.uint32)
+    return offsets - offsets[0], values[offsets[0]:offsets[-1]]
+
+
+def arrow_values(arr: pa.Array, dtype: type) -> np.ndarray:
+    """The values of a null-free fixed-width Arrow array as a NumPy view (Arrow's `to_numpy`
+    imports pandas, ~0.2 CPU-s and 40 MiB, which an encoding run does not otherwise need)."""
+    return np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + len(arr)]
+
+
+def repeat_runs(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """`np.repeat(values, lengths)` (integer values, lengths >= 0) with operations that release
+    the GIL: `np.repeat` holds it throughout, which serialises the batches encoded in parallel
+    threads. Each run's step from the previous value is placed at its start and summed up
+    (integer wrap-around cancels out); as fast as `np.repeat` on one thread."""
+    nonempty = lengths > 0
+    if not nonempty.all():
+        values, lengths = values[nonempty], lengths[nonempty]
+    out = np.zeros(int(lengths.sum()), dtype=values.dtype)
+    if not len(out):
+        return out
+    out[np.cumsum(lengths[:-1])] = np.diff(values)
+    out[0] = values[0]
+    return np.cumsum(out, out=out)
+
+
+def run_index(lengths: np.ndarray) -> np.ndarray:
+    """The run of each position of consecutive runs of `lengths` (int64):
+    `np.repeat(np.arange(len(lengths)), lengths)` without holding the GIL."""
+    return repeat_runs(np.arange(len(lengths), dtype=np.int64), lengths)
+
+
+def gather_runs(offsets: np.ndarray, values: np.ndarray, index: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate the runs `values[offsets[i]:offsets[i+1]]` for i in `index`: returns the
+    run lengths and the flat values (one NumPy gather, no loop)."""
+    starts = offsets[index]
+    lengths = offsets[index + 1] - starts
+    total = int(lengths.sum())
+    # each output position = its run's start + its index within the run
+    out_start = np.zeros(len(index), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=out_start[1:])
+    shift = repeat_runs(starts - out_start, lengths)
+    shift += np.arange(total, dtype=np.int64)
+    return lengths, values[shift]
+
+
+def gather_table(offsets: np.ndarray, values: np.ndarray, entry: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The runs of `entry` as a table of their own: (offsets, values)."""
+    lengths, flat = gather_runs(offsets, values, entry)
+    out = np.zeros(len(entry) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out, flat
+
+
+#: words per slice of `lists_at`: bounds its temporary offsets (8 bytes per word)
+LIST_SLICE_WORDS = 1 << 20
+
+
+def lists_at(values: pl.Series, offsets: np.ndarray) -> pl.Series:
+    """The list Series whose row i is `values[offsets[i]:offsets[i + 1]]`: each slice of
+    words takes its rows as `list.slice`s of the slice's values taken as one list (no index
+    lists: `list.gather` over `int_ranges` held 4 bytes per value more, and its peak was
+    ~1.7x this one's), so the temporaries stay a slice's size."""
+    if offsets.size <= 1:  # no rows (a literal list cannot be broadcast to none)
+        return pl.Series(values.name, [], dtype=pl.List(values.dtype))
+    parts = []
+    for lo in range(0, offsets.size - 1, LIST_SLICE_WORDS):
+        hi = min(lo + LIST_SLICE_WORDS, offsets.size - 1)
+        start, end = int(offsets[lo]), int(offsets[hi])
+        # each row's start relative to the slice's first value (u32 fits: < 2**31 positions)
+        # and its length
+        bounds = pl.DataFrame({"s": offsets[lo:hi] - start, "n": np.diff(offsets[lo:hi + 1])},
+                              schema={"s": pl.UInt32, "n": pl.UInt32})
+        chunk = values.slice(start, end - start).implode()
+        parts.append(bounds.select(pl.lit(chunk).list.slice(pl.col("s"), pl.col("n")))
+                     .to_series())
+    return pl.concat(parts, rechunk=False) if len(parts) > 1 else parts[0]
