@@ -773,8 +773,7 @@ class Tokenizer:
         bad = (values < 0) | (values >= n)
         bad[~bad] = ~self._known_id[values[~bad]]
         if bad.any():
-            raise TokcolumnarValueError(f"decode: {values[np.argmax(bad)]} is not a token id "
-                                        f"of this tokenizer (ids go from 0 to {n - 1})")
+            raise self._unknown_id(int(values[np.argmax(bad)]))
 
     def encode_pair_ids(self, firsts: Iterable[str], seconds: Iterable[str]) -> pl.DataFrame:
         """Pairs of sequences (ids, word_ids, type_ids, and `starts`/`ends` when the
@@ -818,10 +817,14 @@ class Tokenizer:
                 raise TokcolumnarTypeError(f"decode: token ids are integers, got {x!r}")
             i = int(x)
             if not (0 <= i < n and self._known_id[i]):
-                raise TokcolumnarValueError(f"decode: {i} is not a token id of this tokenizer "
-                                            f"(ids go from 0 to {n - 1})")
+                raise self._unknown_id(i)
             out.append(i)
         return out
+
+    def _unknown_id(self, i: int) -> TokcolumnarValueError:
+        """The error for an id this tokenizer does not have (`checked_ids`, `decode_column`)."""
+        return TokcolumnarValueError(f"decode: {i} is not a token id of this tokenizer (ids go "
+                                     f"from 0 to {len(self._known_id) - 1})")
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
         special = {t.id for t in self.added_tokens if t.special}
