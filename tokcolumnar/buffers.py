@@ -68,6 +68,37 @@ def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return offsets - offsets[0], values[offsets[0]:offsets[-1]]
 
 
+def string_parts(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A String or Binary Series as (offsets int64 from 0, its bytes as uint8; a null is
+    empty): NumPy views of the Arrow buffers, no Python object per value."""
+    import pyarrow as pa  # deferred: training never needs the Arrow buffers of strings
+
+    arr = strings.fill_null(b"" if strings.dtype == pl.Binary else "").to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    wanted = pa.large_binary() if strings.dtype == pl.Binary else pa.large_string()
+    if arr.type != wanted:  # (Polars gives these: no pyarrow cast, no pyarrow.compute)
+        arr = arr.cast(wanted)
+    # the array's offsets (from its own offset on) and the bytes they cover
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
+        arr.offset:arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2] or b"", dtype=np.uint8)[offsets[0]:offsets[-1]]
+    return offsets - offsets[0], data
+
+
+def strings_from_parts(name: str, offsets: np.ndarray, data: np.ndarray,
+                       binary: bool = False) -> pl.Series:
+    """The runs `data[offsets[i]:offsets[i+1]]` (offsets int64 from 0) as a String Series
+    (valid UTF-8 runs), or Binary with `binary`: Arrow buffers over the NumPy arrays, which
+    Polars copies once into its own layout."""
+    import pyarrow as pa  # deferred: training never needs the Arrow buffers of strings
+
+    return series_from_arrow(name, pa.Array.from_buffers(
+        pa.large_binary() if binary else pa.large_string(), len(offsets) - 1,
+        [None, pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int64)),
+         pa.py_buffer(np.ascontiguousarray(data))]))
+
+
 def arrow_values(arr: pa.Array, dtype: type) -> np.ndarray:
     """The values of a null-free fixed-width Arrow array as a NumPy view (Arrow's `to_numpy`
     imports pandas, ~0.2 CPU-s and 40 MiB, which an encoding run does not otherwise need)."""

@@ -459,16 +459,25 @@ class Tokenizer:
             if self.normalizer is not None:
                 seg = seg.with_columns(self.normalizer.expr(pl.col("text")))
         with timer.stage("pre-tokenize"):
-            # the pre-tokens of every segment (none for an added token's segment)
-            split = seg.select(self.pre_tokenizer.encode_split_expr(pl.col("text"))).to_series()
-            per_seg = split.list.len().fill_null(0).to_numpy().astype(np.int64)
-            flat = split.explode().drop_nulls()
-            nonempty = (flat.str.len_bytes() > 0).to_numpy()
-            seg_of_word = run_index(per_seg)
-            if not nonempty.all():  # an empty pre-token is not a word (as in HF)
-                flat = flat.filter(pl.Series(nonempty))
-                seg_of_word = seg_of_word[nonempty]
-                per_seg = np.bincount(seg_of_word, minlength=len(per_seg)).astype(np.int64)
+            # the pre-tokens of every segment (none for an added token's segment): by the
+            # pre-tokenizer's kernel where it has one (not for offsets, which read the pieces
+            # of the expression), else by its expression
+            found = None if offsets else self.pre_tokenizer.encode_split_flat(
+                seg.get_column("text"))
+            if found is not None:
+                per_seg, flat = found  # no piece is empty
+                seg_of_word = run_index(per_seg)
+            else:
+                split = seg.select(self.pre_tokenizer.encode_split_expr(pl.col("text"))
+                                   ).to_series()
+                per_seg = split.list.len().fill_null(0).to_numpy().astype(np.int64)
+                flat = split.explode().drop_nulls()
+                nonempty = (flat.str.len_bytes() > 0).to_numpy()
+                seg_of_word = run_index(per_seg)
+                if not nonempty.all():  # an empty pre-token is not a word (as in HF)
+                    flat = flat.filter(pl.Series(nonempty))
+                    seg_of_word = seg_of_word[nonempty]
+                    per_seg = np.bincount(seg_of_word, minlength=len(per_seg)).astype(np.int64)
         with timer.stage("dedupe"):
             # the batch's distinct words, and each word's index among them
             uniq, uniq_hash, index = distinct_words(flat)

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..buffers import repeat_runs, run_index, series_from_arrow
+from ..buffers import repeat_runs, run_index, string_parts, strings_from_parts
 from ..models.base import Model
-from ..models.wordpiece import RUST_WHITESPACE, WordPieceModel, utf8_parts
+from ..models.wordpiece import RUST_WHITESPACE, WordPieceModel
 from ..progress import StageTimer
 from ..text.normalizers import BertNormalizer, Normalizer
 from ..text.pretokenizers import HF_PUNCTUATION, BertPreTokenizer, PreTokenizer
@@ -179,7 +179,7 @@ class CharSplit:
 
     def _items(self, texts: pl.Series, classes: np.ndarray, slot: np.ndarray
                ) -> CharItems | None:
-        data, offsets = utf8_parts(texts)
+        offsets, data = string_parts(texts)
         # the first byte of every character, its length, and its code point
         starts = np.flatnonzero((data & 0xC0) != 0x80)
         code = _code_points(data, starts)
@@ -270,15 +270,11 @@ def _code_points(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 def _strings(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pl.Series:
     """The byte ranges [start, end) of `data` as a String Series (one gather of the bytes)."""
-    import pyarrow as pa  # deferred: only encoding needs the Arrow buffers
-
     lengths = end - start
     out_offsets = np.zeros(len(start) + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_offsets[1:])
     # each output byte: its word's start + its place in the word
     at = repeat_runs(start - out_offsets[:-1], lengths) + np.arange(int(out_offsets[-1]),
                                                                      dtype=np.int64)
-    chars = data[at]
-    return series_from_arrow("word", pa.LargeStringArray.from_buffers(
-        len(start), pa.py_buffer(out_offsets), pa.py_buffer(chars)))
+    return strings_from_parts("word", out_offsets, data[at])
 

@@ -19,7 +19,15 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from ..buffers import gather_runs, lists_from_flat, repeat_runs, run_index, series_from_arrow
+from ..buffers import (
+    gather_runs,
+    lists_from_flat,
+    repeat_runs,
+    run_index,
+    series_from_arrow,
+    string_parts,
+    strings_from_parts,
+)
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
 from ..text.bytelevel import BYTES_TO_UNICODE
@@ -287,43 +295,13 @@ class _PieceMerger(Model):
 
     def encode_words(self, words: pl.Series) -> pl.Series:
         if self.byte_ids is not None:  # binary pieces: their bytes are the initial symbols
-            offsets, data = byte_parts(words)
+            offsets, data = string_parts(words)
             lengths, ids = np.diff(offsets), self.byte_ids[data]
         else:
             lengths = words.list.len().to_numpy().astype(np.int64)
             ids = words.explode().to_numpy().astype(np.int64)
         word_of, values = self.bpe.merge_symbols(lengths, ids)
         return lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
-
-
-def byte_parts(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """A String or Binary Series (no nulls) as (offsets int64 from 0, its UTF-8 bytes as
-    uint8): NumPy views of the Arrow buffers, no Python object per value."""
-    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
-
-    arr = strings.to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    wanted = pa.large_binary() if strings.dtype == pl.Binary else pa.large_string()
-    if arr.type != wanted:  # (Polars gives these: no pyarrow cast, no pyarrow.compute)
-        arr = arr.cast(wanted)
-    # the array's offsets (from its own offset on) and the bytes they cover
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
-        arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(arr.buffers()[2] or b"", dtype=np.uint8)[offsets[0]:offsets[-1]]
-    return offsets - offsets[0], data
-
-
-def byte_strings(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
-    """The runs `data[offsets[i]:offsets[i+1]]` (offsets from 0) as a Binary Series (Arrow
-    buffers over the NumPy arrays; Polars copies them once into its own layout)."""
-    import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
-
-    arr = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(offsets) - 1,
-        [None, pa.py_buffer(np.ascontiguousarray(offsets, dtype=np.int64)),
-         pa.py_buffer(np.ascontiguousarray(data))])
-    return series_from_arrow("piece", arr)
 
 
 def symbol_lists(lengths: np.ndarray, ids: np.ndarray) -> pl.Series:
@@ -500,7 +478,7 @@ class BPEModel(Model):
         if byte_ids is None:
             raise TokcolumnarValueError("encode_byte_words: the vocabulary lacks some of the "
                                         "256 byte characters")
-        offsets, data = byte_parts(words)
+        offsets, data = string_parts(words)
         # cuts are tested only before a character's first byte (not before a UTF-8
         # continuation byte, 10xxxxxx): a byte-level merge table joins the bytes of every
         # character it has seen, so the boundaries inside characters were almost never cut
@@ -629,7 +607,8 @@ class BPEModel(Model):
         if data is not None:
             # byte-level: a piece is its bytes, hashed and compared as a byte string by
             # Polars (cheaper than hashing and comparing symbol runs with NumPy)
-            uniq, uniq_hash, index = distinct_words(byte_strings(offsets, data))
+            pieces = strings_from_parts("piece", offsets, data, binary=True)
+            uniq, uniq_hash, index = distinct_words(pieces)
             merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
             per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
             return repeat_runs(piece_word, per_piece), values, cut

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from ..buffers import lists_from_flat
+from ..buffers import lists_from_flat, string_parts
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
 from .base import Model, vocab_from_hf
@@ -29,22 +29,6 @@ RUST_WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\
                    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 CHUNK_WORDS = 50_000  # words per candidate join (bounds the memory of the candidate table)
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
-
-
-def utf8_parts(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-8 bytes of a string column, concatenated, and the offsets of each string."""
-    import pyarrow as pa
-
-    arr = strings.cast(pl.String).fill_null("").to_arrow()
-    arr = arr.cast(pa.large_string()) if arr.type != pa.large_string() else arr
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    bufs = arr.buffers()
-    off = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None
-            else np.zeros(0, dtype=np.uint8))
-    start = int(off[0]) if off.size else 0
-    return data[start:int(off[-1]) if off.size else 0], (off - start).astype(np.int64)
 
 
 def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -199,7 +183,7 @@ class WordPieceModel(Model):
             prefix = (self.continuing_subword_prefix or "").encode("utf-8")
             tokens = list(self.vocab)
             ids = np.array(list(self.vocab.values()), dtype=np.int64)
-            data, offsets = utf8_parts(pl.Series(tokens, dtype=pl.String))
+            offsets, data = string_parts(pl.Series(tokens, dtype=pl.String))
             pw = _powers(data.size + 1)
             sums = _prefix_sums(data, pw[0])
             start, end = offsets[:-1], offsets[1:]
@@ -325,7 +309,7 @@ class WordPieceModel(Model):
         collision (never seen in practice) is redone by joining candidate strings."""
         words = words.cast(pl.String).fill_null("")
         n_words = len(words)
-        data, offsets = utf8_parts(words)
+        offsets, data = string_parts(words)
         starts_mask = (data & 0xC0) != 0x80
         char_byte = np.flatnonzero(starts_mask).astype(np.int64)
         n_chars = np.bincount(np.searchsorted(offsets, char_byte, side="right") - 1,

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from ..buffers import series_from_arrow
+from ..buffers import string_parts, strings_from_parts
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
 from .regex import check_regex, onig_to_rust, pattern_from_hf
@@ -70,14 +70,7 @@ def pad_chinese_chars(texts: pl.Series) -> pl.Series:
         # nothing to pad (most batches of most languages): no byte work, and pyarrow stays
         # unloaded for a training run (tests/test_train_imports.py)
         return texts
-    import pyarrow as pa  # deferred: only texts with such characters need the Arrow buffers
-
-    arr = texts.cast(pl.String).to_arrow()  # large_string, as Polars exports it
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[
-        arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(arr.buffers()[2] or b"", dtype=np.uint8)[offsets[0]:offsets[-1]]
+    offsets, data = string_parts(texts.cast(pl.String))
     offsets = offsets - offsets[0]
     # the first bytes of 3- and 4-byte characters (every CJK ideograph is one) and their
     # code points
@@ -103,8 +96,7 @@ def pad_chinese_chars(texts: pl.Series) -> pl.Series:
     ends = starts + 3 + four[chinese]
     out = np.insert(data, np.stack([starts, ends], axis=1).ravel(), 0x20)
     new_offsets = offsets + 2 * np.searchsorted(starts, offsets, side="left")
-    return series_from_arrow(texts.name, pa.LargeStringArray.from_buffers(
-        len(arr), pa.py_buffer(new_offsets), pa.py_buffer(out)))
+    return strings_from_parts(texts.name, new_offsets, out)
 
 
 def hf_lowercase(col: pl.Expr) -> pl.Expr:

@@ -40,11 +40,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import polars as pl
 
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
 from .bytelevel import byte_map_expr
+from .gpt2_split import gpt2_pieces
 from .regex import check_regex, escape_regex, onig_to_rust, pattern_from_hf
 from .unicode_tables import class_body, ranges
 
@@ -313,6 +315,12 @@ class PreTokenizer:
         `split_expr`, unless a piece needs more than a split to become words (a segmenter)."""
         return self.split_expr(col)
 
+    def encode_split_flat(self, texts: pl.Series) -> tuple[np.ndarray, pl.Series] | None:
+        """`encode_split_expr` of every text, flat: the number of pieces of each text (a null
+        has none) and all the pieces in order, when the pre-tokenizer has a kernel faster than
+        the expression; None otherwise (the caller runs the expression)."""
+        return None
+
     def pieces_expr(self, pieces: pl.Expr, original: pl.Expr) -> pl.Expr:
         """Apply to each piece of a list[str] expression (inside a Sequence) and flatten."""
         return pieces.list.eval(self.expr(pl.element()).explode().drop_nulls())
@@ -435,6 +443,17 @@ class ByteLevel(PreTokenizer):
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         col = self._prefixed(col)
         return gpt2_split_expr(col) if self.use_regex else _whole(col)
+
+    def encode_split_flat(self, texts: pl.Series) -> tuple[np.ndarray, pl.Series] | None:
+        """The GPT-2 pieces by `gpt2_split.gpt2_pieces` (2-8x faster than `extract_all`,
+        which builds a string per piece). A batch holding the escape characters of
+        `gpt2_split_expr` takes the expression: the word cache's keys are its escaped pieces,
+        so both ways must give the same strings."""
+        if not self.use_regex:
+            return None
+        if self.add_prefix_space:
+            texts = texts.to_frame("text").select(self._prefixed(pl.col("text"))).to_series()
+        return gpt2_pieces(texts, refuse=(ord(_MARK), ord(_ESC_MARK)))
 
     def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
         """Each line cut before every ASCII space (which the next chunk stands for, see
