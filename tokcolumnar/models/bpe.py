@@ -33,12 +33,13 @@ from ..hfjson import HFObject
 from ..text.bytelevel import BYTES_TO_UNICODE
 from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, vocab_from_hf
-from .cache import WordCache, distinct_words
+from .cache import WordCache, distinct_words, group_hashes
 
 NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
 PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe
 SPLIT_MIN_SYMBOLS = 8  # words with fewer initial symbols go through the merge loop whole
 CROSSING_FILTER_BITS = 22  # the crossing filter's table: 4 Mi flags (4 MiB)
+SIDE_TABLE_MAX_BITS = 22  # the crossing filter's tables of one side: at most 4 Mi flags each
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of the packed windows
 
 
@@ -62,6 +63,11 @@ class CrossingFilter:
     k: int  # K: characters kept on each side
     classes: list[tuple[int, int]]  # (k, m) present, the shortest first
     table: np.ndarray  # bool, 2**CROSSING_FILTER_BITS flags
+    # [k]: per packed k symbols, whether they are the last k of some pattern's left side of
+    # length k (`tails`) or the first k of its right side of length k (`heads`); None where
+    # 2**(bits*k) flags would be too many (the side is then not tested alone)
+    tails: list[np.ndarray | None] = field(default_factory=list)
+    heads: list[np.ndarray | None] = field(default_factory=list)
     # per class, the boundaries it closed so far (the order classes are tried in)
     closed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
@@ -141,7 +147,19 @@ class CrossingFilter:
         ranked = sorted(range(len(present)), key=lambda c: (
             int(present[c]) // 4 + int(present[c]) % 4, -int(count[c]), int(first[c])))
         classes = [(int(present[c]) // 4, int(present[c]) % 4) for c in ranked]
-        return cls(code, bits, k_max, classes, table)
+        # each side alone, as direct tables: a boundary whose k symbols on the left end no
+        # pattern's left side of length k cannot match a class (k, m), whatever the right
+        tails: list[np.ndarray | None] = [None] * (k_max + 1)
+        heads: list[np.ndarray | None] = [None] * (k_max + 1)
+        for n in range(1, k_max + 1):
+            if bits * n > SIDE_TABLE_MAX_BITS:
+                continue
+            tails[n] = np.zeros(1 << (bits * n), dtype=bool)
+            tails[n][(key[k == n] >> (np.uint64(bits) * m[k == n].astype(np.uint64))
+                      ).astype(np.int64)] = True
+            heads[n] = np.zeros(1 << (bits * n), dtype=bool)
+            heads[n][(key[m == n] & np.uint64((1 << (bits * n)) - 1)).astype(np.int64)] = True
+        return cls(code, bits, k_max, classes, table, tails=tails, heads=heads)
 
     def piece_starts(self, lengths: np.ndarray, ids: np.ndarray, eligible: np.ndarray,
                      cuttable: np.ndarray | None = None,
@@ -186,20 +204,46 @@ class CrossingFilter:
         # characters, for a byte-level BPE tested everywhere, the shortest; between CJK
         # characters the longest), so that fewer boundaries are left for the others
         still_open = np.ones(len(boundary), dtype=bool)
+        # each side tested alone first, with the direct tables (one gather per side and
+        # length, made when a class first needs it): a class (k, m) is looked up in the
+        # hashed table only where both of its sides can match
+        tail_ok: dict[int, np.ndarray] = {}
+        head_ok: dict[int, np.ndarray] = {}
         order = np.argsort(-self.closed, kind="stable")
         for c in order:
             k, m = self.classes[c]
-            key = (window >> (bits * np.uint64(k_max - m))) & np.uint64(
+            if k not in tail_ok:
+                tail_ok[k] = self._side_ok(window, k, tail=True)
+            if m not in head_ok:
+                head_ok[m] = self._side_ok(window, m, tail=False)
+            at = np.flatnonzero(still_open & tail_ok[k] & head_ok[m])
+            if not len(at):
+                continue
+            key = (window[at] >> (bits * np.uint64(k_max - m))) & np.uint64(
                 (1 << (self.bits * (k + m))) - 1)
-            n_before = np.count_nonzero(still_open)
-            still_open &= ~self.table[_window_hash(key, _class_tag(k, m))]
+            crossed = at[self.table[_window_hash(key, _class_tag(k, m))]]
+            still_open[crossed] = False
+            self.closed[c] += len(crossed)  # racing threads may lose a count: harmless
             n_open = np.count_nonzero(still_open)
-            self.closed[c] += n_before - n_open  # racing threads may lose a count: harmless
             if 4 * n_open <= 3 * len(still_open):
                 window, boundary = window[still_open], boundary[still_open]
+                tail_ok = {n: ok[still_open] for n, ok in tail_ok.items()}
+                head_ok = {n: ok[still_open] for n, ok in head_ok.items()}
                 still_open = np.ones(n_open, dtype=bool)
         starts[boundary[still_open]] = True
         return starts
+
+    def _side_ok(self, window: np.ndarray, n: int, tail: bool) -> np.ndarray:
+        """Per boundary (its window), whether its `n` symbols on the left can end a pattern's
+        left side of length n (`tail`), or its `n` on the right start a right side of length
+        n; all True where that side has no direct table."""
+        tables = self.tails if tail else self.heads
+        table = tables[n] if n < len(tables) else None
+        if table is None:
+            return np.ones(len(window), dtype=bool)
+        shift = self.bits * self.k if tail else self.bits * (self.k - n)
+        return table[((window >> np.uint64(shift)) & np.uint64((1 << (self.bits * n)) - 1)
+                      ).astype(np.int64)]
 
     def edge_masks(self) -> np.ndarray:
         """[l, r]: the bits of a window's last `l` symbols left of its boundary and first `r`
@@ -326,16 +370,16 @@ def _mix64(x: np.ndarray) -> np.ndarray:
 def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The distinct runs `ids[offsets[i]:offsets[i+1]]` (each non-empty, ids < 2**32): each
-    distinct run's first index, its 64-bit hash (in hash order) and each run's index among
-    them; None if two different runs share a hash. NumPy over the flat ids: no list column
-    is hashed or compared."""
+    distinct run's first index, its 64-bit hash (in order of first occurrence) and each
+    run's index among them; None if two different runs share a hash. NumPy over the flat
+    ids: no list column is hashed or compared."""
     starts, lengths = offsets[:-1], np.diff(offsets)
     # each symbol mixed with its place in its run, summed per run: the order counts
     within = np.arange(len(ids), dtype=np.int64) - np.repeat(starts, lengths)
     mixed = _mix64(ids.astype(np.uint64) | (within.astype(np.uint64) << np.uint64(32)))
     hashes = _mix64(np.add.reduceat(mixed, starts) ^ lengths.astype(np.uint64))
-    uniq_hash, first, index = np.unique(hashes, return_index=True, return_inverse=True)
-    index = index.reshape(-1).astype(np.int64)
+    first, index = group_hashes(hashes, repeated=True)
+    uniq_hash = hashes[first]
     # exact: every run has its group's first run's length and symbols
     rep = first[index]
     if not np.array_equal(lengths[rep], lengths):
@@ -343,7 +387,7 @@ def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
     rep_symbol = np.repeat(starts[rep] - starts, lengths) + np.arange(len(ids), dtype=np.int64)
     if not np.array_equal(ids[rep_symbol], ids):
         return None
-    return first.astype(np.int64), uniq_hash, index
+    return first, uniq_hash, index
 
 
 def _edge_code_points(parts: list[str], right: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -608,7 +652,7 @@ class BPEModel(Model):
             # byte-level: a piece is its bytes, hashed and compared as a byte string by
             # Polars (cheaper than hashing and comparing symbol runs with NumPy)
             pieces = strings_from_parts("piece", offsets, data, binary=True)
-            uniq, uniq_hash, index = distinct_words(pieces)
+            uniq, uniq_hash, index = distinct_words(pieces, repeated=True)
             merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
             per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
             return repeat_runs(piece_word, per_piece), values, cut
