@@ -181,20 +181,29 @@ class CrossingFilter:
         if not eligible.all():
             in_eligible = eligible[word]
             boundary, word = boundary[in_eligible], word[in_eligible]
-        # every position's window, K symbols left of it and K from it on, most significant
-        # first, over the codes with K zeros at both ends: contiguous slices, no gathers
+        # each boundary's window, K symbols left of it and K from it on, most significant
+        # first, over the codes with K zeros at both ends (`padded[b + j]` is symbol
+        # b - K + j): where boundaries are few (byte-level BPE on CJK text: one per 3 bytes)
+        # gathered at the boundaries, else built at every position from contiguous slices
+        # (no gathers) and then picked
         padded = np.zeros(len(ids) + 2 * k_max, dtype=np.uint64)
         padded[k_max:k_max + len(ids)] = self.code[ids]
-        size = len(ids) + 1
-        window = np.zeros(size, dtype=np.uint64)
-        for j in range(2 * k_max):
-            window <<= bits
-            window |= padded[j:j + size]
-        # each boundary's window, without the symbols of the words before and after it (a
-        # mask by the symbols its word has on each side, up to K)
+        if 2 * len(boundary) < len(ids):
+            window = np.zeros(len(boundary), dtype=np.uint64)
+            for j in range(2 * k_max):
+                window <<= bits
+                window |= padded[boundary + j]
+        else:
+            size = len(ids) + 1
+            window = np.zeros(size, dtype=np.uint64)
+            for j in range(2 * k_max):
+                window <<= bits
+                window |= padded[j:j + size]
+            window = window[boundary]
+        # without the symbols of the words before and after it (a mask by the symbols its
+        # word has on each side, up to K)
         left = np.minimum(boundary - word_start[word], k_max)
         right = np.minimum(word_start[word + 1] - boundary, k_max)
-        window = window[boundary]
         window &= self.edge_masks()[left, right]
         # a boundary matched by a pattern of some class may be crossed: not cut. The open
         # boundaries and their windows are compressed after a class that closed a quarter of
