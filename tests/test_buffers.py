@@ -1,5 +1,5 @@
-"""`buffers.repeat_runs` / `run_index`: the GIL-releasing stand-ins for `np.repeat` that
-the encoder's hot paths use must give `np.repeat`'s values and dtype, empty runs included."""
+"""`buffers`: the GIL-releasing stand-ins for `np.repeat` that the encoder's hot paths use must
+give `np.repeat`'s values and dtype, empty runs included; strings to buffers and back."""
 
 from __future__ import annotations
 
@@ -30,3 +30,31 @@ def test_values_far_apart_wrap_around_exactly() -> None:
         big, [2, 1, 0, 3]).tolist()
     ends = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min, 7], dtype=np.int64)
     assert repeat_runs(ends, np.array([1, 2, 1])).tolist() == np.repeat(ends, [1, 2, 1]).tolist()
+
+
+@given(st.lists(st.one_of(st.none(), st.text()), max_size=8), st.booleans())
+def test_string_parts_round_trip(texts: list[str | None], binary: bool) -> None:
+    """A String or Binary Series (a null as empty) -> offsets and bytes -> the same values;
+    a slice of a Series (an Arrow offset) reads only its own rows."""
+    import polars as pl
+
+    from tokcolumnar.buffers import string_parts, strings_from_parts
+
+    values = [None if t is None else (t.encode() if binary else t) for t in ["x", *texts]]
+    series = pl.Series("s", values, dtype=pl.Binary if binary else pl.String)[1:]
+    offsets, data = string_parts(series)
+    assert offsets.dtype == np.int64 and data.dtype == np.uint8
+    expected = [b"" if t is None else t.encode() for t in texts]
+    assert [bytes(data[a:b]) for a, b in zip(offsets[:-1], offsets[1:])] == expected
+    back = strings_from_parts("s", offsets, data, binary=binary)
+    assert back.to_list() == [e if binary else e.decode() for e in expected]
+
+
+@given(st.text())
+def test_utf8_chars_are_the_characters(text: str) -> None:
+    from tokcolumnar.buffers import utf8_chars
+
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    code, first_byte = utf8_chars(data)
+    assert code.tolist() == [ord(c) for c in text]
+    assert first_byte.tolist() == [len(text[:i].encode()) for i in range(len(text) + 1)]

@@ -99,6 +99,17 @@ def strings_from_parts(name: str, offsets: np.ndarray, data: np.ndarray,
          pa.py_buffer(np.ascontiguousarray(data))]))
 
 
+def utf8_chars(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The characters of valid UTF-8 bytes: each one's code point (uint32) and first byte
+    (int64, with `len(data)` appended). The code points come from CPython's codecs (~1-2 ms
+    per MiB, ~10x NumPy's bit twiddling over the bytes)."""
+    code = np.frombuffer(data.tobytes().decode("utf-8").encode("utf-32-le"), dtype=np.uint32)
+    if len(code) == len(data):  # all ASCII: the characters are the bytes
+        return code, np.arange(len(data) + 1, dtype=np.int64)
+    # a character starts at every byte but a continuation byte (10xxxxxx: -128..-65 as int8)
+    return code, np.append(np.flatnonzero(data.view(np.int8) >= -64), len(data))
+
+
 def arrow_values(arr: pa.Array, dtype: type) -> np.ndarray:
     """The values of a null-free fixed-width Arrow array as a NumPy view (Arrow's `to_numpy`
     imports pandas, ~0.2 CPU-s and 40 MiB, which an encoding run does not otherwise need)."""

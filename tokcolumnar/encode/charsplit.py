@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..buffers import repeat_runs, run_index, string_parts, strings_from_parts
+from ..buffers import repeat_runs, run_index, string_parts, strings_from_parts, utf8_chars
 from ..models.base import Model
 from ..models.wordpiece import RUST_WHITESPACE, WordPieceModel
 from ..progress import StageTimer
@@ -180,9 +180,9 @@ class CharSplit:
     def _items(self, texts: pl.Series, classes: np.ndarray, slot: np.ndarray
                ) -> CharItems | None:
         offsets, data = string_parts(texts)
-        # the first byte of every character, its length, and its code point
-        starts = np.flatnonzero((data & 0xC0) != 0x80)
-        code = _code_points(data, starts)
+        # every character's code point and first byte
+        code, char_byte = utf8_chars(data)
+        starts = char_byte[:-1]
         cls_ = classes[code]
         if (cls_ == COMPLEX).any():
             return None
@@ -206,7 +206,6 @@ class CharSplit:
         next_part = np.zeros(n_chars, dtype=bool)
         next_part[:-1] = part[1:]
         word_end = np.flatnonzero(part & (~next_part | first[1:]))
-        char_byte = np.append(starts, len(data))
         words = _strings(data, char_byte[items[is_word]], char_byte[word_end + 1])
         alone_slot = slot[code[items[~is_word]]].astype(np.int64)
         if not self.unk_known and (alone_slot == len(self.char_ids) - 1).any():
@@ -250,22 +249,6 @@ def _raw_tables(normalizer: BertNormalizer, classes: np.ndarray, slot: np.ndarra
         else:  # not a one-character word once normalized: the whole text is normalized
             raw[c] = COMPLEX
     return raw, raw_slot
-
-
-def _code_points(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The code point of each character of the UTF-8 `data` starting at `starts` (uint32):
-    the four bytes from each start read at once as a big-endian integer, shifted to the
-    character's length, and the payload bits of each byte gathered (one formula for every
-    length: a 3-byte lead's fixed bit is taken off after)."""
-    padded = np.concatenate([data, np.zeros(3, dtype=np.uint8)])
-    # overlapping 4-byte windows, one per byte (no copy)
-    windows = np.ndarray(shape=(len(data),), dtype=">u4", buffer=padded, strides=(1,))
-    lengths = np.diff(np.append(starts, len(data)))
-    word = windows[starts].astype(np.uint32) >> ((4 - lengths) * 8).astype(np.uint32)
-    code = ((word & 0x3F) | ((word >> 2) & 0xFC0) | ((word >> 4) & 0x3F000)
-            | ((word >> 6) & 0x1C0000))
-    code -= (lengths == 3).astype(np.uint32) << 17  # 1110xxxx leaves its bit 5 at bit 17
-    return np.where(word < 0x80, word, code)
 
 
 def _strings(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> pl.Series:
