@@ -182,6 +182,8 @@ class CharSplit:
         offsets, data = string_parts(texts)
         # every character's code point and first byte
         code, char_byte = utf8_chars(data)
+        if char_byte is None:  # all ASCII
+            char_byte = np.arange(len(data) + 1, dtype=np.int64)
         starts = char_byte[:-1]
         cls_ = classes[code]
         if (cls_ == COMPLEX).any():

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from ..buffers import gather_table, list_parts
+from ..buffers import compacted, gather_table, list_parts
 from .base import Model
 
 DEFAULT_CACHE_WORDS = 1 << 20  # at most this many cached words (~100 MB for English)
@@ -161,6 +161,8 @@ class WordCache:
         # appended as a chunk of its own: rechunking copied the whole cache for every batch
         # (5% of the time on medium/zh.txt); merged only once the chunks are many, as a
         # gather looks up each index's chunk
+        if words.dtype in (pl.String, pl.Binary):  # not pinning the batch's buffers
+            words = compacted(words)
         self.words = pl.concat([self.words, words.rename("word")], rechunk=False)
         if self.words.n_chunks() > MAX_CACHE_CHUNKS:
             self.words = self.words.rechunk()

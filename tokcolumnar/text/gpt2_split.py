@@ -101,17 +101,16 @@ def gpt2_pieces(texts: pl.Series, refuse: tuple[int, int] | None = None
     of each text, and all the pieces in order as one String Series. None when a character
     of the range `refuse` (first, last code point) is in the texts."""
     offsets, data = string_parts(texts)
-    code, char_byte = utf8_chars(data)
-    ascii_only = len(code) == len(data)
-    if refuse is not None and not ascii_only and (
+    code, char_byte = utf8_chars(data)  # char_byte None: all ASCII, a character per byte
+    if refuse is not None and char_byte is not None and (
             (code >= refuse[0]) & (code <= refuse[1])).any():
         return None
     # each text's first character, and the end
-    text_char = offsets if ascii_only else np.searchsorted(char_byte, offsets)
+    text_char = offsets if char_byte is None else np.searchsorted(char_byte, offsets)
     text_start = np.zeros(len(code) + 1, dtype=bool)
     text_start[text_char] = True
     starts = np.flatnonzero(piece_starts(code, char_classes(code), text_start)[:len(code)])
     per_text = np.diff(np.searchsorted(starts, text_char)).astype(np.int64)
     # the pieces tile the texts: the UTF-8 buffer cut at the pieces' first bytes
-    bounds = np.append(char_byte[starts], len(data))
+    bounds = np.append(starts if char_byte is None else char_byte[starts], len(data))
     return per_text, strings_from_parts("word", bounds, data)
