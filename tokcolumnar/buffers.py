@@ -57,7 +57,7 @@ def list_parts(ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """A list[u32] Series as (offsets int64 of len n+1, flat u32 values)."""
     import pyarrow as pa  # deferred: training builds models and tokenizers, never encodes
 
-    # cast by Polars (pyarrow's `cast` imports pyarrow.compute, see `base.series_from_arrow`)
+    # cast by Polars (pyarrow's `cast` imports pyarrow.compute, see `series_from_arrow`)
     if ids.dtype != pl.List(pl.UInt32):
         ids = ids.cast(pl.List(pl.UInt32))
     arr = ids.to_arrow()

@@ -71,14 +71,12 @@ class WordCache:
 
     def __init__(self, model: Model, word_expr: Callable[[pl.Expr], pl.Expr],
                  max_words: int = DEFAULT_CACHE_WORDS, key_dtype: pl.DataType = pl.String,
-                 encode: Callable[[pl.Series], pl.Series] | None = None,
                  encode_kept: Callable[[pl.Series], tuple[pl.Series, np.ndarray]] | None = None):
         self.model = model
         self.word_expr = word_expr
-        # the new words (after `word_expr`) -> ids: the model's `encode_words` unless given
-        self.encode = encode or model.encode_words
-        # or -> (ids, which words to keep in the cache): words a model encodes as pieces it
-        # caches itself are not kept twice
+        # the new words (after `word_expr`) -> ids: the model's `encode_words`, or with
+        # `encode_kept` -> (ids, which words to keep in the cache): words a model encodes as
+        # pieces it caches itself are not kept twice
         self.encode_kept = encode_kept
         self.max_words = max_words
         self.keys = np.zeros(0, dtype=np.uint64)
@@ -115,7 +113,7 @@ class WordCache:
             encoded, kept = self.encode_kept(mapped)
             new_off, new_val = list_parts(encoded)
         else:
-            new_off, new_val = list_parts(self.encode(mapped))
+            new_off, new_val = list_parts(self.model.encode_words(mapped))
         # the entries of this batch: the snapshot's, then the new words' after them
         entry[miss] = n_cached + np.arange(len(miss))
         table = gather_table(np.concatenate([offsets, offsets[-1] + new_off[1:]]),
