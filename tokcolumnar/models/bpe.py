@@ -387,7 +387,7 @@ def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
     within = np.arange(len(ids), dtype=np.int64) - np.repeat(starts, lengths)
     mixed = _mix64(ids.astype(np.uint64) | (within.astype(np.uint64) << np.uint64(32)))
     hashes = _mix64(np.add.reduceat(mixed, starts) ^ lengths.astype(np.uint64))
-    first, index = group_hashes(hashes, repeated=True)
+    first, index = group_hashes(hashes)
     uniq_hash = hashes[first]
     # exact: every run has its group's first run's length and symbols
     rep = first[index]
@@ -661,7 +661,7 @@ class BPEModel(Model):
             # byte-level: a piece is its bytes, hashed and compared as a byte string by
             # Polars (cheaper than hashing and comparing symbol runs with NumPy)
             pieces = strings_from_parts("piece", offsets, data, binary=True)
-            uniq, uniq_hash, index = distinct_words(pieces, repeated=True)
+            uniq, uniq_hash, index = distinct_words(pieces)
             merged_offsets, merged = self.piece_cache(bytes_=True).lookup(uniq, uniq_hash)
             per_piece, values = gather_runs(merged_offsets, merged.astype(np.int64), index)
             return repeat_runs(piece_word, per_piece), values, cut

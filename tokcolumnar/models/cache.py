@@ -28,15 +28,11 @@ def word_hashes(words: pl.Series) -> np.ndarray:
     return words.hash(seed=HASH_SEED).to_numpy()
 
 
-def group_hashes(hashes: np.ndarray, repeated: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The first index of each distinct value of `hashes` and each value's group (int64).
-    `repeated`: most values repeat (the pieces of an encode batch: 940k hashes, 83k distinct),
-    where Polars' hashing (groups in order of first occurrence) is twice as fast as
-    `np.unique`'s sort; where most are distinct (the words of a batch of Chinese text) the
-    sort is faster (groups in hash order)."""
-    if not repeated:
-        _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        return first.astype(np.int64), inverse.astype(np.int64).reshape(-1)
+def group_hashes(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first index of each distinct value of `hashes` (in order of first occurrence) and
+    each value's group (int64), by Polars' hashing: twice as fast as `np.unique`'s sort on
+    what mostly repeats (an encode batch's English words, the pieces of its Chinese words;
+    medium/en's dedupe 0.49 -> 0.27 CPU-s), as fast on the mostly distinct Chinese words."""
     first = pl.Series("h", hashes).arg_unique().to_numpy()
     groups = pl.DataFrame({"h": hashes[first], "g": np.arange(len(first), dtype=np.int64)})
     inverse = pl.DataFrame({"h": hashes}).join(
@@ -44,12 +40,11 @@ def group_hashes(hashes: np.ndarray, repeated: bool = False) -> tuple[np.ndarray
     return first.astype(np.int64), inverse
 
 
-def distinct_words(words: pl.Series, repeated: bool = False
-                   ) -> tuple[pl.Series, np.ndarray, np.ndarray]:
-    """The distinct words, their hashes, and each word's index among them (`repeated`: most
-    words repeat, see `group_hashes`)."""
+def distinct_words(words: pl.Series) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+    """The distinct words (in order of first occurrence), their hashes, and each word's index
+    among them."""
     hashes = word_hashes(words)
-    first, inverse = group_hashes(hashes, repeated)
+    first, inverse = group_hashes(hashes)
     uniq_hash = hashes[first]
     uniq = words.gather(first)
     # exact: each word must equal the representative of its hash (else a collision)
