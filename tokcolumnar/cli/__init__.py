@@ -82,7 +82,17 @@ def _report_interrupt(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+#: The BLAS threads of a command-line run: one. tokcolumnar makes no BLAS call (its NumPy
+#: work is integer and element-wise), and OpenBLAS, loaded with NumPy, otherwise starts a
+#: thread per core that spins for a while on start-up: ~0.08 CPU-s of every command on two
+#: cores, and a core taken from Polars for as long. A setting of the user's wins; `import
+#: tokcolumnar` in a program leaves it alone (that program's NumPy may need its threads).
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    for name, value in BLAS_THREADS.items():  # read when NumPy loads, below
+        os.environ.setdefault(name, value)
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     sys.unraisablehook = _on_unraisable
