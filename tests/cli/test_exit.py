@@ -1,0 +1,61 @@
+"""The program's end (`cli.exit_quickly`): the exit code, buffered output, `atexit` handlers and
+threads that are not daemons are all as after a normal exit; only the interpreter's teardown
+is skipped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import polars as pl
+
+from tests.support.corpora import ROOT
+
+PROGRAM = r"""
+import atexit, sys, threading, time
+from pathlib import Path
+from tokcolumnar.cli import exit_quickly
+
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+
+def late():
+    time.sleep(0.3)
+    (out / "thread").write_text("done")
+
+threading.Thread(target=late).start()
+sys.stdout.write("buffered, no newline")  # stdout is a pipe: block-buffered
+sys.stderr.write("on stderr")
+exit_quickly(3)
+"""
+
+
+def test_exit_quickly_keeps_what_a_normal_exit_does(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 3
+    assert proc.stdout == "buffered, no newline"
+    assert proc.stderr == "on stderr"
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "done"  # waited for, as at a normal exit
+
+
+def test_the_program_ends_with_its_exit_code_and_output(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("low lower lowest\nnew newer newest\n", encoding="utf-8")
+    tok = tmp_path / "tok"
+    done = subprocess.run([sys.executable, "-m", "tokcolumnar", "train", str(text), "--out",
+                           str(tok), "--vocab-size", "40"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0 and f"-> {tok}" in done.stderr
+    out = tmp_path / "ids.parquet"
+    done = subprocess.run([sys.executable, "-m", "tokcolumnar", "encode", str(text),
+                           "--tokenizer", str(tok), "--out", str(out)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 0 and done.stderr.endswith(f"encoded 2 rows -> {out}\n")
+    assert pl.read_parquet(out).height == 2
+    refused = subprocess.run([sys.executable, "-m", "tokcolumnar", "encode", str(text),
+                              "--tokenizer", str(tmp_path / "none"), "--out", str(out)],
+                             capture_output=True, text=True, cwd=ROOT)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("tokcolumnar: error: ")
