@@ -1,9 +1,10 @@
-"""The program's end (`cli.exit_quickly`): the exit code, buffered output, `atexit` handlers and
-threads that are not daemons are all as after a normal exit; only the interpreter's teardown
-is skipped."""
+"""The command line's process: its end (`cli.exit_quickly`: the exit code, buffered output,
+`atexit` handlers and threads that are not daemons are all as after a normal exit; only the
+interpreter's teardown is skipped) and its BLAS threads (`cli.BLAS_THREADS`)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -59,3 +60,29 @@ def test_the_program_ends_with_its_exit_code_and_output(tmp_path):
                              capture_output=True, text=True, cwd=ROOT)
     assert refused.returncode == 2
     assert refused.stderr.startswith("tokcolumnar: error: ")
+
+
+BLAS_PROBE = r"""
+import os, sys
+from tokcolumnar.cli import main
+try:
+    main(["count", "--help"])
+except SystemExit:
+    pass
+import numpy  # noqa: F401 - loaded after main, as a command's work loads it
+print(os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+def test_the_command_line_runs_one_blas_thread_unless_told_otherwise():
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    for given, expected in ((None, "1"), ("3", "3")):
+        run_env = env if given is None else {**env, "OPENBLAS_NUM_THREADS": given}
+        proc = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True,
+                              text=True, cwd=ROOT, env=run_env, check=True)
+        assert proc.stdout.splitlines()[-1] == expected
+    # a program importing tokcolumnar keeps its own setting (none here)
+    proc = subprocess.run([sys.executable, "-c", "import os, tokcolumnar.cli; "
+                           "print(os.environ.get('OPENBLAS_NUM_THREADS'))"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+    assert proc.stdout.strip() == "None"
