@@ -86,3 +86,33 @@ def test_the_command_line_runs_one_blas_thread_unless_told_otherwise():
                            "print(os.environ.get('OPENBLAS_NUM_THREADS'))"],
                           capture_output=True, text=True, cwd=ROOT, env=env, check=True)
     assert proc.stdout.strip() == "None"
+
+
+COLLECTOR_PROBE = r"""
+import atexit, gc, sys
+from tokcolumnar import cli
+
+def report():  # after the command, from exit_quickly (atexit handlers run)
+    print(gc.isenabled(), gc.get_freeze_count())
+
+atexit.register(report)
+if sys.argv[1] == "program":
+    sys.argv = ["tokcolumnar", "train", "--help"]
+    cli.run()
+else:
+    cli.main(["count", sys.argv[2], "--out", sys.argv[3], "--quiet"])
+"""
+
+
+def test_the_program_pauses_the_collector_while_loading_and_resumes_it(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("low lower lowest\n", encoding="utf-8")
+    # (--help ends the program in argparse, after the libraries are loaded)
+    program = subprocess.run([sys.executable, "-c", COLLECTOR_PROBE, "program"],
+                             capture_output=True, text=True, cwd=ROOT, check=True)
+    enabled, frozen = program.stdout.splitlines()[-1].split()
+    assert enabled == "True" and int(frozen) > 10_000  # the libraries' objects, frozen
+    called = subprocess.run([sys.executable, "-c", COLLECTOR_PROBE, "main", str(text),
+                             str(tmp_path / "w.parquet")], capture_output=True, text=True,
+                            cwd=ROOT, check=True)
+    assert called.stdout.splitlines()[-1].split() == ["True", "0"]  # a caller's: untouched
