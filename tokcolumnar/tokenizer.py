@@ -12,7 +12,6 @@ import numbers
 import re
 import threading
 from collections.abc import Iterable
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -172,9 +171,6 @@ class Tokenizer:
         self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
         self._offset_chars: tuple[CharTable | None, CharTable] | None = None
         self._lock = threading.Lock()
-        # the model's tables being built on another thread (`prepare`): encoding waits for
-        # them at its model stage
-        self._model_ready: Future[None] | None = None
         self.truncation_params: Truncation | None = None
 
     # -- loading -------------------------------------------------------------------------------
@@ -404,7 +400,6 @@ class Tokenizer:
         state["_char_split"] = None
         state["_offset_chars"] = None
         state["_decode_table"] = None
-        state["_model_ready"] = None  # (a copy is prepared by its user)
         del state["_lock"]
         return state
 
@@ -425,31 +420,6 @@ class Tokenizer:
             else:
                 self._cache = WordCache(model, pre.word_expr)
         return self._cache
-
-    def prepare(self, executor: Executor | None = None) -> None:
-        """Build the tables encoding looks things up in (the word cache, the model's tables,
-        a BERT pipeline's code-point split) once, before threads share this tokenizer: now,
-        or with `executor` the model's tables on its thread, while the first batches are read,
-        normalized and pre-tokenized (which do not use them): encoding then waits for them at
-        its model stage. Nothing else changes: the same tables, built once."""
-        self.word_cache()
-        if executor is None:
-            self.model.prepare()
-            self.char_split()
-            return
-
-        def build() -> None:
-            self.model.prepare()
-            self.char_split()  # (under its lock: a batch that needs it first waits for it)
-
-        self._model_ready = executor.submit(build)
-
-    def _await_model(self) -> None:
-        """Wait for the model's tables when `prepare` builds them on another thread (and
-        raise what building them raised)."""
-        ready = self._model_ready
-        if ready is not None:
-            ready.result()
 
     def char_split(self) -> CharSplit | None:
         """The code-point split of a BERT pipeline (`encode.charsplit`), None for others (made
@@ -503,7 +473,6 @@ class Tokenizer:
             # the batch's distinct words, and each word's index among them
             uniq, uniq_hash, index = distinct_words(flat)
         with timer.stage("model"):
-            self._await_model()
             # distinct pre-tokens once through the cache (the model sees only new words)
             table_offsets, values = self.word_cache().lookup(uniq, uniq_hash)
         with timer.stage("gather"):
@@ -532,7 +501,6 @@ class Tokenizer:
         with timer.stage("dedupe"):
             uniq, uniq_hash, word_index = distinct_words(items.words)
         with timer.stage("model"):
-            self._await_model()
             table_offsets, values = self.word_cache().lookup(uniq, uniq_hash)
         with timer.stage("gather"):
             table_offsets, values, index = chars.table(items, table_offsets, values,

@@ -409,10 +409,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
             truncate.room(tok.num_special_tokens_to_add() if add_special_tokens else 0)
             tok = copy.copy(tok)  # the caller's tokenizer keeps its settings (a copy has
             tok.truncation_params = truncate  # caches of its own)
-        # the word cache, the model's tables: made once, before the workers share them; the
-        # model's on the writer's thread (idle until the first batch is encoded) while the
-        # first batches are read and pre-tokenized
-        tok.prepare(writer)
+        tok.word_cache()  # made once, before the workers share it
+        tok.model.prepare()  # and so are the model's tables
         if "offsets" in columns:
             check_offsets_supported(tok.normalizer, tok.pre_tokenizer)
         overflow = truncate is not None and stride is not None
