@@ -26,9 +26,13 @@ FUNCTION_IMPORTS = {
         "the public names load on first use (PEP 562), so the CLI starts without Polars",
     ("tokcolumnar/cli/__init__.py", "_run"):
         "the parser and the commands (Polars) load after the signal handlers are installed",
+    ("tokcolumnar/cli/commands.py", "cmd_train"):
+        "the training pipeline loads only for train and count: encode does not need it",
+    ("tokcolumnar/cli/commands.py", "cmd_count"):
+        "the training pipeline loads only for train and count: encode does not need it",
     ("tokcolumnar/cli/commands.py", "cmd_encode"):
-        "the encoders (with pyarrow.compute / parquet and the Ray and Spark glue) load only for "
-        "encode: train does not need them",
+        "the encoder (with pyarrow.parquet) loads only for encode: train does not need it; "
+        "the Ray and Spark glue only for --engine ray / spark",
     ("tokcolumnar/cli/commands.py", "cmd_sql"):
         "DuckDB loads only for the commands that use it",
     ("tokcolumnar/cli/commands.py", "cmd_crosscheck"):

@@ -1,5 +1,9 @@
 """The command line's jobs: one function per sub-command, each taking the parsed arguments and
-returning the exit code (errors are raised and reported by `cli.main`)."""
+returning the exit code (errors are raised and reported by `cli.main`).
+
+Each command loads its own work when it runs, not with this module: `encode` does not load the
+training pipeline (and `train` not the encoders), no command loads DuckDB, the report or the
+Ray and Spark glue unless asked to (see docs/architecture.md, "Start-up cost")."""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import argparse
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from ..config import TrainConfig
 from ..encode import DEFAULT_COLUMNS
@@ -16,11 +19,7 @@ from ..malloc import ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD, fix_mmap_thre
 from ..memory import format_size
 from ..outputs import output_file, write_parquet
 from ..progress import StageTimer
-from ..training.pipeline import count_words, train
 from ..workdir import default_work_dir
-
-if TYPE_CHECKING:
-    from ..encode.stats import EncodeStats
 
 OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_tokenizer",
                 "normalizer", "lowercase", "end_of_word_suffix", "end_of_word_token",
@@ -47,6 +46,8 @@ def use_ray_address(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from ..training.pipeline import train  # the training pipeline loads with train and count
+
     if not args.inputs and not args.from_counts:
         raise TokcolumnarError("give INPUT files or --from-counts words.parquet")
     if args.inputs and args.from_counts:
@@ -71,6 +72,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_count(args: argparse.Namespace) -> int:
+    from ..training.pipeline import count_words  # (as for train)
+
     cfg = config_from_args(args)
     use_ray_address(args)
     with output_file(args.out, inputs=args.inputs, force=args.force) as tmp:
@@ -85,10 +88,8 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    # the encoders load here, not with the module: `train` does not need them, and they pull
-    # in pyarrow.compute / pyarrow.parquet and the Ray and Spark glue (~0.2 CPU-s)
-    from ..distributed.ray_encode import encode_files_ray
-    from ..distributed.spark import encode_files_spark
+    # the encoder loads here, not with the module: `train` does not need it, and it pulls in
+    # pyarrow.parquet (~0.05 s); the Ray and Spark glue only with their engine
     from ..encode.dataset import encode_files
     from ..encode.stats import EncodeStats
 
@@ -111,7 +112,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
                                        *dataset_options_given(args)) if on]
         if given:
             raise TokcolumnarError(f"{given[0]} is not available with --engine {args.engine}")
-        encode = {"ray": encode_files_ray, "spark": encode_files_spark}[args.engine]
+        if args.engine == "ray":
+            from ..distributed.ray_encode import encode_files_ray as encode
+        else:
+            from ..distributed.spark import encode_files_spark as encode
         rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
                       column=args.column or "text", keep_newlines=args.keep_newlines,
                       force=args.force, progress=not args.quiet)
