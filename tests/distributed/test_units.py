@@ -195,3 +195,31 @@ def test_real_corpora_in_units_match_single_count(tmp_path, pre):
     inputs = [str(en), str(parquet), str(gz), str(jsonl), str(Path(ja))]
     n_units = assert_same_as_single(inputs, 20_000, pre_tokenizer=pre)
     assert n_units > 30
+
+
+def test_a_small_file_with_invalid_utf8_among_packed_ones_is_reported_as_read_alone(tmp_path):
+    """A small file read whole (`units._small_text`) that is not UTF-8 is read again by the
+    reader, whose error names the file and byte, as the single count's does."""
+    for i in range(5):
+        (tmp_path / f"f{i}.txt").write_text(f"word{i} other\n")
+    (tmp_path / "f2.txt").write_bytes(b"fine\nbroken \xff here\n")
+    with pytest.raises(TokcolumnarError, match=re.escape(f"{tmp_path / 'f2.txt'}: invalid "
+                                                         "UTF-8 at byte 12")):
+        unit_count([str(tmp_path)], 1000, pre_tokenizer="whitespace")
+    assert_same_as_single([str(tmp_path)], 1000, pre_tokenizer="whitespace")
+
+
+@pytest.mark.parametrize("pre", ["whitespace", "byte-level"])
+def test_a_small_file_that_grew_since_the_plan_is_read_to_its_end(tmp_path, pre):
+    """Units keep each file's size as listed; a file that grew since is read whole as it is
+    now (by the reader), not cut at its listed size: the words of the files as read."""
+    for i in range(4):
+        (tmp_path / f"f{i}.txt").write_text(f"alpha{i} beta\n")
+    units = plan_units([str(tmp_path)], unit_bytes=1000)
+    assert len(units) == 1 and len(units[0].sources) == 4
+    with open(tmp_path / "f1.txt", "a") as f:
+        f.write("grown words here\n" * 3 + "last")
+    got = count_units(units, TrainConfig(pre_tokenizer=pre, show_progress=False))
+    assert got.equals(count_words([str(tmp_path)], pre_tokenizer=pre, show_progress=False))
+    assert dict(zip(got["word"], got["count"])).get("words" if pre == "whitespace"
+                                                    else "Ġwords") == 3
