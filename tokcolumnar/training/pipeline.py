@@ -12,6 +12,7 @@ options."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -260,8 +261,10 @@ def work_directory(work_dir: str | Path | None, inputs: Any, from_counts: Any, r
     if resume and paths is None:
         raise TokcolumnarError("--resume needs input files: standard input, a pipe, a data "
                                "frame or an iterator cannot be read again")
-    fingerprint = run_fingerprint(cfg, paths or [])
-    work = WorkDir.open(work_dir, inputs=read, fingerprint=fingerprint, resume=resume)
+    # the inputs' head hashes are taken in a thread while counting starts (`WorkDir`)
+    work = WorkDir.open(work_dir, inputs=read, fingerprint=run_fingerprint(
+        cfg, paths or [], heads=False), resume=resume,
+        complete=functools.partial(run_fingerprint, cfg, paths or []))
     try:
         yield work
     except TokcolumnarError as e:
