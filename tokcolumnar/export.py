@@ -245,9 +245,23 @@ def write_outputs(result: TrainResult, directory: Path) -> None:
                   "spilled_bytes": result.spilled_bytes},
         "skipped_files": skipped,
     }
-    _write_text(directory / "run.json", json.dumps(run, indent=2, ensure_ascii=False) + "\n")
+    _write_text(directory / "run.json", run_json_text(run))
     for name, reason in skipped.items():
         warn(f"{name} not written: {reason}")
+
+
+#: Stands in `run.json`'s text for its list of inputs, written one input a line.
+_INPUTS_HERE = "\x00inputs\x00"
+
+
+def run_json_text(run: dict[str, Any]) -> str:
+    """`run.json`'s text: indented, with each input's record on one line (a folder of 10,000
+    inputs: `json` indents in Python, ~0.1 s for their 40,000 values, and encodes one line
+    in C)."""
+    inputs = run["inputs"]
+    text = json.dumps({**run, "inputs": _INPUTS_HERE}, indent=2, ensure_ascii=False) + "\n"
+    lines = ",\n".join("    " + json.dumps(x, ensure_ascii=False) for x in inputs)
+    return text.replace(json.dumps(_INPUTS_HERE), f"[\n{lines}\n  ]" if inputs else "[]", 1)
 
 
 def _write_text(path: Path, text: str) -> None:
