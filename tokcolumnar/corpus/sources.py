@@ -344,10 +344,11 @@ def _detect(path: PurePath, fmt: str | None, kind: str = "file", uri: str | None
 
 
 def _suffixes(name: str) -> list[str]:
-    """`PurePath(name).suffixes`, lower-cased, from the name alone."""
+    """The last two of `PurePath(name).suffixes`, lower-cased (what `_detect` looks at), from
+    the name alone: a name ending in "." has none, leading dots start none."""
     if name.endswith("."):
         return []
-    return ["." + s.lower() for s in name.lstrip(".").split(".")[1:]]
+    return ["." + s for s in name.lstrip(".").lower().rsplit(".", 2)[1:]]
 
 
 def open_binary(src: Source, arrow: bool = False) -> Any:
