@@ -260,7 +260,8 @@ def run_json_text(run: dict[str, Any]) -> str:
     in C)."""
     inputs = run["inputs"]
     text = json.dumps({**run, "inputs": _INPUTS_HERE}, indent=2, ensure_ascii=False) + "\n"
-    lines = ",\n".join("    " + json.dumps(x, ensure_ascii=False) for x in inputs)
+    encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every line
+    lines = ",\n".join("    " + encode(x) for x in inputs)
     return text.replace(json.dumps(_INPUTS_HERE), f"[\n{lines}\n  ]" if inputs else "[]", 1)
 
 
