@@ -9,9 +9,9 @@ and never while the process that marked it is alive. Every file is written to a 
 and renamed into place, so a `kill -9` leaves either the old or the new file. Without
 `--resume` a work directory of ours left by a killed run is cleared; with it, its fingerprint
 (the options and, per input, size, mtime and a hash of the first block) must match this run's,
-or the run is refused naming what changed. A fresh run takes its fingerprint while it starts
-counting, and writes it into the marker before the first file a resume could take up
-(`WorkDir`). It is removed when the run succeeds.
+or the run is refused naming what changed. A fresh run writes the hashes into the marker
+before the first file a resume could take up, once the count has read the inputs (`WorkDir`).
+It is removed when the run succeeds.
 
 Test-only: the environment variable `TOKCOLUMNAR_TEST_KILL=STAGE:N` (`count:N` after N units
 counted, `merge:N` at the N-th pass of the merge loop) makes the process SIGKILL itself, so that
@@ -20,14 +20,12 @@ tests can kill a run at a chosen point (`kill_point`). Never set it otherwise.""
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import os
 import pickle
 import shutil
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -133,19 +131,19 @@ class WorkDir:
 
     A fresh run's fingerprint may come in two steps: `fingerprint` without the inputs' head
     hashes (nothing read: the listing's sizes and mtimes), written into the marker at once,
-    and `complete`, the whole fingerprint, taken in a thread while the run starts counting
-    (reading the head of each of 10,000 small files costs ~0.1 s) and written into the
-    marker before the first file a `--resume` could take up (`_settle`, called by every
-    atomic write: the manifest, the counted words, the checkpoints). A marker without head
-    hashes is a run killed before it saved anything: `--resume` checks what it holds (the
-    options, paths, sizes, mtimes: a change refuses) and starts again."""
+    and `complete`, the whole fingerprint, taken and written into the marker before the first
+    file a `--resume` could take up (`_settle`, called by every atomic write: the manifest,
+    the counted words, the checkpoints). By then the count has read the small files whole and
+    left their hashes in the run's scope (`sources.digests_recorder`): a folder of 10,000
+    small files is not read a second time for them. A marker without head hashes is a run
+    killed before it saved anything: `--resume` checks what it holds (the options, paths,
+    sizes, mtimes: a change refuses) and starts again."""
 
     def __init__(self, path: Path, resumed: bool) -> None:
         self.path = path
         self.resumed = resumed
         self._marker: dict[str, Any] = {}
-        self._fingerprinting: threading.Thread | None = None
-        self._fingerprint: list[Any] = []  # the thread's result, or its error
+        self._complete: Callable[[], dict] | None = None  # the fingerprint still to take
 
     @classmethod
     def open(cls, target: str | os.PathLike, *, inputs: list[object], fingerprint: dict,
@@ -182,35 +180,16 @@ class WorkDir:
             work.write_json(MARKER, work._marker)
         except OSError as e:
             raise TokcolumnarError(f"cannot write --work-dir {path}: {e.strerror or e}") from None
-        if complete is not None:
-            work._take_fingerprint(complete)
+        work._complete = complete
         return work
 
-    def _take_fingerprint(self, complete: Callable[[], dict]) -> None:
-        """Take the whole fingerprint in a thread (in this context: the run scope's digests
-        are shared with `run.json`)."""
-        context = contextvars.copy_context()
-
-        def take() -> None:
-            try:
-                self._fingerprint.append(context.run(complete))
-            except BaseException as e:  # noqa: BLE001 - raised by `_settle`, in the run
-                self._fingerprint.append(e)
-
-        self._fingerprinting = threading.Thread(target=take, name="tokcolumnar-fingerprint",
-                                                daemon=True)
-        self._fingerprinting.start()
-
     def _settle(self) -> None:
-        """The marker with the whole fingerprint, once it is taken (see the class)."""
-        thread, self._fingerprinting = self._fingerprinting, None
-        if thread is None:
+        """The marker with the whole fingerprint, before the first file a resume could take
+        up (see the class)."""
+        complete, self._complete = self._complete, None
+        if complete is None:
             return
-        thread.join()
-        [taken] = self._fingerprint
-        if isinstance(taken, BaseException):
-            raise taken
-        self._marker["fingerprint"] = taken
+        self._marker["fingerprint"] = complete()
         self.write_json(MARKER, self._marker)
 
     # -- atomic files ----------------------------------------------------------------------
@@ -267,9 +246,6 @@ class WorkDir:
         self._replace(name, lambda f: df.write_parquet(f, compression="zstd"))
 
     def remove(self) -> None:
-        thread, self._fingerprinting = self._fingerprinting, None
-        if thread is not None:  # a fingerprint no file waited for: not needed any more
-            thread.join()
         shutil.rmtree(self.path, ignore_errors=True)
 
 

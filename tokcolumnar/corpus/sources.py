@@ -28,7 +28,7 @@ import operator
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -469,10 +469,11 @@ class FileDigests:
 
 def file_digests(src: Source) -> FileDigests:
     """The digests of a file input (one read of its head, one of its tail when large; once
-    per file within a `run_scope`). A local file is read with `os.read` calls sized from its
-    listed size: a buffered 1 MiB read per 3 KB file costs more than the hash."""
+    per file within a `run_scope`, where a reader that read the whole file may have left them:
+    `digests_recorder`). A local file is read with `os.read` calls sized from its listed size:
+    a buffered 1 MiB read per 3 KB file costs more than the hash."""
     memo = _RUN.get()
-    key = src.uri or os.path.abspath(src.path)
+    key = _digest_key(src)
     if memo is not None and (known := memo.digests.get(key)) is not None:
         return known
     try:
@@ -489,16 +490,46 @@ def file_digests(src: Source) -> FileDigests:
                 os.close(fd)
     except OSError as e:
         raise TokcolumnarError(f"cannot open {src.label}: {_first_line(e)}") from None
+    digests = _digests_of(size, mtime_ns, head, tail)
+    if memo is not None:
+        memo.digests[key] = digests
+    return digests
+
+
+def digests_recorder() -> Callable[[Source, bytes], None] | None:
+    """Within a `run_scope`, a function a reader calls with a local file it read whole (its
+    bytes, as many as listed), so that `file_digests` need not read it again (the
+    fingerprints of a folder of 10,000 small files, which the count reads anyway); None
+    outside one. The function may be called from another thread (the run's memo is kept)."""
+    memo = _RUN.get()
+    if memo is None:
+        return None
+
+    def record(src: Source, data: bytes) -> None:
+        if src.listed is None or src.uri is not None or len(data) != src.listed[0] or (
+                len(data) > 2 * HEAD_BYTES):
+            return  # not the file as listed, or one with a tail of its own to hash
+        memo.digests.setdefault(_digest_key(src),
+                                _digests_of(*src.listed, data[:HEAD_BYTES], b""))
+
+    return record
+
+
+def _digest_key(src: Source) -> str:
+    """A file's key in the run's digests: its URI, or its absolute path."""
+    return src.uri or os.path.abspath(src.path)
+
+
+def _digests_of(size: int, mtime_ns: int, head: bytes, tail: bytes | None) -> FileDigests:
+    """The digests of a file of `size` bytes from its head (first `HEAD_BYTES`) and tail
+    (last `HEAD_BYTES` past 2 x `HEAD_BYTES`, else b""; None: no BLAKE2b, a URI's file)."""
     both = None
     if tail is not None:
         h = hashlib.blake2b(digest_size=16)
         h.update(head[:size] if size else head)
         h.update(tail)
         both = h.hexdigest()
-    digests = FileDigests(size, mtime_ns, hashlib.sha256(head).hexdigest(), both)
-    if memo is not None:
-        memo.digests[key] = digests
-    return digests
+    return FileDigests(size, mtime_ns, hashlib.sha256(head).hexdigest(), both)
 
 
 def _read_head(fd: int, size: int) -> bytes:

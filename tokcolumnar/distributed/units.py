@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,14 @@ import polars as pl
 from ..config import TrainConfig
 from ..corpus.counting import check_words, fold_chunks, map_words, prefetched, sort_words
 from ..corpus.readers import CHUNK_BYTES, iter_source, line_aligned_pieces, lines_of, metered
-from ..corpus.sources import Source, expand_inputs, file_size, open_seekable, parquet_metadata
+from ..corpus.sources import (
+    Source,
+    digests_recorder,
+    expand_inputs,
+    file_size,
+    open_seekable,
+    parquet_metadata,
+)
 from ..errors import TokcolumnarError
 from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import PreTokenizer
@@ -114,8 +121,10 @@ def unit_chunks(unit: Unit, column: str = "text", pretokenizer: PreTokenizer | N
     thousands of small files is Python work, and a count is a Polars plan that leaves the
     interpreter to it."""
     if len(unit.sources) > 1:
+        # (the recorder taken here: the reader's thread does not see the run's scope)
+        record = digests_recorder()
         yield from prefetched(_files_chunks(unit.sources, column, pretokenizer,
-                                            max_word_chars, meter))
+                                            max_word_chars, meter, record))
         return
     [src] = unit.sources
     chunks = iter_source(src, column, pretokenizer, max_word_chars)
@@ -123,12 +132,15 @@ def unit_chunks(unit: Unit, column: str = "text", pretokenizer: PreTokenizer | N
 
 
 def _files_chunks(sources: tuple[Source, ...], column: str, pretokenizer: PreTokenizer | None,
-                  max_word_chars: int | None, meter: bool) -> Iterator[pl.Series]:
+                  max_word_chars: int | None, meter: bool,
+                  record: Callable[[Source, bytes], None] | None = None
+                  ) -> Iterator[pl.Series]:
     """`unit_chunks` of several whole files: their sequences in order, the chunks of files
     smaller than a reader's chunk joined up to about one (order and values kept, so the
     sequences are the same): a Polars step per chunk costs about what counting a 2 KB file
     does. A small plain text file (`_small_text_size`) is read whole in one `os.read` and
-    cut into sequences in Python (`_small_text`), without a Series of its own."""
+    cut into sequences in Python (`_small_text`), without a Series of its own; its bytes go
+    to `record` (`sources.digests_recorder`)."""
     split_lines = pretokenizer is None or pretokenizer.line_sensitive
     pending: list[pl.Series] = []  # joined chunks, in order, ahead of `values`
     values: list[str] = []  # the sequences of the small text files read since
@@ -144,7 +156,7 @@ def _files_chunks(sources: tuple[Source, ...], column: str, pretokenizer: PreTok
 
     for src in sources:
         small = _small_text_size(src)
-        text = _small_text(src, small) if small is not None else None
+        text = _small_text(src, small, record) if small is not None else None
         if text is not None:
             # each line a sequence, or (a pre-tokenizer blind to line ends) the file in
             # line-aligned pieces: what `iter_source` yields for the file, at no Series
@@ -192,12 +204,14 @@ def _small_text_size(src: Source) -> int | None:
     return src.listed[0] if src.listed[0] < CHUNK_BYTES else None
 
 
-def _small_text(src: Source, size: int) -> str | None:
+def _small_text(src: Source, size: int,
+                record: Callable[[Source, bytes], None] | None = None) -> str | None:
     """The text of a small plain text file of `size` bytes (as listed), read in one
-    `os.read`; None when it is not that simple (it cannot be opened, it grew past its size,
-    its bytes are not UTF-8): `iter_source` then reads it, and says what is wrong. A file
-    under a chunk has no line over `readers.line_bound`, so nothing is refused here that the
-    reader would refuse."""
+    `os.read` (its bytes given to `record`: the run's fingerprints need not read it again);
+    None when it is not that simple (it cannot be opened, it grew past its size, its bytes
+    are not UTF-8): `iter_source` then reads it, and says what is wrong. A file under a
+    chunk has no line over `readers.line_bound`, so nothing is refused here that the reader
+    would refuse."""
     try:
         fd = os.open(src.path, os.O_RDONLY)
     except OSError:
@@ -210,6 +224,8 @@ def _small_text(src: Source, size: int) -> str | None:
         os.close(fd)
     if len(data) > size:
         return None
+    if record is not None:
+        record(src, data)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

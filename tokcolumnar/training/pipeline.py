@@ -261,7 +261,7 @@ def work_directory(work_dir: str | Path | None, inputs: Any, from_counts: Any, r
     if resume and paths is None:
         raise TokcolumnarError("--resume needs input files: standard input, a pipe, a data "
                                "frame or an iterator cannot be read again")
-    # the inputs' head hashes are taken in a thread while counting starts (`WorkDir`)
+    # the inputs' head hashes are taken before the first saved file (`WorkDir`)
     work = WorkDir.open(work_dir, inputs=read, fingerprint=run_fingerprint(
         cfg, paths or [], heads=False), resume=resume,
         complete=functools.partial(run_fingerprint, cfg, paths or []))
