@@ -154,3 +154,25 @@ def test_prefix_that_is_a_character_without_merges(tmp_path):
                     "--continuing-subword-prefix", "\u2581", "--max-token-length", "1")
     assert Tokenizer.from_dir(out).encode("ab").tokens
     check_outputs_in_hf(out, ["ab", "a b ba"])
+
+
+def test_run_json_records_every_input_one_a_line(tmp_path):
+    """`run.json` of a folder: indented, one line per input record, and the JSON `json`
+    would write (the inputs in reading order, each with its size and hash; a non-ASCII
+    path as itself)."""
+    folder = tmp_path / "in é"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"f{i}.txt").write_text(f"alpha beta {i}\n" * 40)
+    out = tmp_path / "out"
+    assert run_cli("train", str(folder), "--out", str(out), "--vocab-size", "60",
+                   "--quiet").returncode == 0
+    text = (out / "run.json").read_text(encoding="utf-8")
+    run = json.loads(text)
+    assert [Path(x["path"]).name for x in run["inputs"]] == ["f0.txt", "f1.txt", "f2.txt"]
+    assert all(x["bytes"] == (folder / Path(x["path"]).name).stat().st_size
+               and len(x["head_tail_blake2b"]) == 32 for x in run["inputs"])
+    lines = [line.rstrip(",") for line in text.splitlines()]
+    for record in run["inputs"]:
+        assert f"    {json.dumps(record, ensure_ascii=False)}" in lines
+    assert text.startswith('{\n  "tool": "tokcolumnar",\n') and text.endswith("}\n")

@@ -166,8 +166,14 @@ class InputMeter:
         self._current, self._fd = None, None
 
     def position(self) -> int:
-        """Bytes consumed (called at most once per redraw or log interval)."""
-        return self._finished + self._current_position()
+        """Bytes consumed (called at most once per redraw or log interval). The inputs may be
+        read in another thread (a reader ahead of the count: `distributed.units.unit_chunks`,
+        `corpus.counting.prefetched`), which can change the current input while this reads
+        it: then the position of the finished inputs (progress never fails a run)."""
+        try:
+            return self._finished + self._current_position()
+        except Exception:  # noqa: BLE001 - the current input changed meanwhile (see above)
+            return self._finished
 
     def _current_position(self) -> int:
         if self._current is not None and self._current.uri is not None:

@@ -9,7 +9,9 @@ and never while the process that marked it is alive. Every file is written to a 
 and renamed into place, so a `kill -9` leaves either the old or the new file. Without
 `--resume` a work directory of ours left by a killed run is cleared; with it, its fingerprint
 (the options and, per input, size, mtime and a hash of the first block) must match this run's,
-or the run is refused naming what changed. It is removed when the run succeeds.
+or the run is refused naming what changed. A fresh run writes the hashes into the marker
+before the first file a resume could take up, once the count has read the inputs (`WorkDir`).
+It is removed when the run succeeds.
 
 Test-only: the environment variable `TOKCOLUMNAR_TEST_KILL=STAGE:N` (`count:N` after N units
 counted, `merge:N` at the N-th pass of the merge loop) makes the process SIGKILL itself, so that
@@ -18,7 +20,6 @@ tests can kill a run at a chosen point (`kill_point`). Never set it otherwise.""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import pickle
@@ -32,14 +33,12 @@ from typing import Any
 import polars as pl
 
 from .config import TrainConfig
-from .corpus.sources import Source, file_stat, open_seekable
+from .corpus.sources import Source, file_digests, file_stat
 from .errors import TokcolumnarError
 from .outputs import _pid_alive, check_target
 from .presets import flag
 
 MARKER = "tokcolumnar-work.json"
-#: Bytes of each input hashed for the fingerprint.
-HEAD_BYTES = 1 << 20
 #: Options that change nothing in the outputs, left out of the fingerprint.
 UNFINGERPRINTED = ("show_progress",)
 TEST_KILL = "TOKCOLUMNAR_TEST_KILL"
@@ -51,29 +50,44 @@ def default_work_dir(out_dir: str | os.PathLike) -> Path:
     return out.parent / (out.name + ".work")
 
 
-def input_fingerprint(paths: list[Path | Source]) -> list[dict[str, Any]]:
-    """Per input file (a local path, or a URI's `Source`: read through its filesystem):
-    path (the URI), size, mtime (ns) and the SHA-256 of its first `HEAD_BYTES`."""
+def input_fingerprint(paths: list[Path | Source], heads: bool = True) -> list[dict[str, Any]]:
+    """Per input file (a local path or `Source`, or a URI's `Source`: read through its
+    filesystem): its absolute path (the URI), size, mtime (ns) and, with `heads`, the SHA-256
+    of its first MiB (`sources.file_digests`: read once per run, `run.json`'s fingerprint
+    shares it). Without `heads`, nothing is read: a listed file's size and mtime are known."""
     out = []
     for p in paths:
         src = p if isinstance(p, Source) else Source(p, "text", None)
-        size, mtime_ns = file_stat(src)
-        with open_seekable(src) as f:
-            head = hashlib.sha256(f.read(HEAD_BYTES)).hexdigest()
-        out.append({"path": src.label, "size": size, "mtime_ns": mtime_ns,
-                    "head_sha256": head})
+        # a local file by its absolute path (a resumed run may start from another directory)
+        name = src.uri or os.path.abspath(src.path)
+        if not heads:
+            size, mtime_ns = file_stat(src)
+            out.append({"path": name, "size": size, "mtime_ns": mtime_ns})
+            continue
+        digests = file_digests(src)
+        out.append({"path": name, "size": digests.size, "mtime_ns": digests.mtime_ns,
+                    "head_sha256": digests.head_sha256})
     return out
 
 
-def run_fingerprint(cfg: TrainConfig, paths: list[Path | Source]) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues."""
+def run_fingerprint(cfg: TrainConfig, paths: list[Path | Source], heads: bool = True
+                    ) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues (`heads`: see
+    `input_fingerprint`)."""
     options = {k: v for k, v in cfg.to_dict().items() if k not in UNFINGERPRINTED}
-    return {"options": options, "inputs": input_fingerprint(paths),
+    return {"options": options, "inputs": input_fingerprint(paths, heads),
             "polars": pl.__version__, "python": sys.version.split()[0]}
 
 
+def has_heads(fingerprint: dict[str, Any]) -> bool:
+    """Whether a fingerprint holds its inputs' head hashes (a run's marker gets them before
+    the first file a resume could take up: see `WorkDir`)."""
+    return all("head_sha256" in x for x in fingerprint.get("inputs", []))
+
+
 def fingerprint_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
-    """What differs between two fingerprints, in words (None when nothing does)."""
+    """What differs between two fingerprints, in words (None when nothing does; head hashes
+    are compared when both hold them)."""
     was_options, options = old.get("options", {}), new.get("options", {})
     for key in sorted(set(was_options) | set(options)):
         if was_options.get(key) != options.get(key):
@@ -86,7 +100,7 @@ def fingerprint_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     for was, now in zip(was_inputs, inputs):
         for key, what in (("size", "size"), ("mtime_ns", "modification time"),
                           ("head_sha256", "first block")):
-            if was[key] != now[key]:
+            if key in was and key in now and was[key] != now[key]:
                 return f"input {now['path']} changed ({what})"
     for key in ("polars", "python"):
         if old.get(key) != new.get(key):
@@ -113,15 +127,27 @@ def is_our_work_dir(path: Path) -> dict[str, Any] | None:
 
 class WorkDir:
     """An open work directory (see the module docstring). `resumed`: it holds the state of an
-    earlier run with the same fingerprint, to be continued."""
+    earlier run with the same fingerprint, to be continued.
+
+    A fresh run's fingerprint may come in two steps: `fingerprint` without the inputs' head
+    hashes (nothing read: the listing's sizes and mtimes), written into the marker at once,
+    and `complete`, the whole fingerprint, taken and written into the marker before the first
+    file a `--resume` could take up (`_settle`, called by every atomic write: the manifest,
+    the counted words, the checkpoints). By then the count has read the small files whole and
+    left their hashes in the run's scope (`sources.digests_recorder`): a folder of 10,000
+    small files is not read a second time for them. A marker without head hashes is a run
+    killed before it saved anything: `--resume` checks what it holds (the options, paths,
+    sizes, mtimes: a change refuses) and starts again."""
 
     def __init__(self, path: Path, resumed: bool) -> None:
         self.path = path
         self.resumed = resumed
+        self._marker: dict[str, Any] = {}
+        self._complete: Callable[[], dict] | None = None  # the fingerprint still to take
 
     @classmethod
     def open(cls, target: str | os.PathLike, *, inputs: list[object], fingerprint: dict,
-             resume: bool) -> WorkDir:
+             resume: bool, complete: Callable[[], dict] | None = None) -> WorkDir:
         # the output checks, without "not ours" (which `is_our_work_dir` decides here)
         path = check_target(target, kind="dir", inputs=inputs, force=True, what="--work-dir")
         marker = is_our_work_dir(path) if path.is_dir() else None
@@ -135,28 +161,45 @@ class WorkDir:
                                        f"{pid}")
         resumed = False
         if resume and marker is not None:
-            change = fingerprint_change(marker.get("fingerprint", {}), fingerprint)
+            saved = marker.get("fingerprint") or {}
+            if complete is not None and has_heads(saved):
+                fingerprint, complete = complete(), None  # compared whole: taken now
+            change = fingerprint_change(saved, fingerprint)
             if change is not None:
                 raise TokcolumnarError(f"cannot --resume from {path}: {change}; run without "
                                        "--resume to start again")
-            resumed = True
+            # a killed run whose marker has no head hashes had saved nothing: start again
+            resumed = has_heads(saved)
         if not resumed:
             shutil.rmtree(path, ignore_errors=True)  # ours (a killed run's) or empty
         try:
             path.mkdir(parents=True, exist_ok=True)
             work = cls(path, resumed)
-            work.write_json(MARKER, {"tool": "tokcolumnar", "kind": "work-dir",
-                                     "pid": os.getpid(), "fingerprint": fingerprint})
+            work._marker = {"tool": "tokcolumnar", "kind": "work-dir", "pid": os.getpid(),
+                            "fingerprint": fingerprint}
+            work.write_json(MARKER, work._marker)
         except OSError as e:
             raise TokcolumnarError(f"cannot write --work-dir {path}: {e.strerror or e}") from None
+        work._complete = complete
         return work
+
+    def _settle(self) -> None:
+        """The marker with the whole fingerprint, before the first file a resume could take
+        up (see the class)."""
+        complete, self._complete = self._complete, None
+        if complete is None:
+            return
+        self._marker["fingerprint"] = complete()
+        self.write_json(MARKER, self._marker)
 
     # -- atomic files ----------------------------------------------------------------------
     def file(self, name: str) -> Path:
         return self.path / name
 
     def _replace(self, name: str, write: Any) -> None:
-        """Write `name` through a temporary file, fsync'd, then renamed over it."""
+        """Write `name` through a temporary file, fsync'd, then renamed over it (the marker
+        settled first)."""
+        self._settle()
         tmp = self.path / f".{name.replace('/', '_')}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
             write(f)
@@ -166,7 +209,8 @@ class WorkDir:
 
     def write_by(self, name: str, make: Callable[[Path], None]) -> None:
         """Write `name` with `make(path)` (a writer that opens the file itself, e.g. DuckDB)
-        at a temporary path, fsync'd, then renamed over it."""
+        at a temporary path, fsync'd, then renamed over it (the marker settled first)."""
+        self._settle()
         tmp = self.path / f".{name.replace('/', '_')}.{os.getpid()}.tmp"
         tmp.unlink(missing_ok=True)
         make(tmp)
@@ -178,7 +222,9 @@ class WorkDir:
         os.replace(tmp, self.path / name)
 
     def write_json(self, name: str, obj: Any) -> None:
-        self._replace(name, lambda f: f.write(json.dumps(obj, indent=1).encode()))
+        # one line: with `indent`, `json` encodes in Python (~50 ms for the fingerprint of a
+        # folder of 10,000 files), without it in C
+        self._replace(name, lambda f: f.write(json.dumps(obj).encode()))
 
     def read_json(self, name: str) -> Any:
         try:

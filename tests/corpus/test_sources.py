@@ -1,12 +1,15 @@
 """Inputs named by URIs (`corpus.sources`): a `file://` URI — read through the Arrow
 filesystem, as `s3://`, `gs://` and `hdfs://` are — gives the words and token ids of its local
 path, whole or cut into units; directories and `*` / `**` globs expand as local ones; a URI
-that Arrow cannot open is one error line."""
+that Arrow cannot open is one error line. Local directories list as pathlib's `rglob` finds
+their files, and a run scope lists and fingerprints its inputs once."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,7 +20,13 @@ from tests.support.cli import error_line, run_cli
 from tests.support.corpora import corpus
 from tokcolumnar import count_words
 from tokcolumnar.config import TrainConfig
-from tokcolumnar.corpus.sources import expand_inputs, filesystem_of
+from tokcolumnar.corpus.sources import (
+    expand_inputs,
+    file_digests,
+    file_stat,
+    filesystem_of,
+    run_scope,
+)
 from tokcolumnar.distributed.units import count_units, plan_units
 from tokcolumnar.workdir import input_fingerprint
 
@@ -166,3 +175,67 @@ def test_the_uris_of_a_bucket_share_one_filesystem():
     assert (path_a, path_b) == (pafs.FileSystem.from_uri(a)[1], pafs.FileSystem.from_uri(b)[1])
     assert path_a == "bucket/dir/a b.txt"
     assert filesystem_of("file:///tmp/x%20y/z.txt")[1] == "/tmp/x y/z.txt"
+
+
+# -- local listings, digests and the run scope -------------------------------------------------
+def test_a_directory_lists_its_files_as_rglob_finds_them(tmp_path):
+    """The walk (`walk_files`, one `os.scandir` per directory) gives the files pathlib's
+    `rglob` gives, in Path order (component by component: `a/x` before `a-b/y`, which a
+    string sort puts after), hidden directories walked, hidden files, directory links and
+    broken links left out; each source keeps its listed size and mtime."""
+    d = tmp_path / "in"
+    for rel, text in [("a/x.txt", "x"), ("a-b/y.txt", "yy"), ("a.txt", "top"),
+                      ("sub/deep/z.jsonl", '{"text": "z"}\n'), (".hid/h.txt", "h"),
+                      (".hidden.txt", "no"), ("sub/.dot", "no"), ("e.txt", "")]:
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    (d / "empty_dir").mkdir()
+    (d / "link.txt").symlink_to(d / "a.txt")
+    (d / "dirlink").symlink_to(d / "sub", target_is_directory=True)
+    (d / "broken.txt").symlink_to(d / "nowhere")
+    expected = sorted(q for q in d.rglob("*") if q.is_file() and not q.name.startswith("."))
+    sources = expand_inputs([str(d)])
+    assert [s.path for s in sources] == expected
+    assert [s.path.relative_to(d).as_posix() for s in sources] == [
+        ".hid/h.txt", "a/x.txt", "a-b/y.txt", "a.txt", "e.txt", "link.txt",
+        "sub/deep/z.jsonl"]
+    assert [s.fmt for s in sources][-1] == "jsonl"
+    for s in sources:
+        st = os.stat(s.path)
+        assert s.listed == (st.st_size, st.st_mtime_ns)
+        assert file_stat(s) == s.listed
+
+
+def test_file_digests_hash_the_first_and_last_mib(tmp_path):
+    """`file_digests`: SHA-256 of the first MiB (the work directory's fingerprint), BLAKE2b of
+    the first MiB and, past 2 MiB, the last one (`run.json`), as hashlib computes them over
+    the file's bytes."""
+    big = bytes(range(256)) * (10 * 1024 + 7)  # ~2.5 MiB
+    for name, data in [("empty.txt", b""), ("small.txt", b"one two\n"), ("big.txt", big)]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        [src] = expand_inputs([str(path)])
+        digests = file_digests(src)
+        head = data[: 1 << 20]
+        both = hashlib.blake2b(digest_size=16)
+        both.update(head)
+        if len(data) > 2 << 20:
+            both.update(data[-(1 << 20):])
+        assert (digests.size, digests.head_sha256, digests.head_tail_blake2b) == (
+            len(data), hashlib.sha256(head).hexdigest(), both.hexdigest())
+
+
+def test_a_run_scope_lists_and_reads_each_input_once(tmp_path):
+    """Within `run_scope`, the same inputs are listed once and each file's digests read once
+    (the files as first seen); outside it, every call looks again."""
+    (tmp_path / "a.txt").write_text("one\n")
+    with run_scope():
+        first = expand_inputs([str(tmp_path)])
+        before = file_digests(first[0])
+        (tmp_path / "b.txt").write_text("two\n")
+        (tmp_path / "a.txt").write_text("changed\n")
+        assert expand_inputs([str(tmp_path)]) == first
+        assert file_digests(expand_inputs([str(tmp_path)])[0]) == before
+    now = expand_inputs([str(tmp_path)])
+    assert [s.path.name for s in now] == ["a.txt", "b.txt"]
+    assert file_digests(now[0]).head_sha256 == hashlib.sha256(b"changed\n").hexdigest()

@@ -5,6 +5,7 @@ Parquet inputs, compressed ones and lists of mixed inputs."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.support.corpora import corpus
 from tests.support.examples import examples
 from tokcolumnar import count_words
 from tokcolumnar.config import TrainConfig
+from tokcolumnar.corpus.sources import expand_inputs, file_digests, run_scope
 from tokcolumnar.distributed.units import count_units, plan_units
 from tokcolumnar.errors import TokcolumnarError
 
@@ -195,3 +197,53 @@ def test_real_corpora_in_units_match_single_count(tmp_path, pre):
     inputs = [str(en), str(parquet), str(gz), str(jsonl), str(Path(ja))]
     n_units = assert_same_as_single(inputs, 20_000, pre_tokenizer=pre)
     assert n_units > 30
+
+
+def test_a_small_file_with_invalid_utf8_among_packed_ones_is_reported_as_read_alone(tmp_path):
+    """A small file read whole (`units._small_text`) that is not UTF-8 is read again by the
+    reader, whose error names the file and byte, as the single count's does."""
+    for i in range(5):
+        (tmp_path / f"f{i}.txt").write_text(f"word{i} other\n")
+    (tmp_path / "f2.txt").write_bytes(b"fine\nbroken \xff here\n")
+    with pytest.raises(TokcolumnarError, match=re.escape(f"{tmp_path / 'f2.txt'}: invalid "
+                                                         "UTF-8 at byte 12")):
+        unit_count([str(tmp_path)], 1000, pre_tokenizer="whitespace")
+    assert_same_as_single([str(tmp_path)], 1000, pre_tokenizer="whitespace")
+
+
+@pytest.mark.parametrize("pre", ["whitespace", "byte-level"])
+def test_a_small_file_that_grew_since_the_plan_is_read_to_its_end(tmp_path, pre):
+    """Units keep each file's size as listed; a file that grew since is read whole as it is
+    now (by the reader), not cut at its listed size: the words of the files as read."""
+    for i in range(4):
+        (tmp_path / f"f{i}.txt").write_text(f"alpha{i} beta\n")
+    units = plan_units([str(tmp_path)], unit_bytes=1000)
+    assert len(units) == 1 and len(units[0].sources) == 4
+    with open(tmp_path / "f1.txt", "a") as f:
+        f.write("grown words here\n" * 3 + "last")
+    got = count_units(units, TrainConfig(pre_tokenizer=pre, show_progress=False))
+    assert got.equals(count_words([str(tmp_path)], pre_tokenizer=pre, show_progress=False))
+    assert dict(zip(got["word"], got["count"])).get("words" if pre == "whitespace"
+                                                    else "Ġwords") == 3
+
+
+def test_the_reader_leaves_the_digests_of_the_small_files_it_read_whole(tmp_path):
+    """Within a run scope, the count of packed small files leaves each file's digests (the
+    fingerprints' hashes) as `file_digests` would read them: a file changed after the count
+    still has the digests of the bytes the count read, equal to hashlib's."""
+    texts = [b"", b"one two\n", b"no newline", "é 文\n".encode() * 50]
+    for i, data in enumerate(texts):
+        (tmp_path / f"f{i}.txt").write_bytes(data)
+    units = plan_units([str(tmp_path)], unit_bytes=10_000)
+    assert len(units) == 1
+    with run_scope():
+        count_units(units, TrainConfig(pre_tokenizer="whitespace", show_progress=False))
+        (tmp_path / "f1.txt").write_bytes(b"ONE TWO\n")  # same size, after the count
+        recorded = [file_digests(s) for s in expand_inputs([str(tmp_path)])]
+    for digests, data in zip(recorded, texts):
+        both = hashlib.blake2b(digest_size=16)
+        both.update(data)
+        assert (digests.size, digests.head_sha256, digests.head_tail_blake2b) == (
+            len(data), hashlib.sha256(data).hexdigest(), both.hexdigest())
+    assert file_digests(expand_inputs([str(tmp_path)])[1]).head_sha256 == hashlib.sha256(
+        b"ONE TWO\n").hexdigest()  # outside the scope: read again

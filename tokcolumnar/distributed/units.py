@@ -25,16 +25,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from ..config import TrainConfig
-from ..corpus.counting import check_words, fold_chunks, map_words, sort_words
-from ..corpus.readers import CHUNK_BYTES, iter_source, metered
-from ..corpus.sources import Source, expand_inputs, file_size, open_seekable, parquet_metadata
+from ..corpus.counting import check_words, fold_chunks, map_words, prefetched, sort_words
+from ..corpus.readers import CHUNK_BYTES, iter_source, line_aligned_pieces, lines_of, metered
+from ..corpus.sources import (
+    Source,
+    digests_recorder,
+    expand_inputs,
+    file_size,
+    open_seekable,
+    parquet_metadata,
+)
 from ..errors import TokcolumnarError
 from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import PreTokenizer
@@ -109,36 +116,120 @@ def unit_chunks(unit: Unit, column: str = "text", pretokenizer: PreTokenizer | N
                 ) -> Iterator[pl.Series]:
     """The sequences of a unit's sources, one source after the other (`iter_source`). With
     `meter`, `READING` follows them: each chunk (`metered`), and, in a unit of several files,
-    each file from its start to its end, so that progress advances file by file."""
-    several = len(unit.sources) > 1
-    # the chunks of small files, concatenated up to about a reader's chunk (order and values
-    # kept, so the sequences are the same): a Polars step per chunk costs about what
-    # counting a 2 KB file does
-    pending: list[pl.Series] = []
+    each file from its start to its end, so that progress advances file by file. A unit of
+    several files is read in a thread (`prefetched`), a chunk ahead of its count: reading
+    thousands of small files is Python work, and a count is a Polars plan that leaves the
+    interpreter to it."""
+    if len(unit.sources) > 1:
+        # (the recorder taken here: the reader's thread does not see the run's scope)
+        record = digests_recorder()
+        yield from prefetched(_files_chunks(unit.sources, column, pretokenizer,
+                                            max_word_chars, meter, record))
+        return
+    [src] = unit.sources
+    chunks = iter_source(src, column, pretokenizer, max_word_chars)
+    yield from metered(src, chunks) if meter else chunks
+
+
+def _files_chunks(sources: tuple[Source, ...], column: str, pretokenizer: PreTokenizer | None,
+                  max_word_chars: int | None, meter: bool,
+                  record: Callable[[Source, bytes], None] | None = None
+                  ) -> Iterator[pl.Series]:
+    """`unit_chunks` of several whole files: their sequences in order, the chunks of files
+    smaller than a reader's chunk joined up to about one (order and values kept, so the
+    sequences are the same): a Polars step per chunk costs about what counting a 2 KB file
+    does. A small plain text file (`_small_text_size`) is read whole in one `os.read` and
+    cut into sequences in Python (`_small_text`), without a Series of its own; its bytes go
+    to `record` (`sources.digests_recorder`)."""
+    split_lines = pretokenizer is None or pretokenizer.line_sensitive
+    pending: list[pl.Series] = []  # joined chunks, in order, ahead of `values`
+    values: list[str] = []  # the sequences of the small text files read since
     pending_bytes = 0
-    for src in unit.sources:
-        if several and meter:
+
+    def joined() -> pl.Series:
+        if values:
+            pending.append(pl.Series("text", values, dtype=pl.String))
+            values.clear()
+        out = _joined(pending)
+        pending.clear()
+        return out
+
+    for src in sources:
+        small = _small_text_size(src)
+        text = _small_text(src, small, record) if small is not None else None
+        if text is not None:
+            # each line a sequence, or (a pre-tokenizer blind to line ends) the file in
+            # line-aligned pieces: what `iter_source` yields for the file, at no Series
+            values.extend(lines_of(text) if split_lines else line_aligned_pieces(text))
+            if meter:
+                READING.finish(src)  # read whole: counted as read
+            pending_bytes += small
+            if pending_bytes >= CHUNK_BYTES:
+                yield joined()
+                pending_bytes = 0
+            continue
+        if values:  # the small files before this one come first
+            pending.append(pl.Series("text", values, dtype=pl.String))
+            values.clear()
+        if meter:
             READING.start(src)
         chunks = iter_source(src, column, pretokenizer, max_word_chars)
         if meter:
             chunks = metered(src, chunks)
         # stored bytes (compressed ones fewer): a file of a chunk or more streams as read
-        size = _stored_size(src) if several else CHUNK_BYTES
+        size = _stored_size(src)
         if size >= CHUNK_BYTES:
             if pending:
-                yield _joined(pending)
-                pending, pending_bytes = [], 0
+                yield joined()
+                pending_bytes = 0
             yield from chunks
         else:
             pending.extend(chunks)
             pending_bytes += size
             if pending_bytes >= CHUNK_BYTES:
-                yield _joined(pending)
-                pending, pending_bytes = [], 0
-        if several and meter:
+                yield joined()
+                pending_bytes = 0
+        if meter:
             READING.finish(src)
-    if pending:
-        yield _joined(pending)
+    if pending or values:
+        yield joined()
+
+
+def _small_text_size(src: Source) -> int | None:
+    """The listed size of a plain (uncompressed, local, whole) text file smaller than a
+    reader's chunk; None for any other input."""
+    if (src.fmt != "text" or src.kind != "file" or src.compression or src.uri is not None
+            or src.byte_range is not None or src.listed is None):
+        return None
+    return src.listed[0] if src.listed[0] < CHUNK_BYTES else None
+
+
+def _small_text(src: Source, size: int,
+                record: Callable[[Source, bytes], None] | None = None) -> str | None:
+    """The text of a small plain text file of `size` bytes (as listed), read in one
+    `os.read` (its bytes given to `record`: the run's fingerprints need not read it again);
+    None when it is not that simple (it cannot be opened, it grew past its size, its bytes
+    are not UTF-8): `iter_source` then reads it, and says what is wrong. A file under a
+    chunk has no line over `readers.line_bound`, so nothing is refused here that the reader
+    would refuse."""
+    try:
+        fd = os.open(src.path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, size + 1)  # a regular file reads short only at its end
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > size:
+        return None
+    if record is not None:
+        record(src, data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _joined(pieces: list[pl.Series]) -> pl.Series:

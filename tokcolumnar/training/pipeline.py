@@ -12,6 +12,7 @@ options."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import polars as pl
 
 from ..config import TrainConfig
 from ..corpus.counts_file import load_counts, normalize_counts
-from ..corpus.sources import Source, expand_inputs
+from ..corpus.sources import Source, expand_inputs, run_scope
 from ..corpus.spill import count_bounded, unit_bytes_for
 from ..distributed.units import plan_units
 from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
@@ -130,6 +131,7 @@ def check_checkpoint_every(checkpoint_every: Any) -> None:
                                     f"got {checkpoint_every!r}")
 
 
+@run_scope()  # the inputs listed and fingerprinted once per run (`sources.run_scope`)
 def count_words(inputs: Any, *, memory_limit: str | int | None = None,
                 work_dir: str | Path | None = None, resume: bool = False,
                 checkpoint_every: float = CHECKPOINT_EVERY, **options: Any) -> pl.DataFrame:
@@ -172,6 +174,7 @@ class RunLimits:
 COUNTED_WORDS = "words.parquet"
 
 
+@run_scope()  # the inputs listed and fingerprinted once per run (`sources.run_scope`)
 def train(inputs: Any = None, *, out_dir: str | Path | None = None,
           from_counts: str | pl.DataFrame | None = None, force: bool = False,
           memory_limit: str | int | None = None, work_dir: str | Path | None = None,
@@ -228,9 +231,9 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
 
 def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None
                     ) -> list[Path | Source] | None:
-    """The files a run reads, for the work directory's fingerprint (local paths; a URI's
-    file as its `Source`); None when an input cannot be read again (standard input, a pipe,
-    a data frame, an iterator)."""
+    """The files a run reads, for the work directory's fingerprint (the listing's sources:
+    `input_fingerprint` records a local one by its absolute path); None when an input cannot
+    be read again (standard input, a pipe, a data frame, an iterator)."""
     if isinstance(from_counts, pl.DataFrame):
         return None
     if from_counts is not None:
@@ -241,8 +244,7 @@ def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None
     sources = expand_inputs(input_list(inputs), fmt)
     if any(src.kind != "file" for src in sources):
         return None
-    return [src if src.uri is not None else Path(os.path.abspath(src.path))
-            for src in sources]
+    return sources
 
 
 @contextlib.contextmanager
@@ -259,8 +261,10 @@ def work_directory(work_dir: str | Path | None, inputs: Any, from_counts: Any, r
     if resume and paths is None:
         raise TokcolumnarError("--resume needs input files: standard input, a pipe, a data "
                                "frame or an iterator cannot be read again")
-    fingerprint = run_fingerprint(cfg, paths or [])
-    work = WorkDir.open(work_dir, inputs=read, fingerprint=fingerprint, resume=resume)
+    # the inputs' head hashes are taken before the first saved file (`WorkDir`)
+    work = WorkDir.open(work_dir, inputs=read, fingerprint=run_fingerprint(
+        cfg, paths or [], heads=False), resume=resume,
+        complete=functools.partial(run_fingerprint, cfg, paths or []))
     try:
         yield work
     except TokcolumnarError as e:
