@@ -54,7 +54,7 @@ LARGE_COUNT_BYTES = 512 * 1000 * 1000
 LARGE_COUNT_MALLOC_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:0"
 
 #: Whether this command-line run counts a large input (`is_large_count`):
-#: counting then trades memory for speed (freed pages kept, two batches counted at once).
+#: counting then trades memory for speed (freed pages kept, temporaries reused from the heap).
 large_count = False
 
 #: The threshold `fix_mmap_threshold` set (None: glibc's own sliding threshold is in use).
@@ -121,7 +121,7 @@ def configure_for_command(argv: list[str]) -> None:
     global large_count
     if "polars" in sys.modules:
         return
-    large_count = is_large_count(argv)  # two batches at once (corpus.counting.fold_chunks)
+    large_count = is_large_count(argv)  # corpus.counting.fold_chunks: counting_heap
     conf = jemalloc_conf(argv, large_count)
     if conf is not None and not USER_JEMALLOC_CONF:
         os.environ["_RJEM_MALLOC_CONF"] = conf  # read when Polars loads

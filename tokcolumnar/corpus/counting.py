@@ -243,13 +243,15 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     def count(texts: pl.Series) -> tuple[pl.DataFrame, int]:
         return count_chunk(texts, normalizer, pretokenizer, offset)
 
-    # a large count (tokcolumnar.malloc.large_count) trades memory for time: two batches
-    # counted at once (a batch's plan keeps about one core busy), the next one read in a
-    # thread meanwhile, per-batch temporaries reused from glibc's heap; elsewhere none of
-    # these, for the smaller peak (medium/en: +25-30 MiB with them)
+    # two batches counted at once (a batch's plan keeps about one core busy) and the next one
+    # read in a thread meanwhile: the count's wall time on two cores (medium/en: +25-30 MiB of
+    # peak); a large count (tokcolumnar.malloc.large_count) also reuses per-batch temporaries
+    # from glibc's heap
     large = malloc.large_count
-    workers = min(pl.thread_pool_size(), LARGE_COUNT_BATCHES) if large else 1
-    batches = prefetched(batched_chunks(chunks)) if large else batched_chunks(chunks)
+    workers = min(pl.thread_pool_size(), COUNT_BATCHES)
+    batches = batched_chunks(chunks)
+    if workers > 1:
+        batches = prefetched(batches)
     with counting_heap() if large else contextlib.nullcontext():
         for part, n in ordered_map(count, batches, workers):
             if first_seen and total and len(part):  # counted from 0: shift by what came before
@@ -261,9 +263,8 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
         return folder.result(), total
 
 
-#: Batches counted at once in a large count (`tokcolumnar.malloc.large_count`), at most
-#: Polars' thread count.
-LARGE_COUNT_BATCHES = 2
+#: Batches counted at once, at most Polars' thread count.
+COUNT_BATCHES = 2
 
 
 def ordered_map(work: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:
