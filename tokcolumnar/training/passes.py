@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,23 @@ from .symbols import Layout
 M32 = (1 << 32) - 1
 #: Above this many changes, Polars' hash group-by beats NumPy's sort-based grouping.
 POLARS_GROUP_MIN = 200_000
+
+#: From this many positions (or new pairs), a BPE pass runs its independent steps on two
+#: threads: NumPy's sorts, gathers and element-wise calls release the GIL, so the second core
+#: takes one half (medium/ru byte-level: ~25 such passes hold a third of the loop's time).
+PARALLEL_MIN = 20_000
+
+_side: ThreadPoolExecutor | None = None
+
+
+def side_thread() -> ThreadPoolExecutor:
+    """The one helper thread of the merge passes (made on first use, idle otherwise; not a
+    field of a trainer, whose state is pickled by the checkpoints)."""
+    global _side
+    if _side is None:
+        _side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokcolumnar-pass")
+    return _side
+
 
 #: `allowed(left_ids, right_ids) -> mask`: which pairs may be counted at all (the BPE loop's
 #: `--max-token-length`); None counts every pair.
