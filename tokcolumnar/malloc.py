@@ -184,9 +184,10 @@ def merging_heap() -> Iterator[None]:
     alone: 230k -> 75k minor faults, 0.53 -> 0.22 s of system time (one thread: the loop's
     wall time), its peak RSS 197 -> 200 MiB (blocks up to 4 MiB from the heap: 0.12 s but
     223 MiB; larger blocks keep their own mapping, returned when freed). Whole runs' peaks
-    (load ~6): medium/ru byte-level 223 -> 227 MiB, medium/en whitespace 153 -> 162. Then the fixed thresholds are restored and the
-    freed heap given back (`malloc_trim`). Nothing happens unless `fix_mmap_threshold` fixed
-    the mmap threshold (the user's `MALLOC_TRIM_THRESHOLD_` is left as it is)."""
+    (load ~6): medium/ru byte-level 223 -> 227 MiB, medium/en whitespace 153 -> 162. Then
+    the fixed thresholds are restored and the freed heap given back (`malloc_trim`). Nothing
+    happens unless `fix_mmap_threshold` fixed the mmap threshold (the user's
+    `MALLOC_TRIM_THRESHOLD_` is left as it is)."""
     if _fixed_threshold is None:
         yield
         return
