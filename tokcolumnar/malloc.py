@@ -183,8 +183,10 @@ def merging_heap() -> Iterator[None]:
     again, costs a page fault per 4 KiB touched. medium/ru.txt, 30k byte-level BPE, the loop
     alone: 230k -> 75k minor faults, 0.53 -> 0.22 s of system time (one thread: the loop's
     wall time), its peak RSS 197 -> 200 MiB (blocks up to 4 MiB from the heap: 0.12 s but
-    223 MiB; larger blocks keep their own mapping, returned when freed). Whole runs' peaks
-    (load ~6): medium/ru byte-level 223 -> 227 MiB, medium/en whitespace 153 -> 162. Then
+    223 MiB; larger blocks keep their own mapping, returned when freed). Whole `train` runs
+    with this branch's other changes, medians of 2 against the code before: peak RSS within
+    2 MiB on medium/en whitespace and medium/ru whitespace, byte-level and bert (single runs
+    varied by up to +9 MiB). Then
     the fixed thresholds are restored and the freed heap given back (`malloc_trim`). Nothing
     happens unless `fix_mmap_threshold` fixed the mmap threshold (the user's
     `MALLOC_TRIM_THRESHOLD_` is left as it is)."""
