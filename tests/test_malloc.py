@@ -23,6 +23,10 @@ class FakeLibc:
         self.calls.append((param, value))
         return 1
 
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("trim", pad))
+        return 1
+
 
 @pytest.fixture
 def libc(monkeypatch: pytest.MonkeyPatch) -> FakeLibc:
@@ -44,6 +48,30 @@ def test_encode_fixes_both_thresholds(libc: FakeLibc) -> None:
 def test_default_leaves_the_trim_threshold(libc: FakeLibc) -> None:
     assert malloc.fix_mmap_threshold()
     assert libc.calls == [(malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD)]
+
+
+def test_merging_heap_keeps_temporaries_then_restores(libc: FakeLibc,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge loop's heap: both thresholds raised while it runs, the fixed ones restored
+    and the freed heap given back after (also after an error); the user's trim threshold is
+    left; nothing when no threshold was fixed (a library run)."""
+    monkeypatch.setattr(malloc, "_fixed_threshold", None)
+    with malloc.merging_heap():
+        pass
+    assert libc.calls == []
+    monkeypatch.setattr(malloc, "_fixed_threshold", malloc.MMAP_THRESHOLD)
+    with pytest.raises(KeyboardInterrupt), malloc.merging_heap():
+        assert libc.calls == [(malloc.M_MMAP_THRESHOLD, malloc.MERGE_MMAP_THRESHOLD),
+                              (malloc.M_TRIM_THRESHOLD, malloc.MERGE_TRIM_THRESHOLD)]
+        raise KeyboardInterrupt
+    assert libc.calls[2:] == [(malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD),
+                              (malloc.M_TRIM_THRESHOLD, malloc.TRIM_THRESHOLD), ("trim", 0)]
+    libc.calls.clear()
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "0")
+    with malloc.merging_heap():
+        pass
+    assert libc.calls == [(malloc.M_MMAP_THRESHOLD, malloc.MERGE_MMAP_THRESHOLD),
+                          (malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD), ("trim", 0)]
 
 
 def test_the_users_variables_win(libc: FakeLibc, monkeypatch: pytest.MonkeyPatch) -> None:

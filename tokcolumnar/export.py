@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -211,13 +212,30 @@ def write_outputs(result: TrainResult, directory: Path) -> None:
     """Write every output file of a training run into an existing (empty) directory. A
     side file that cannot be written exactly (`inexact_side_files`) is left out, with the
     reason in `run.json` (`skipped_files`) and in a `TokcolumnarWarning`."""
+    # the three tables are written by Polars in a thread (it releases the GIL) while this one
+    # builds and serialises the JSON files (medium/en: ~0.06 of ~0.2 s overlapped)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokcolumnar-export") as pool:
+        tables = pool.submit(_write_tables, result, directory)
+        try:
+            _write_json_files(result, directory)
+        except BaseException:
+            tables.exception()  # the tables' thread done before the error goes up
+            raise
+        tables.result()
+
+
+def _write_tables(result: TrainResult, directory: Path) -> None:
+    write_parquet(result.merges, directory / "merges.parquet", "merges")
+    write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
+    write_parquet(result.words, directory / "words.parquet", "words")
+
+
+def _write_json_files(result: TrainResult, directory: Path) -> None:
+    """`tokenizer.json`, its side files and `run.json`."""
     cfg = result.config
     tokenizer = result.tokenizer()
     tokenizer_dict = tokenizer.to_dict()
     skipped = inexact_side_files(result)
-    write_parquet(result.merges, directory / "merges.parquet", "merges")
-    write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
-    write_parquet(result.words, directory / "words.parquet", "words")
     tokenizer_file = OWN_TOKENIZER_FILE if "tokenizer.json" in skipped else "tokenizer.json"
     _write_text(directory / tokenizer_file, json.dumps(tokenizer_dict, ensure_ascii=False))
     vocab = tokenizer_dict["model"]["vocab"]

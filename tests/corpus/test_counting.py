@@ -280,9 +280,11 @@ def test_prefetched_keeps_order_raises_in_order_and_stops():
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("pre", ["whitespace", "byte-level", "bert"])
-def test_large_count_two_batches_at_once_same_table(monkeypatch, pre):
-    """A large count (two batches counted at once, folded in order with their positions
-    shifted) gives the table of the one-batch count: words, counts, first_seen."""
+@pytest.mark.parametrize("large", [False, True])
+def test_two_batches_at_once_same_table(monkeypatch, pre, large):
+    """Two batches counted at once (folded in order with their positions shifted; with and
+    without a large count's heap) give the table of the one-batch count: words, counts,
+    first_seen."""
     from tokcolumnar import malloc
 
     text = corpus("small/en_botchan.txt").read_text(encoding="utf-8")
@@ -291,9 +293,10 @@ def test_large_count_two_batches_at_once_same_table(monkeypatch, pre):
     pretokenizer = build_pretokenizer(pre)
     monkeypatch.setattr(counting, "COUNT_BYTES", 8000)  # many batches
     monkeypatch.setattr(counting, "FOLD", 3)
-    monkeypatch.setattr(malloc, "large_count", False)
+    monkeypatch.setattr(malloc, "large_count", large)
+    monkeypatch.setattr(counting, "COUNT_BATCHES", 1)
     one = counting.count_chunks(chunks, None, pretokenizer, first_seen=True)
-    monkeypatch.setattr(malloc, "large_count", True)
+    monkeypatch.setattr(counting, "COUNT_BATCHES", 2)
     two = counting.count_chunks(chunks, None, pretokenizer, first_seen=True)
     assert two.equals(one)
     assert one.height > 1000

@@ -170,3 +170,21 @@ def test_compaction_at_every_kill_changes_nothing(words, opts, extra, tie_break)
         assert got == hf_bpe(words, vs, **oracle_kw(opts))
     else:
         assert got == naive_bpe(words, vs, tie_break=tie_break, **oracle_kw(opts))
+
+
+@SETTINGS
+@given(st.one_of(corpora(), low_count_corpora()), options(), st.integers(0, 40))
+def test_passes_on_two_threads_change_nothing(words, opts, extra):
+    """Every pass run as a large one (its new pairs sorted and one side of its bounds counted
+    on the helper thread): the merges stay those of HF's algorithm."""
+    from tokcolumnar.training import bpe
+
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    old = bpe.PARALLEL_MIN
+    bpe.PARALLEL_MIN = 0
+    try:
+        got = ours(words, vs, **opts)
+    finally:
+        bpe.PARALLEL_MIN = old
+    assert got == hf_bpe(words, vs, **oracle_kw(opts))

@@ -176,15 +176,18 @@ def merge_counts(parts: list[pl.DataFrame]) -> pl.DataFrame:
 COUNT_BYTES = 4 << 20
 
 
-def batched_chunks(chunks: Iterable[pl.Series]) -> Iterator[pl.Series]:
-    """Consecutive chunks concatenated up to at least `COUNT_BYTES` of text (order kept, so
-    word positions and first_seen are those of the chunks one by one)."""
+def batched_chunks(chunks: Iterable[pl.Series], batch_bytes: int | None = None
+                   ) -> Iterator[pl.Series]:
+    """Consecutive chunks concatenated up to at least `batch_bytes` (default `COUNT_BYTES`)
+    of text (order kept, so word positions and first_seen are those of the chunks one by
+    one)."""
+    batch_bytes = COUNT_BYTES if batch_bytes is None else batch_bytes
     batch: list[pl.Series] = []
     size = 0
     for texts in chunks:
         batch.append(texts)
         size += int(texts.str.len_bytes().sum() or 0)
-        if size >= COUNT_BYTES:
+        if size >= batch_bytes:
             yield pl.concat(batch) if len(batch) > 1 else batch[0]
             batch, size = [], 0
     if batch:
@@ -243,13 +246,18 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
     def count(texts: pl.Series) -> tuple[pl.DataFrame, int]:
         return count_chunk(texts, normalizer, pretokenizer, offset)
 
-    # a large count (tokcolumnar.malloc.large_count) trades memory for time: two batches
-    # counted at once (a batch's plan keeps about one core busy), the next one read in a
-    # thread meanwhile, per-batch temporaries reused from glibc's heap; elsewhere none of
-    # these, for the smaller peak (medium/en: +25-30 MiB with them)
+    # two batches counted at once (a batch's plan keeps about one core busy) and the next one
+    # read in a thread meanwhile: the count's wall time on two cores. Batches of half the
+    # size then (two in flight hold about one batch's temporaries: the count is the peak of
+    # a medium file's run; medium/en byte-level +50-65 MiB with whole ones, ~+20 with
+    # halves), except in a large count (tokcolumnar.malloc.large_count), which also reuses
+    # per-batch temporaries from glibc's heap
     large = malloc.large_count
-    workers = min(pl.thread_pool_size(), LARGE_COUNT_BATCHES) if large else 1
-    batches = prefetched(batched_chunks(chunks)) if large else batched_chunks(chunks)
+    workers = min(pl.thread_pool_size(), COUNT_BATCHES)
+    batches = batched_chunks(chunks, COUNT_BYTES if workers == 1 or large
+                             else COUNT_BYTES // workers)
+    if workers > 1:
+        batches = prefetched(batches)
     with counting_heap() if large else contextlib.nullcontext():
         for part, n in ordered_map(count, batches, workers):
             if first_seen and total and len(part):  # counted from 0: shift by what came before
@@ -261,9 +269,8 @@ def fold_chunks(chunks: Iterable[pl.Series], normalizer: Normalizer | None,
         return folder.result(), total
 
 
-#: Batches counted at once in a large count (`tokcolumnar.malloc.large_count`), at most
-#: Polars' thread count.
-LARGE_COUNT_BATCHES = 2
+#: Batches counted at once, at most Polars' thread count.
+COUNT_BATCHES = 2
 
 
 def ordered_map(work: Callable[[T], R], items: Iterable[T], workers: int) -> Iterator[R]:

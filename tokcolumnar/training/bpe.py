@@ -28,7 +28,16 @@ import numpy as np
 
 from ..progress import Progress
 from .pairtable import PairCounts
-from .passes import M32, PairFilter, group_pairs, merge_pass, sort_new_pairs, sum_by_key_arrays
+from .passes import (
+    M32,
+    PARALLEL_MIN,
+    PairFilter,
+    group_pairs,
+    merge_pass,
+    side_thread,
+    sort_new_pairs,
+    sum_by_key_arrays,
+)
 from .symbols import Initial, Layout, Vocab
 
 M24 = (1 << 24) - 1
@@ -323,11 +332,17 @@ class BpeTrainer:
         overlap), fold the pair-count changes into the counts and queue the new pairs.
         Returns the number of distinct words each member touched."""
         changes = merge_pass(self.layout, pos, left, right, new, self._length_filter())
+        # a large pass sorts its new pairs on the helper thread meanwhile (independent steps)
+        new_sorted = (side_thread().submit(sort_new_pairs, changes.new_keys,
+                                           changes.new_positions)
+                      if changes.new_keys.size >= PARALLEL_MIN else None)
         # one vectorised update of the table for all changes (summed per pair first)
         keys, sums = sum_by_key_arrays(changes.keys, changes.weights)
         counts = self.pair_counts.add(keys, sums)
         if changes.new_keys.size:
-            self._queue_new_pairs(changes.new_keys, changes.new_positions, keys, counts)
+            self._queue_new_pairs(new_sorted.result() if new_sorted is not None else
+                                  sort_new_pairs(changes.new_keys, changes.new_positions),
+                                  keys, counts)
         # words touched: a new word (or member) starts wherever either changes
         word = self.layout.word_of[pos]
         starts = np.ones(pos.size, dtype=bool)
@@ -344,8 +359,8 @@ class BpeTrainer:
         bounds stay upper bounds and the smallest x a lower bound."""
         layout = self.layout
         weight = layout.weights(pos)
-        out = []
-        for neighbour in (layout.sym[layout.nxt[layout.nxt[pos]]], layout.sym[layout.prv[pos]]):
+
+        def side(neighbour: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             # weighted count per (member, neighbour symbol): keys sort by member, then symbol
             ok = neighbour >= 0
             keys = (member[ok] << 32) | neighbour[ok]
@@ -353,8 +368,17 @@ class BpeTrainer:
             sums = np.bincount(inverse, weights=weight[ok]).astype(np.int64)
             top = np.zeros(n, dtype=np.int64)
             np.maximum.at(top, unique >> 32, sums)
-            out.append((top, unique, sums))
-        (right_top, _, _), (left_top, unique, sums) = out
+            return top, unique, sums
+
+        # the right side on the helper thread in a large pass (the two sides are independent)
+        if pos.size >= PARALLEL_MIN:
+            right_side = side_thread().submit(
+                lambda: side(layout.sym[layout.nxt[layout.nxt[pos]]]))
+            left_top, unique, sums = side(layout.sym[layout.prv[pos]])
+            right_top = right_side.result()[0]
+        else:
+            right_top = side(layout.sym[layout.nxt[layout.nxt[pos]]])[0]
+            left_top, unique, sums = side(layout.sym[layout.prv[pos]])
         # the smallest left symbol whose count reaches the member's largest
         at_top = sums == left_top[unique >> 32]
         left_min = np.full(n, M32, dtype=np.int64)
@@ -387,12 +411,12 @@ class BpeTrainer:
             keep += 1
         return keep
 
-    def _queue_new_pairs(self, keys: np.ndarray, positions: np.ndarray,
+    def _queue_new_pairs(self, new_pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
                          changed: np.ndarray, changed_counts: np.ndarray) -> None:
-        """Queue one entry per new pair of a pass; `changed` (ascending) are the pairs whose
-        counts the pass changed (every new pair among them) and `changed_counts` their
-        counts."""
-        positions, key_arr, bounds = sort_new_pairs(keys, positions)
+        """Queue one entry per new pair of a pass (`new_pairs`: the pass's new pairs as
+        `sort_new_pairs` gives them); `changed` (ascending) are the pairs whose counts the
+        pass changed (every new pair among them) and `changed_counts` their counts."""
+        positions, key_arr, bounds = new_pairs
         new_keys = key_arr.tolist()
         count_arr = changed_counts[np.searchsorted(changed, key_arr)]
         counts = count_arr.tolist()

@@ -9,6 +9,7 @@ engine's loops save their tables instead (`duckdb.checkpoint`), on the same cloc
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..workdir import WorkDir, kill_point
 from .bpe import BpeTrainer
@@ -24,9 +25,13 @@ CHECKPOINT = "merge.pkl"
 class MergeCheckpoint:
     """Writes (and, on a resumed work directory, restores) the merge loop's state."""
 
-    def __init__(self, work: WorkDir, every: float) -> None:
+    def __init__(self, work: WorkDir, every: float,
+                 ready: Callable[[], None] | None = None) -> None:
         self.work = work
         self.every = every
+        #: called once, before the first pass: what must be in the work directory before
+        #: any checkpoint or kill point (the counted words, saved in a thread)
+        self.ready = ready
         self.initial: Initial | None = None
         self.last = time.monotonic()
         self.passes = 0
@@ -43,6 +48,9 @@ class MergeCheckpoint:
         """Before each pass (of any engine's loop): count the pass, and say whether `every`
         seconds have passed since the last checkpoint (the caller then saves and calls
         `saved`, then `passed`)."""
+        if self.ready is not None:
+            ready, self.ready = self.ready, None
+            ready()
         self.passes += 1
         return time.monotonic() - self.last >= self.every
 

@@ -15,7 +15,8 @@ import contextlib
 import functools
 import os
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
@@ -154,6 +155,7 @@ def count_words(inputs: Any, *, memory_limit: str | int | None = None,
                        else default_limit(), checkpoint_every=every)
     with work_directory(work_dir, inputs, None, input_list(inputs), cfg, resume) as limits.work:
         words = count_stage(engine, inputs, None, cfg, limits, StageTimer())
+        limits.wait_saved()
     limits.work.remove()
     return words
 
@@ -168,6 +170,37 @@ class RunLimits:
     work: WorkDir | None = None
     checkpoint_every: float = 60.0
     spilled_bytes: int = 0
+    #: The counted words being saved into the work directory (`count_stage`), if any.
+    saving: BackgroundWrite | None = None
+
+    def wait_saved(self) -> None:
+        """Wait for the counted words' save (raising its error, if it failed)."""
+        saving, self.saving = self.saving, None
+        if saving is not None:
+            saving.wait()
+
+
+class BackgroundWrite:
+    """One write run in a thread while the run goes on (`wait` joins it and raises its
+    error): the counted words' save overlaps the initial symbols (Polars' Parquet writer
+    and the file's fsync release the GIL)."""
+
+    def __init__(self, write: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                write()
+            except BaseException as e:  # noqa: BLE001 - raised by `wait`, in the run's thread
+                self.error = e
+
+        self.thread = threading.Thread(target=run, name="tokcolumnar-save", daemon=True)
+        self.thread.start()
+
+    def wait(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 #: The counted words kept in the work directory, so that a resumed run does not count again.
@@ -297,13 +330,22 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     timer = StageTimer()
     with timer.stage("count"):
         words = count_stage(engine, inputs, from_counts, cfg, limits, timer)
-    words = keep_most_frequent(words, cfg.max_words)
-    if engine.name == "polars":
-        check_merge_memory(words, limits.memory_limit)
-    # every engine's loop checkpoints into the work directory, when there is one
-    checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every)
-                  if limits.work is not None else None)
-    tables = engine.train(words, cfg, timer, checkpoint=checkpoint)
+    try:
+        words = keep_most_frequent(words, cfg.max_words)
+        if engine.name == "polars":
+            check_merge_memory(words, limits.memory_limit)
+        # every engine's loop checkpoints into the work directory, when there is one; its
+        # first checkpoint (or test kill point) waits for the counted words' save
+        checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
+                                      ready=limits.wait_saved)
+                      if limits.work is not None else None)
+        tables = engine.train(words, cfg, timer, checkpoint=checkpoint)
+        limits.wait_saved()
+    finally:
+        # an error of the loop: the save still ends before the work directory is kept or
+        # removed (its own error, if any, is then left to the loop's)
+        if limits.saving is not None:
+            limits.saving.thread.join()
     normalizer, pretokenizer = cfg.text_components()
     result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
                          pretokenizer, timer.seconds, input_list(inputs))
@@ -332,6 +374,6 @@ def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,
                                                     limits.checkpoint_every, timer)
     else:
         words = engine.count(inputs, cfg, timer)
-    if work is not None:
-        work.write_parquet(COUNTED_WORDS, words)
+    if work is not None:  # in a thread: the next stages need not wait for it
+        limits.saving = BackgroundWrite(lambda: work.write_parquet(COUNTED_WORDS, words))
     return words

@@ -12,6 +12,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..corpus.counting import count_chunks
 from ..corpus.readers import iter_sequences
+from ..malloc import merging_heap
 from ..progress import StageTimer
 from .bpe import BpeSettings, BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
@@ -41,7 +42,8 @@ class PolarsEngine:
         restored = checkpoint.restore() if checkpoint is not None else None
         with timer.stage("initial"):
             initial = restored[0] if restored is not None else initial_symbols(words, cfg)
-        with timer.stage("merge"):
+        # the loop's temporaries reused from the heap (command-line runs, `malloc`)
+        with timer.stage("merge"), merging_heap():
             merges = merge_loop(initial, cfg, checkpoint,
                                 restored[1] if restored is not None else None)
         with timer.stage("tables"):

@@ -248,6 +248,10 @@ class LikelihoodTrainer:
         self.stale: set[int] = set()  # tokens with ref > count
         self.slack = settings.slack
         self.phi = (1.0 + settings.slack) ** 2 * (1.0 + 1e-9)
+        self.phi2 = self.phi * self.phi
+        #: a pair is eligible when its count is > 0 (no --min-frequency above 1, no
+        #: --max-token-length)
+        self.count_only = settings.min_frequency <= 1 and settings.max_token_length is None
         self.pairs = PairTable()
         self.bases: list[np.ndarray] = []
         self.index: dict[int, set[int]] = {}  # token id -> slots of the pairs containing it
@@ -422,14 +426,24 @@ class LikelihoodTrainer:
             return self._scan_hot_py()
         pairs = self.pairs
         score, c = self._scores(hot)
-        ok = self._eligible(hot, c)
-        if not ok.all():
-            pairs.hot[hot[~ok]] = False
-            hot, score, c = hot[ok], score[ok], c[ok]
-            self.hot = hot
-            if hot.size == 0:
+        if self.count_only:
+            # eligible is c > 0, i.e. score > 0: the dead pairs (score 0) leave with the low
+            # ones below (`_push_better` does not push them); a scan of a few NumPy calls, as
+            # it runs before every merge
+            m = score.max()
+            if m <= 0:
+                pairs.hot[hot] = False
+                self.hot = hot[:0]
                 return None
-        m = score.max()
+        else:
+            ok = self._eligible(hot, c)
+            if not ok.all():
+                pairs.hot[hot[~ok]] = False
+                hot, score, c = hot[ok], score[ok], c[ok]
+                self.hot = hot
+                if hot.size == 0:
+                    return None
+            m = score.max()
         idx = np.flatnonzero(score == m)
         if idx.size > 1:
             cc = c[idx]
@@ -445,7 +459,7 @@ class LikelihoodTrainer:
         # that a cluster of ties (below) is not sent back to the heap, and popped again in
         # full, when a few new pairs score far above it for a few merges
         level = min(m, min(self.recent)) if self.recent else m
-        low = score * (self.phi * self.phi) < level
+        low = score < level / self.phi2
         if low.any():
             out = hot[low]
             pairs.hot[out] = False
