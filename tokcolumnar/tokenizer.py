@@ -284,8 +284,10 @@ class Tokenizer:
             pl.lit(0, dtype=pl.Int64).alias("start"))
         if self._added_re is None:
             return df.select("row", "seg", "text", "sid", "start")
-        pattern = "|".join(re.escape(t.content) for t in self.added_tokens)
-        has = df.get_column("text").str.contains(pattern)
+        # literal search (Aho-Corasick), and most batches hold no added token: then as above
+        has = df.get_column("text").str.contains_any([t.content for t in self.added_tokens])
+        if not has.any():
+            return df.select("row", "seg", "text", "sid", "start")
         plain, special = df.filter(~has), df.filter(has)
         rows: list[tuple[int, int, str | None, int | None, int]] = []
         for row, text in zip(special.get_column("row").to_list(),
