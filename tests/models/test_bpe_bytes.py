@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given
@@ -78,3 +79,80 @@ def test_the_word_cache_keeps_the_words_left_whole(byte_level_dir: Path) -> None
     assert isinstance(model, BPEModel)
     _, kept = model.encode_byte_words_kept(pl.Series([" " + long_run, long_run, "words"]))
     assert kept.tolist() == [False, False, True]
+
+
+# --- characters started from as one token (`CharTokens`) -------------------------------------
+CHARS = "中文字é a"
+
+
+def hf_byte_ids(vocab: dict[str, int], merges: list[tuple[str, str]], words: list[str]
+                ) -> list[list[int]]:
+    """HF's BPE on each word's byte characters alone (one pre-token per word)."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+
+    tok = HFTokenizer(models.BPE(vocab=vocab, merges=merges))
+    return [tok.encode(byte_chars(w)).ids for w in words]
+
+
+@st.composite
+def byte_tables(draw: st.DrawFn) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A byte-level vocabulary (all 256 bytes) and a random merge table over the bytes of
+    `CHARS`: some random merges (partial characters, a space or a byte of one character with
+    a byte of another), then often the merges that make each character whole, then random
+    merges of anything made so far."""
+    made = sorted(set("".join(byte_chars(c) for c in CHARS)))
+    merges: list[tuple[str, str]] = []
+
+    def add(a: str, b: str) -> None:
+        if (a, b) not in merges and len(a + b) <= 9:
+            merges.append((a, b))
+            if a + b not in made:
+                made.append(a + b)
+
+    for _ in range(draw(st.integers(0, 6))):
+        add(draw(st.sampled_from(made)), draw(st.sampled_from(made)))
+    if draw(st.booleans()):
+        for c in CHARS:
+            parts = list(byte_chars(c))
+            while len(parts) > 1:
+                add(parts[0], parts[1])
+                parts[:2] = [parts[0] + parts[1]]
+    for _ in range(draw(st.integers(0, 25))):
+        add(draw(st.sampled_from(made)), draw(st.sampled_from(made)))
+    tokens = [BYTES_TO_UNICODE[b] for b in range(256)]
+    tokens += [t for t in made if t not in set(tokens)]
+    return {t: i for i, t in enumerate(tokens)}, merges
+
+
+@given(byte_tables(), st.lists(st.text(alphabet=CHARS, min_size=1, max_size=12), min_size=1,
+                               max_size=12))
+def test_characters_started_as_tokens_give_hf_ids(
+        table: tuple[dict[str, int], list[tuple[str, str]]], words: list[str]) -> None:
+    """Pieces of long words go through `byte_symbols` (characters whole where `CharTokens`
+    allows): HF's ids for any table, well formed or not (then no character is whole)."""
+    vocab, merges = table
+    words = [*words, "中文字中文" * 2]  # a long word: the pieces' path is taken
+    model = BPEModel(vocab=vocab, merges=merges)
+    got = model.encode_byte_words(pl.Series(words, dtype=pl.String)).to_list()
+    assert got == hf_byte_ids(vocab, merges, words)
+
+
+def test_a_character_whose_first_byte_merges_first_stays_bytes() -> None:
+    """中 (E4 B8 AD) is made by merges of rank 1 and 2, but a space merges with its first
+    byte at rank 0: inside " 中" the space takes that byte first, so 中 may not start as one
+    token; 文 may."""
+    space, e4, b8, ad = (BYTES_TO_UNICODE[b] for b in (0x20, 0xE4, 0xB8, 0xAD))
+    wen = byte_chars("文")
+    merges = [(space, e4), (e4, b8), (e4 + b8, ad), (wen[0], wen[1]), (wen[:2], wen[2])]
+    tokens = [BYTES_TO_UNICODE[b] for b in range(256)]
+    tokens += [space + e4, e4 + b8, e4 + b8 + ad, wen[:2], wen]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    model = BPEModel(vocab=vocab, merges=merges)
+    chars = model.char_tokens()
+    assert chars is not None
+    token = chars.tokens_of(model, np.array([ord("中"), ord("文")], dtype=np.uint32))
+    assert token.tolist() == [-1, vocab[wen]]
+    words = [" 中中 中文文文", "文中 文 中 中文"]
+    got = model.encode_byte_words(pl.Series(words, dtype=pl.String)).to_list()
+    assert got == hf_byte_ids(vocab, merges, words)

@@ -27,6 +27,7 @@ from ..buffers import (
     series_from_arrow,
     string_parts,
     strings_from_parts,
+    utf8_chars,
 )
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
@@ -334,6 +335,87 @@ class PairIndex:
         return out
 
 
+@dataclass
+class CharTokens:
+    """Which multi-byte characters a byte-level BPE may start from as one token: the pieces'
+    bytes of such a character become its token before the merge loop, which then skips the
+    rounds that join the bytes of every character (two of a CJK character's three bytes).
+
+    Exact when the merge table is well formed (`merges_well_formed`), for a character c whose
+    bytes alone merge into one token T, if every merge whose right part is a proper prefix of
+    c's bytes, or whose left part a proper suffix, has a rank above `made[T]` (the highest rank
+    producing T). In a well-formed table the ranks a word merges in never decrease (a merge of
+    rank r creates only pairs of higher rank), so inside any word the pair c's own merges are
+    at (rank <= made[T]) always comes before a merge joining a part of c with a neighbour
+    (whose left or right part is then such a prefix or suffix: rank > made[T]): c becomes T
+    exactly as alone, before anything crosses its edges; the other merges below made[T] do
+    not touch c, and every merge with T has a rank above made[T]. So starting from T gives
+    the same merges. `tests/models/test_bpe_bytes.py` checks the ids against HF.
+
+    `token[cp]`: T for such a character, -1 for another (or a one-byte one), -2 not yet
+    looked at (characters are looked at the first time a batch holds them)."""
+
+    token: np.ndarray  # int32 per code point
+    made: np.ndarray  # per token id, the highest rank producing it (-1: none)
+    min_as_left: np.ndarray  # per token id, the lowest rank of a merge with it on the left
+    min_as_right: np.ndarray  # ... on the right (NO_PAIR when none)
+    short_keys: np.ndarray  # sorted packed byte strings (1-3 bytes) that are tokens
+    short_ids: np.ndarray  # their token ids
+
+    @staticmethod
+    def pack(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """The byte strings `data[start:start+length]` (length 1-3) as int64 keys."""
+        key = length.astype(np.int64) << 24
+        for j in range(3):
+            inside = j < length
+            key[inside] |= data[(start + j)[inside]].astype(np.int64) << (16 - 8 * j)
+        return key
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """The token id of each packed byte string, -1 when it is no token."""
+        at = np.minimum(np.searchsorted(self.short_keys, keys), len(self.short_keys) - 1)
+        return np.where(self.short_keys[at] == keys, self.short_ids[at], -1) if len(
+            self.short_keys) else np.full(len(keys), -1, dtype=np.int64)
+
+    def tokens_of(self, bpe: BPEModel, code: np.ndarray) -> np.ndarray:
+        """`token` of each code point, looking at the characters not seen before (a race
+        only writes the same values twice)."""
+        found = self.token[code]
+        new = np.unique(code[found == -2])
+        if len(new):
+            self.token[new] = self._look_at(bpe, new)
+            found = self.token[code]
+        return found
+
+    def _look_at(self, bpe: BPEModel, new: np.ndarray) -> np.ndarray:
+        """`token` of the code points `new` (see the class's docstring)."""
+        data = np.frombuffer("".join(map(chr, new.tolist())).encode("utf-8", "surrogatepass"),
+                             dtype=np.uint8)
+        length = np.where(new < 0x80, 1, np.where(new < 0x800, 2, np.where(new < 0x10000, 3, 4)))
+        start = np.zeros(len(new), dtype=np.int64)
+        np.cumsum(length[:-1], out=start[1:])
+        byte_ids = bpe.byte_ids()
+        assert byte_ids is not None
+        word_of, ids = bpe.merge_symbols(length.astype(np.int64), byte_ids[data])
+        alone = np.bincount(word_of, minlength=len(new)) == 1
+        token = np.full(len(new), -1, dtype=np.int64)
+        token[word_of[alone[word_of]]] = ids[alone[word_of]]
+        ok = (token >= 0) & (length > 1)
+        limit = np.where(ok, self.made[np.maximum(token, 0)], -1)
+        # every proper prefix that is a token: merges with it on the right above the limit;
+        # every proper suffix that is a token: merges with it on the left above the limit
+        for n in range(1, 4):
+            # (where there is no such part, a one-byte string stands in and is ignored)
+            has = ok & (length > n)
+            prefix = self.lookup(self.pack(data, start, np.where(has, n, 1)))
+            bad = has & (prefix >= 0) & (self.min_as_right[np.maximum(prefix, 0)] <= limit)
+            suffix = self.lookup(self.pack(data, np.where(has, start + length - n, start),
+                                           np.where(has, n, 1)))
+            bad |= has & (suffix >= 0) & (self.min_as_left[np.maximum(suffix, 0)] <= limit)
+            ok &= ~bad
+        return np.where(ok, token, -1)
+
+
 _PIECE_CACHE_LOCK = threading.Lock()  # one piece cache per model, however many threads ask
 
 
@@ -349,7 +431,7 @@ class _PieceMerger(Model):
     def encode_words(self, words: pl.Series) -> pl.Series:
         if self.byte_ids is not None:  # binary pieces: their bytes are the initial symbols
             offsets, data = string_parts(words)
-            lengths, ids = np.diff(offsets), self.byte_ids[data]
+            lengths, ids = self.bpe.byte_symbols(offsets, data)
         else:
             lengths = words.list.len().to_numpy().astype(np.int64)
             ids = words.explode().to_numpy().astype(np.int64)
@@ -443,6 +525,7 @@ class BPEModel(Model):
     _well_formed: bool | None = field(default=None, repr=False)
     _pair_index: PairIndex | None = field(default=None, repr=False)
     _byte_ids: np.ndarray | bool | None = field(default=None, repr=False)
+    _char_tokens: CharTokens | bool | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # the piece cache (and its lock) stays behind, as the tokenizer's word cache does, and
@@ -451,6 +534,7 @@ class BPEModel(Model):
         state["_pieces"] = None
         state["_byte_pieces"] = None
         state["_pair_index"] = None
+        state["_char_tokens"] = None  # 4 MiB per model, rebuilt on first use
         return state
 
     def merge_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -541,6 +625,70 @@ class BPEModel(Model):
                                                 cuttable=(data & 0xC0) != 0x80, data=data)
         ids = lists_from_flat(len(words), word_of, pl.Series("ids", values.astype(np.uint32)))
         return ids, ~cut
+
+    def byte_symbols(self, offsets: np.ndarray, data: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """The initial symbols (lengths, flat ids) of byte-level words given as UTF-8 bytes:
+        their bytes through `byte_ids`, a multi-byte character `CharTokens` allows as its
+        token (pieces hold whole characters: they are cut only before a character's first
+        byte)."""
+        byte_ids = self.byte_ids()
+        assert byte_ids is not None
+        chars = self.char_tokens()
+        code, char_byte = utf8_chars(data)
+        if chars is None or char_byte is None:  # all ASCII: a character per byte
+            return np.diff(offsets), byte_ids[data]
+        token = chars.tokens_of(self, code)
+        if not (token >= 0).any():
+            return np.diff(offsets), byte_ids[data]
+        first = char_byte[:-1]
+        # a byte is kept unless it is inside a character that becomes its token (the
+        # character's first byte stands for it)
+        drop = np.zeros(len(data) + 1, dtype=np.int64)
+        whole = np.flatnonzero(token >= 0)
+        drop[first[whole] + 1] += 1  # from its second byte (distinct positions: no add.at)
+        drop[char_byte[whole + 1]] -= 1  # to the next character's first
+        keep = np.cumsum(drop[:-1]) == 0
+        ids = byte_ids[data]
+        ids[first[whole]] = token[whole]
+        # each word keeps its bytes minus those dropped inside it
+        kept_before = np.zeros(len(data) + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept_before[1:])
+        return np.diff(kept_before[offsets]), ids[keep]
+
+    def char_tokens(self) -> CharTokens | None:
+        """The characters a byte-level BPE may start from as one token (`CharTokens`); None
+        unless the initial symbols are the bytes (`byte_ids`) and the table is well formed."""
+        with _PIECE_CACHE_LOCK:
+            if self._char_tokens is None:
+                self._char_tokens = self._build_char_tokens() or False
+        return self._char_tokens or None
+
+    def _build_char_tokens(self) -> CharTokens | None:
+        if self.byte_ids() is None or not self.merges_well_formed():
+            return None
+        keys, ranks, _ = self.merge_table()
+        made = self.producing_ranks()
+        n_tokens = len(made)
+        min_as_left = np.full(n_tokens, NO_PAIR, dtype=np.int64)
+        np.minimum.at(min_as_left, keys >> 32, ranks)
+        min_as_right = np.full(n_tokens, NO_PAIR, dtype=np.int64)
+        np.minimum.at(min_as_right, keys & 0xFFFFFFFF, ranks)
+        # the tokens of 1-3 bytes, by their bytes (a byte-level token is one character a byte)
+        short = [(t, i) for t, i in self.vocab.items() if len(t) <= 3]
+        inverse = {c: b for b, c in BYTES_TO_UNICODE.items()}
+        text = "".join(t for t, _ in short)
+        if any(c not in inverse for c in text):  # not all bytes: no such characters
+            return None
+        data = np.array([inverse[c] for c in text], dtype=np.uint8)
+        length = np.array([len(t) for t, _ in short], dtype=np.int64)
+        start = np.zeros(len(short), dtype=np.int64)
+        np.cumsum(length[:-1], out=start[1:])
+        short_keys = CharTokens.pack(data, start, length)
+        order = np.argsort(short_keys)
+        short_ids = np.array([i for _, i in short], dtype=np.int64)[order]
+        return CharTokens(np.full(0x110000, -2, dtype=np.int32), made, min_as_left,
+                          min_as_right, short_keys[order], short_ids)
 
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """Per-word symbol ids before merging: (lengths, flat ids)."""
@@ -709,13 +857,18 @@ class BPEModel(Model):
         occurrence is P's next occurrence: `apply_merges` may merge all of them in one round.
         A trained BPE is well formed; a hand-made table need not be."""
         if self._well_formed is None:
-            keys, ranks, new = self.merge_table()
-            # per token, the highest rank that produces it (-1: no merge produces it)
-            made = np.full(int(max(self.vocab.values(), default=0)) + 1, -1, dtype=np.int64)
-            np.maximum.at(made, new, ranks)
+            keys, ranks, _ = self.merge_table()
+            made = self.producing_ranks()
             left, right = keys >> 32, keys & 0xFFFFFFFF
             self._well_formed = bool(((ranks > made[left]) & (ranks > made[right])).all())
         return self._well_formed
+
+    def producing_ranks(self) -> np.ndarray:
+        """Per token id, the highest rank of a merge producing it (-1: none does)."""
+        _, ranks, new = self.merge_table()
+        made = np.full(int(max(self.vocab.values(), default=0)) + 1, -1, dtype=np.int64)
+        np.maximum.at(made, new, ranks)
+        return made
 
     def pair_index(self) -> PairIndex:
         """The merge table's pairs -> ranks, hashed (see `PairIndex`)."""
