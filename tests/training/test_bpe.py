@@ -99,20 +99,27 @@ def test_id_tie_break_matches_real_hf_trainer(words, extra):
     assert dict(zip(r.vocab["token"], r.vocab["id"])) == tok.get_vocab()
 
 
+def ours_and_hf_with(owner, name, value, words, opts, extra):
+    """Our merges with `owner.name` set to `value` for the run, and HF's (a vocabulary `extra`
+    above the alphabet)."""
+    base = ours(words, 10**6, max_merges=0, **opts)[1]
+    vs = len(base) + extra
+    old = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        got = ours(words, vs, **opts)
+    finally:
+        setattr(owner, name, old)
+    return got, hf_bpe(words, vs, **oracle_kw(opts))
+
+
 @SETTINGS
 @given(corpora(), options(), st.integers(0, 40))
 def test_cold_store_changes_nothing(words, opts, extra):
     """With a cold threshold of half the best count, most new pairs wait outside the queue;
     the merges must stay those of HF's algorithm."""
-    base = ours(words, 10**6, max_merges=0, **opts)[1]
-    vs = len(base) + extra
-    old = BpeTrainer.cold_divisor
-    BpeTrainer.cold_divisor = 2
-    try:
-        got = ours(words, vs, **opts)
-    finally:
-        BpeTrainer.cold_divisor = old
-    assert got == hf_bpe(words, vs, **oracle_kw(opts))
+    got, expected = ours_and_hf_with(BpeTrainer, "cold_divisor", 2, words, opts, extra)
+    assert got == expected
 
 
 @st.composite
@@ -179,12 +186,5 @@ def test_passes_on_two_threads_change_nothing(words, opts, extra):
     on the helper thread): the merges stay those of HF's algorithm."""
     from tokcolumnar.training import bpe
 
-    base = ours(words, 10**6, max_merges=0, **opts)[1]
-    vs = len(base) + extra
-    old = bpe.PARALLEL_MIN
-    bpe.PARALLEL_MIN = 0
-    try:
-        got = ours(words, vs, **opts)
-    finally:
-        bpe.PARALLEL_MIN = old
-    assert got == hf_bpe(words, vs, **oracle_kw(opts))
+    got, expected = ours_and_hf_with(bpe, "PARALLEL_MIN", 0, words, opts, extra)
+    assert got == expected
