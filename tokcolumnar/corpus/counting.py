@@ -8,6 +8,7 @@ batch plus the running table and one unit's partial tables."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import queue
 import threading
 from collections import deque
@@ -317,7 +318,11 @@ def prefetched(items: Iterable[T]) -> Iterator[T]:
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             box.put((False, e))
 
-    thread = threading.Thread(target=draw, name="tokcolumnar-reader", daemon=True)
+    # the drawing runs in the caller's context: a generator drawn there sees the caller's
+    # context variables (a run's scope, `sources.run_scope`), as if drawn in its thread
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(draw,), name="tokcolumnar-reader",
+                              daemon=True)
     thread.start()
     try:
         while True:
