@@ -166,8 +166,10 @@ def test_compressed_input_counts_compressed_bytes(tmp_path, kind, as_uri):
     assert len(periodic) >= 3 and all(periodic), lines
     assert {m.group(2) for m in periodic} == {mb(size)}
     read = [float(m.group(1)) for m in periodic]
+    # positions of the file's bytes, not the text's (27 MB): the reader runs a few batches
+    # ahead of the count (two counted at once, one drawn, one read ahead), which on this
+    # 10 MB file is most of it by the first line, so only the bound and the order are checked
     assert read == sorted(read) and 0 < read[0] and read[-1] <= size / 1e6 + 0.05  # shown to 0.1 MB
-    assert read[0] < size / 1e6 / 2  # the file's bytes, not the text's (4 MB at first)
     assert lines[-1].startswith(f"counting: done, {mb(size)} in ")
 
 
