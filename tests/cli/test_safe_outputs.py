@@ -321,6 +321,52 @@ def test_interrupt_during_startup_is_clean(workdir, delay):
     assert no_temporaries(workdir)
 
 
+_POLARS_QUERIES_AT_A_CTRL_C = """
+import os, signal, sys, threading, time
+from tokcolumnar import cli
+signal.signal(signal.SIGINT, cli._on_signal)  # as `main` does, before the libraries load
+import polars as pl
+if sys.argv[1] == "taken-back":
+    cli._take_back_sigint()  # as `main` does once they are loaded
+frame = pl.DataFrame({"a": pl.int_range(0, 3_000_000, eager=True) % 1_000_003})
+outcome, started = [], threading.Event()
+def queries():
+    end = time.monotonic() + 2.0
+    try:
+        while time.monotonic() < end:
+            frame.lazy().group_by("a").agg(pl.len()).sort("a").collect()
+            started.set()
+        outcome.append("completed")
+    except BaseException as e:
+        outcome.append(type(e).__name__)
+worker = threading.Thread(target=queries)
+worker.start()
+started.wait()
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+    print("main: not interrupted")
+except KeyboardInterrupt:
+    print("main: KeyboardInterrupt")
+worker.join()
+print("worker:", outcome[0])
+"""
+
+
+@pytest.mark.parametrize("handler", ["polars", "taken-back"])
+def test_a_ctrl_c_stops_the_main_thread_not_polars_queries(handler):
+    """`main` takes SIGINT back from Polars once it is loaded (`cli._take_back_sigint`): a
+    Ctrl-C raises KeyboardInterrupt in the main thread only, and a query running in a worker
+    thread completes instead of unwinding a panic through Polars' engine. With Polars' handler
+    left in place ("polars"), the same query is aborted: this Polars has the handler the
+    command must take back."""
+    proc = subprocess.run([sys.executable, "-c", _POLARS_QUERIES_AT_A_CTRL_C, handler],
+                          capture_output=True, text=True, timeout=120, env=cli_env())
+    assert proc.returncode == 0, proc.stderr
+    worker = "completed" if handler == "taken-back" else "KeyboardInterrupt"
+    assert proc.stdout.splitlines() == ["main: KeyboardInterrupt", f"worker: {worker}"]
+
+
 def test_recovery_when_killed_between_the_two_renames(previous, workdir, monkeypatch):
     """Where the OS cannot exchange two directories, the old result is moved aside first; a
     run killed then leaves it under a temporary name, and the next run puts it back."""

@@ -486,11 +486,11 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                 if counted is not None and stats_tmp is not None:
                     write_parquet(counted.table(), stats_tmp, "encode-stats")
         finally:
-            for job in [*encoding, written]:
-                # a job not started yet is cancelled; a running one is waited for before the
-                # writer closes (exception() of a cancelled job would raise CancelledError)
-                if job is not None and not job.cancel():
-                    job.exception()
+            # no job runs once the writer closes: one not started yet is cancelled, a running
+            # one waited for; the executors' own lists, as an interrupt landing inside
+            # `submit` loses the job's future but not its run
+            writer.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)
             sink.close()
     bar.rows = rows
     bar.close()
