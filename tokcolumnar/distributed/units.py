@@ -121,10 +121,8 @@ def unit_chunks(unit: Unit, column: str = "text", pretokenizer: PreTokenizer | N
     thousands of small files is Python work, and a count is a Polars plan that leaves the
     interpreter to it."""
     if len(unit.sources) > 1:
-        # (the recorder taken here: the reader's thread does not see the run's scope)
-        record = digests_recorder()
         yield from prefetched(_files_chunks(unit.sources, column, pretokenizer,
-                                            max_word_chars, meter, record))
+                                            max_word_chars, meter))
         return
     [src] = unit.sources
     chunks = iter_source(src, column, pretokenizer, max_word_chars)
@@ -132,15 +130,15 @@ def unit_chunks(unit: Unit, column: str = "text", pretokenizer: PreTokenizer | N
 
 
 def _files_chunks(sources: tuple[Source, ...], column: str, pretokenizer: PreTokenizer | None,
-                  max_word_chars: int | None, meter: bool,
-                  record: Callable[[Source, bytes], None] | None = None
-                  ) -> Iterator[pl.Series]:
+                  max_word_chars: int | None, meter: bool) -> Iterator[pl.Series]:
     """`unit_chunks` of several whole files: their sequences in order, the chunks of files
     smaller than a reader's chunk joined up to about one (order and values kept, so the
     sequences are the same): a Polars step per chunk costs about what counting a 2 KB file
     does. A small plain text file (`_small_text_size`) is read whole in one `os.read` and
     cut into sequences in Python (`_small_text`), without a Series of its own; its bytes go
-    to `record` (`sources.digests_recorder`)."""
+    to the run's digest recorder (`sources.digests_recorder`; `prefetched` draws this in the
+    run's context)."""
+    record = digests_recorder()
     split_lines = pretokenizer is None or pretokenizer.line_sensitive
     pending: list[pl.Series] = []  # joined chunks, in order, ahead of `values`
     values: list[str] = []  # the sequences of the small text files read since

@@ -31,7 +31,7 @@ from ..buffers import (
 )
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..hfjson import HFObject
-from ..text.bytelevel import BYTES_TO_UNICODE
+from ..text.bytelevel import BYTES_TO_UNICODE, UNICODE_TO_BYTES
 from ..training.symbols import Layout, code_points
 from .base import Model, explode_chars, vocab_from_hf
 from .cache import WordCache, distinct_words, group_hashes
@@ -676,11 +676,10 @@ class BPEModel(Model):
         np.minimum.at(min_as_right, keys & 0xFFFFFFFF, ranks)
         # the tokens of 1-3 bytes, by their bytes (a byte-level token is one character a byte)
         short = [(t, i) for t, i in self.vocab.items() if len(t) <= 3]
-        inverse = {c: b for b, c in BYTES_TO_UNICODE.items()}
         text = "".join(t for t, _ in short)
-        if any(c not in inverse for c in text):  # not all bytes: no such characters
+        if any(c not in UNICODE_TO_BYTES for c in text):  # not all bytes: no such characters
             return None
-        data = np.array([inverse[c] for c in text], dtype=np.uint8)
+        data = np.array([UNICODE_TO_BYTES[c] for c in text], dtype=np.uint8)
         length = np.array([len(t) for t, _ in short], dtype=np.int64)
         start = np.zeros(len(short), dtype=np.int64)
         np.cumsum(length[:-1], out=start[1:])

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from ..buffers import string_parts, strings_from_parts
+from ..buffers import string_parts, strings_from_parts, utf8_chars
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
 from .regex import check_regex, onig_to_rust, pattern_from_hf
@@ -72,30 +72,19 @@ def pad_chinese_chars(texts: pl.Series) -> pl.Series:
         return texts
     offsets, data = string_parts(texts.cast(pl.String))
     offsets = offsets - offsets[0]
-    # the first bytes of 3- and 4-byte characters (every CJK ideograph is one) and their
-    # code points
-    lead = np.flatnonzero(data >= 0xE0)
-    if not len(lead):
+    code, starts = utf8_chars(data)
+    if starts is None:  # all ASCII
         return texts
-    b0 = data[lead].astype(np.int32)
-    cp = (((b0 & 0x0F) << 12) | ((data[lead + 1].astype(np.int32) & 0x3F) << 6)
-          | (data[lead + 2] & 0x3F))
-    four = b0 >= 0xF0
-    if four.any():
-        at = lead[four]
-        cp[four] = (((b0[four] & 0x07) << 18) | ((data[at + 1].astype(np.int32) & 0x3F) << 12)
-                    | ((data[at + 2].astype(np.int32) & 0x3F) << 6) | (data[at + 3] & 0x3F))
     # in one of the (disjoint, sorted) ranges: the last range starting at or before it
-    slot = np.searchsorted(_CHINESE_LOW, cp, side="right") - 1
-    chinese = (slot >= 0) & (cp <= _CHINESE_HIGH[np.maximum(slot, 0)])
-    if not chinese.any():
+    slot = np.searchsorted(_CHINESE_LOW, code, side="right") - 1
+    chinese = np.flatnonzero((slot >= 0) & (code <= _CHINESE_HIGH[np.maximum(slot, 0)]))
+    if not len(chinese):
         return texts
     # a space before each such character and one after it (two where one ends as the next
     # starts, as the regex gives); a row moves right by 2 per such character before it
-    starts = lead[chinese]
-    ends = starts + 3 + four[chinese]
-    out = np.insert(data, np.stack([starts, ends], axis=1).ravel(), 0x20)
-    new_offsets = offsets + 2 * np.searchsorted(starts, offsets, side="left")
+    begins, ends = starts[chinese], starts[chinese + 1]
+    out = np.insert(data, np.stack([begins, ends], axis=1).ravel(), 0x20)
+    new_offsets = offsets + 2 * np.searchsorted(begins, offsets, side="left")
     return strings_from_parts(texts.name, new_offsets, out)
 
 
