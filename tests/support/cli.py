@@ -20,9 +20,12 @@ DUCKDB_COMMANDS = ("sql", "crosscheck")
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a CLI run: ours, with this checkout first on PYTHONPATH."""
+    """The environment of a CLI run: ours, with this checkout first on PYTHONPATH, and
+    Python's fault handler on: a run that crashes (a segmentation fault in native code) then
+    prints every thread's stack on stderr, which the failing assertion shows (nothing is
+    printed otherwise)."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, **(extra or {})}
+    return {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONPATH": path, **(extra or {})}
 
 
 def _check_marked(args: tuple[str, ...]) -> None:
