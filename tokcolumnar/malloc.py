@@ -154,28 +154,17 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD, trim_threshold: int | No
     return True
 
 
-@contextlib.contextmanager
-def counting_heap() -> Iterator[None]:
+def counting_heap() -> contextlib.AbstractContextManager[None]:
     """While counting, blocks up to `COUNT_MMAP_THRESHOLD` come from the heap: the count
     allocates and frees temporaries of a few MiB per batch (decoded text, the NumPy arrays of
     `corpus.counting`), and a fresh mapping each costs a page fault per 4 KiB touched (100 MB
     of English, whitespace: 856k -> 540k minor faults, 2.0 -> 1.3 s of system time). Then the
     fixed threshold is restored and the freed heap given back (`malloc_trim`), so the stages
     after keep the small peak. Nothing happens unless `fix_mmap_threshold` fixed it."""
-    if _fixed_threshold is None:
-        yield
-        return
-    libc = ctypes.CDLL(None)
-    libc.mallopt(M_MMAP_THRESHOLD, COUNT_MMAP_THRESHOLD)
-    try:
-        yield
-    finally:
-        libc.mallopt(M_MMAP_THRESHOLD, _fixed_threshold)
-        libc.malloc_trim(0)
+    return _heap_thresholds(COUNT_MMAP_THRESHOLD)
 
 
-@contextlib.contextmanager
-def merging_heap() -> Iterator[None]:
+def merging_heap() -> contextlib.AbstractContextManager[None]:
     """While the merge loop runs, blocks up to `MERGE_MMAP_THRESHOLD` come from the heap and
     up to `MERGE_TRIM_THRESHOLD` of free memory stays at its top: a pass allocates and frees
     NumPy temporaries of up to a few MiB (the first passes of a byte-level corpus touch
@@ -190,14 +179,25 @@ def merging_heap() -> Iterator[None]:
     the fixed thresholds are restored and the freed heap given back (`malloc_trim`). Nothing
     happens unless `fix_mmap_threshold` fixed the mmap threshold (the user's
     `MALLOC_TRIM_THRESHOLD_` is left as it is)."""
+    return _heap_thresholds(MERGE_MMAP_THRESHOLD, MERGE_TRIM_THRESHOLD)
+
+
+@contextlib.contextmanager
+def _heap_thresholds(mmap_threshold: int, trim_threshold: int | None = None
+                     ) -> Iterator[None]:
+    """For the block: glibc's mmap threshold at `mmap_threshold` and, when given and the user
+    did not set `MALLOC_TRIM_THRESHOLD_`, its trim threshold at `trim_threshold`; then the
+    fixed mmap threshold and glibc's initial trim threshold restored, and the freed heap
+    given back (`malloc_trim`). Nothing unless `fix_mmap_threshold` fixed the mmap threshold
+    (`counting_heap`, `merging_heap`)."""
     if _fixed_threshold is None:
         yield
         return
     libc = ctypes.CDLL(None)
-    trim = "MALLOC_TRIM_THRESHOLD_" not in os.environ
-    libc.mallopt(M_MMAP_THRESHOLD, MERGE_MMAP_THRESHOLD)
+    trim = trim_threshold is not None and "MALLOC_TRIM_THRESHOLD_" not in os.environ
+    libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
     if trim:
-        libc.mallopt(M_TRIM_THRESHOLD, MERGE_TRIM_THRESHOLD)
+        libc.mallopt(M_TRIM_THRESHOLD, trim_threshold)
     try:
         yield
     finally:
