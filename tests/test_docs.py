@@ -233,8 +233,8 @@ def run_block(s: Session, b: Block) -> None:
         assert p.returncode == 0, f"{b.where}: exit {p.returncode}\n{p.stdout}{p.stderr}"
     elif b.lang == "console":
         for cmd, want in _transcript(b):
-            p = s.bash(cmd + " 2>&1")
-            got = "\n".join(line.rstrip() for line in p.stdout.splitlines()) + "\n"
+            p = s.bash("{ " + cmd + "\n} 2>&1")
+            got = "".join(line.rstrip() + "\n" for line in p.stdout.splitlines())
             code = 2 if want.strip().splitlines()[-1:] and want.strip().splitlines()[
                 -1].startswith("tokcolumnar: error:") else 0
             assert p.returncode == code, f"{b.where}: `{cmd}` exit {p.returncode}\n{got}"
