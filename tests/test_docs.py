@@ -111,9 +111,14 @@ def blocks(page: Path) -> list[Block]:
 ALL = {page: blocks(page) for page in PAGES}
 
 
+def _uses_corpora(b: Block) -> bool:
+    return bool(re.search(r"(?<![\w/])(small|medium)/", b.text))
+
+
 def _marks(page: Path, slow: bool) -> list[pytest.MarkDecorator]:
-    text = "".join(b.text for b in ALL[page] if not b.no_test and (slow or not b.slow))
-    marks = [pytest.mark.corpus]
+    todo = [b for b in ALL[page] if not b.no_test and (slow or not b.slow)]
+    text = "".join(b.text for b in todo)
+    marks = [pytest.mark.corpus] if any(_uses_corpora(b) for b in todo) else []
     if re.search(r"tokcolumnar (sql|crosscheck)|--engine duckdb|engine=\"duckdb\"", text):
         marks.append(pytest.mark.duckdb)
     if slow:
@@ -210,10 +215,6 @@ def _extras() -> set[str]:
     return set(re.findall(r"^([\w-]+)\s*=", section, re.M))
 
 
-def _uses_corpora(b: Block) -> bool:
-    return bool(re.search(r"(?<![\w/])(small|medium)/", b.text))
-
-
 def run_block(s: Session, b: Block) -> None:
     if b.lang == "python":
         if ">>>" in b.text:
@@ -269,7 +270,6 @@ def run_page(page: Path, slow: bool, tmp_path: Path, monkeypatch: pytest.MonkeyP
     todo = [b for b in ALL[page] if not b.no_test and b.lang != "text" and (slow or not b.slow)]
     if any(_uses_corpora(b) for b in todo):
         corpora.corpus("small/en_botchan.txt")
-        corpora.corpus("medium/en.txt")
     s = Session(tmp_path, monkeypatch)
     skipped = []
     for b in todo:
