@@ -329,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("dir", metavar="DIR", help="a training output directory")
     r.add_argument("--text", nargs="+", default=[], metavar="FILE",
                    help="held-out text to measure the tokenizer on (any input encode reads)")
-    r.add_argument("--out", required=True, metavar="report.html")
+    r.add_argument("--out", required=True, metavar="report.html",
+                   help="the HTML page to write (offline: the chart library is inlined)")
     r.add_argument("--png", default=None, metavar="DIR", help="also write each chart as PNG")
     add_text_options(r)
     r.set_defaults(command_name="report")
