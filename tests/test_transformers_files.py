@@ -218,3 +218,30 @@ def test_bad_roles_python():
         tc.TrainConfig(special_token_roles={"pad": "<pad>"})
     with pytest.raises(tc.TokcolumnarTypeError):
         tc.TrainConfig(special_token_roles=["pad=<pad>"])
+
+
+def test_class_only_when_it_rebuilds_the_same_tokenizer(tmp_path):
+    """transformers 5 rebuilds BertTokenizer's / GPT2Tokenizer's pipeline from the vocabulary:
+    a run whose tokenizer.json differs from that pipeline names PreTrainedTokenizerFast, which
+    loads tokenizer.json as it is (the roles and length stay the preset's)."""
+    from tokcolumnar.hfconfig import transformers_files
+
+    out = _train(tmp_path, "--preset", "bert", "--vocab-size", "300")
+    tok = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
+    segmented = {**tok, "pre_tokenizer": {"type": "WhitespaceSplit"}}  # (bert-zh-wwm's)
+    config = transformers_files(tc.TrainConfig(preset="bert-zh-wwm"),
+                                segmented)["tokenizer_config.json"]
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert (config["model_max_length"], config["pad_token"], config["cls_token"]) == (
+        512, "[PAD]", "[CLS]")
+    assert "token_type_ids" in config["model_input_names"]
+    prefixed = tc.TrainConfig(preset="bert", continuing_subword_prefix="@@")
+    other = {**tok, "model": {**tok["model"], "continuing_subword_prefix": "@@"}}
+    assert transformers_files(prefixed, other)["tokenizer_config.json"][
+        "tokenizer_class"] == "PreTrainedTokenizerFast"
+    out = _train(tmp_path, "--preset", "gpt2", "--vocab-size", "300",
+                 "--unk-token", "<|endoftext|>")
+    config = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    loaded = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert (loaded.eos_token, loaded.model_max_length) == ("<|endoftext|>", 1024)
