@@ -16,7 +16,7 @@ from . import malloc as _malloc
 # loads: `malloc.configure_for_command`).
 _os.environ.setdefault("_RJEM_MALLOC_CONF", _malloc.DEFAULT_JEMALLOC_CONF)
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__  # noqa: E402 - (after the setting above)
 
 _PUBLIC = {
     "Encoding": "tokenizer", "Tokenizer": "tokenizer", "TokcolumnarError": "errors",

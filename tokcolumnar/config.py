@@ -19,7 +19,7 @@ from typing import Any
 
 from .corpus.sources import FORMATS
 from .errors import TokcolumnarTypeError, TokcolumnarValueError
-from .presets import PRESETS, apply_preset, flag
+from .presets import BERT_PRESETS, PRESETS, ROLES, apply_preset, flag, role_name
 from .text.normalizers import NORMALIZER_NAMES, BertNormalizer, Normalizer, build_normalizer
 from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretokenizer
 from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
@@ -89,6 +89,10 @@ class TrainConfig:
     cjk_split: str | None = None
     # --max-words N: train on the N most frequent words only (`memory.keep_most_frequent`)
     max_words: int | None = None
+    # the transformers roles of special tokens ({"pad_token": "[PAD]", ...}; `pad` is read as
+    # `pad_token`), over the preset's (`presets.special_token_roles`): written to
+    # tokenizer_config.json and special_tokens_map.json, no effect on training
+    special_token_roles: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -161,6 +165,8 @@ def check_types(cfg: TrainConfig) -> None:
     for name in STRING_LISTS:
         if getattr(cfg, name) is not None:
             setattr(cfg, name, _string_list(name, getattr(cfg, name)))
+    if cfg.special_token_roles is not None:
+        cfg.special_token_roles = _roles(cfg.special_token_roles)
     if cfg.initial_alphabet is not None:
         chars = cfg.initial_alphabet
         if isinstance(chars, str):
@@ -173,6 +179,46 @@ def check_types(cfg: TrainConfig) -> None:
                 raise TokcolumnarValueError(f"initial alphabet entries must be single "
                                             f"characters, got {c!r}")
         cfg.initial_alphabet = list(dict.fromkeys(chars))
+
+
+def _roles(value: Any) -> dict[str, str]:
+    """--special-token-roles as {role: token} with transformers' role names (`pad` ->
+    `pad_token`); an unknown role is refused, naming the known ones."""
+    if not isinstance(value, dict):
+        raise TokcolumnarTypeError(f"--special-token-roles must be a dict of role -> token, "
+                                   f"got {value!r}")
+    roles: dict[str, str] = {}
+    for name, token in value.items():
+        if not isinstance(name, str) or not isinstance(token, str):
+            raise TokcolumnarTypeError(f"--special-token-roles must map role names to token "
+                                       f"strings, got {name!r}: {token!r}")
+        role = role_name(name)
+        if role not in ROLES:
+            raise TokcolumnarValueError(
+                f"--special-token-roles: unknown role {name!r} (choose from "
+                f"{', '.join(r.removesuffix('_token') for r in ROLES)})")
+        if role in roles and roles[role] != token:
+            raise TokcolumnarValueError(f"--special-token-roles gives {role} twice "
+                                        f"({roles[role]!r} and {token!r})")
+        roles[role] = token
+    return roles
+
+
+def check_roles(cfg: TrainConfig) -> None:
+    """Each role's token is a special token of the run; the unknown token's role is the
+    model's --unk-token, and with a BERT preset cls/sep are its template's [CLS]/[SEP]."""
+    for role, token in (cfg.special_token_roles or {}).items():
+        if token not in cfg.special_tokens:
+            raise TokcolumnarValueError(f"--special-token-roles {role.removesuffix('_token')}="
+                                        f"{token} is not among --special-tokens")
+        if role == "unk_token" and cfg.unk_token is not None and token != cfg.unk_token:
+            raise TokcolumnarValueError(f"--special-token-roles unk={token} differs from the "
+                                        f"model's --unk-token {cfg.unk_token}")
+        fixed = {"cls_token": "[CLS]", "sep_token": "[SEP]"}.get(role)
+        if cfg.preset in BERT_PRESETS and fixed is not None and token != fixed:
+            raise TokcolumnarValueError(
+                f"--preset {cfg.preset}'s template is [CLS] ... [SEP]: --special-token-roles "
+                f"{role.removesuffix('_token')} must be {fixed}, got {token}")
 
 
 def apply_model_rules(cfg: TrainConfig) -> None:
@@ -240,6 +286,7 @@ def check_values(cfg: TrainConfig) -> None:
                                     f"{', '.join(duplicates)}")
     if cfg.end_of_word_suffix is not None and cfg.end_of_word_token is not None:
         raise TokcolumnarValueError("use either --end-of-word-suffix or --end-of-word-token")
+    check_roles(cfg)
     if cfg.unk_token is not None and cfg.unk_token not in cfg.special_tokens:
         raise TokcolumnarValueError(f"--unk-token {cfg.unk_token} must be among --special-tokens "
                                     "(otherwise it has no id and an unknown character cannot "

@@ -23,6 +23,7 @@ import polars as pl
 from .config import TrainConfig
 from .corpus.sources import Source, expand_inputs, file_digests
 from .errors import TokcolumnarError, warn
+from .hfconfig import transformers_files
 from .models.base import Model
 from .models.bpe import BPEModel
 from .models.wordpiece import WordPieceModel
@@ -33,6 +34,7 @@ from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
+from .version import package_version
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
     from .training.pipeline import TrainResult
@@ -189,8 +191,8 @@ def fingerprint(src: Source, real_dirs: dict[str, str] | None = None) -> dict[st
 
 def versions(pretokenizer: PreTokenizer | None = None) -> dict[str, str]:
     """The versions of the packages a run used (a segmenter's libraries too)."""
-    out = {}
-    for pkg in ("tokcolumnar", "polars", "pyarrow", "numpy", "duckdb"):
+    out = {"tokcolumnar": package_version()}
+    for pkg in ("polars", "pyarrow", "numpy", "duckdb"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -231,13 +233,17 @@ def _write_tables(result: TrainResult, directory: Path) -> None:
 
 
 def _write_json_files(result: TrainResult, directory: Path) -> None:
-    """`tokenizer.json`, its side files and `run.json`."""
+    """`tokenizer.json`, its side files (with transformers' `tokenizer_config.json` and
+    `special_tokens_map.json`: `hfconfig`) and `run.json`."""
     cfg = result.config
     tokenizer = result.tokenizer()
     tokenizer_dict = tokenizer.to_dict()
     skipped = inexact_side_files(result)
     tokenizer_file = OWN_TOKENIZER_FILE if "tokenizer.json" in skipped else "tokenizer.json"
     _write_text(directory / tokenizer_file, json.dumps(tokenizer_dict, ensure_ascii=False))
+    if tokenizer_file == "tokenizer.json":  # (transformers could not load the other one)
+        for name, obj in transformers_files(cfg, tokenizer_dict).items():
+            _write_text(directory / name, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
     vocab = tokenizer_dict["model"]["vocab"]
     if cfg.model == "bpe":
         _write_text(directory / "vocab.json", json.dumps(vocab, ensure_ascii=False))

@@ -65,6 +65,40 @@ PRESET_RULES: dict[str, Preset] = {
 BERT_PRESETS = ("bert", "bert-zh-wwm", "bert-ja")
 PRESETS = tuple(PRESET_RULES)
 
+#: The special-token roles of transformers (`tokenizer_config.json`, `special_tokens_map.json`),
+#: in the order its tokenizers list them.
+ROLES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+         "mask_token")
+_BERT_ROLES = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+               "cls_token": "[CLS]", "mask_token": "[MASK]"}
+#: The roles a preset gives its special tokens, as the released models' tokenizers set them
+#: (bert-base-uncased: BertTokenizer's five; gpt2: bos, eos and unk all `<|endoftext|>`, no pad
+#: token). A role whose token is not among the run's --special-tokens is left unset.
+PRESET_ROLES: dict[str, dict[str, str]] = {
+    "gpt2": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+             "unk_token": "<|endoftext|>"},
+    **{name: _BERT_ROLES for name in BERT_PRESETS},
+}
+#: The `model_max_length` of the released models a preset stands for (their positions).
+PRESET_MAX_LENGTH = {"gpt2": 1024, **{name: 512 for name in BERT_PRESETS}}
+
+
+def role_name(name: str) -> str:
+    """A role as transformers names it: `pad` and `pad_token` are both `pad_token`."""
+    return name if name.endswith("_token") else name + "_token"
+
+
+def special_token_roles(cfg: TrainConfig) -> dict[str, str]:
+    """The roles of a run's special tokens (ROLES order): the preset's (those whose token is a
+    special token of the run), the model's unknown token as `unk_token`, then
+    --special-token-roles (checked by `config.check_values`)."""
+    roles = {role: token for role, token in PRESET_ROLES.get(cfg.preset or "", {}).items()
+             if token in (cfg.special_tokens or ())}
+    if cfg.unk_token is not None:
+        roles["unk_token"] = cfg.unk_token
+    roles.update(cfg.special_token_roles or {})
+    return {role: roles[role] for role in ROLES if role in roles}
+
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 

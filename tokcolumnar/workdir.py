@@ -40,7 +40,7 @@ from .presets import flag
 
 MARKER = "tokcolumnar-work.json"
 #: Options that change nothing in the outputs, left out of the fingerprint.
-UNFINGERPRINTED = ("show_progress",)
+UNFINGERPRINTED = ("show_progress", "special_token_roles")  # (roles: outputs only)
 TEST_KILL = "TOKCOLUMNAR_TEST_KILL"
 
 

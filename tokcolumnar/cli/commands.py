@@ -18,6 +18,7 @@ from ..errors import TokcolumnarError
 from ..malloc import ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD, fix_mmap_threshold
 from ..memory import format_size
 from ..outputs import output_file, write_parquet
+from ..presets import ROLES, role_name
 from ..progress import StageTimer
 from ..workdir import default_work_dir
 
@@ -26,12 +27,19 @@ OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_t
                 "continuing_subword_prefix", "limit_alphabet", "max_token_length", "tie_break",
                 "preset", "engine", "max_merges", "min_score", "wordpiece_scoring",
                 "unk_token", "max_word_chars", "format", "column", "cjk_split", "max_words"]
+# (special_token_roles: merged from each --special-token-roles, in config_from_args)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     kw = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
     if getattr(args, "initial_alphabet", None) is not None:
         kw["initial_alphabet"] = args.initial_alphabet
+    if getattr(args, "special_token_roles", None) is not None:
+        # each --special-token-roles in turn: a later one giving a role again wins (`pad` and
+        # `pad_token` are one role; an unknown name is left for the settings to refuse)
+        kw["special_token_roles"] = {
+            (role_name(k) if role_name(k) in ROLES else k): v
+            for roles in args.special_token_roles for k, v in roles.items()}
     # the CLI shows progress off a terminal too (log lines), unless --quiet
     kw["show_progress"] = not getattr(args, "quiet", False)
     return TrainConfig(**kw)

@@ -5,6 +5,7 @@ sql, crosscheck, report, compare); option names, choices and defaults come from 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import NoReturn
 
 from ..config import ENGINES, MODELS, TIE_BREAKS, WORDPIECE_SCORINGS
@@ -21,6 +22,7 @@ from ..presets import PRESETS
 from ..text.normalizers import NORMALIZER_NAMES
 from ..text.pretokenizers import PRETOKENIZER_NAMES
 from ..text.segmenters import CJK_SPLITS, SEGMENTER_NAMES
+from ..version import package_version
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -37,12 +39,44 @@ def _csv_list(s: str) -> list[str]:
     return s.split(",") if s else []
 
 
+def special_token_roles(s: str) -> dict[str, str]:
+    """`ROLE=TOKEN,ROLE=TOKEN` (a token holds no comma; it may hold `=`) or a JSON object
+    `{"ROLE": "TOKEN", ...}` -> {role: token} (the role names are checked by the settings)."""
+    if s.lstrip().startswith("{"):
+        try:
+            roles = json.loads(s)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"not a JSON object: {e}") from None
+        if not isinstance(roles, dict) or not all(isinstance(v, str) for v in roles.values()):
+            raise argparse.ArgumentTypeError("the JSON object must map roles to token strings")
+        return roles
+    out: dict[str, str] = {}
+    for item in _csv_list(s):
+        role, eq, token = item.partition("=")
+        if not eq or not role or not token:
+            raise argparse.ArgumentTypeError(f"expected ROLE=TOKEN, got {item!r}")
+        out[role.strip()] = token
+    return out
+
+
 def add_train_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
-    g.add_argument("--model", choices=MODELS, default=None)
-    g.add_argument("--vocab-size", type=int, default=None)
-    g.add_argument("--min-frequency", type=int, default=None)
-    g.add_argument("--special-tokens", type=_csv_list, default=None, metavar="A,B,...")
+    g.add_argument("--model", choices=MODELS, default=None,
+                   help="the subword model (default bpe; --preset bert: wordpiece)")
+    g.add_argument("--vocab-size", type=int, default=None, metavar="N",
+                   help="the vocabulary's size, special tokens and alphabet included (default "
+                   "30,000; --preset subword-nmt: the number of merges)")
+    g.add_argument("--min-frequency", type=int, default=None, metavar="N",
+                   help="stop when the best pair's count falls below N (default 0)")
+    # --special-tokens and --special-token fill one list, in the order given
+    g.add_argument("--special-tokens", dest="special_tokens", action="extend",
+                   type=_csv_list, default=None, metavar="A,B,...",
+                   help="special tokens, given the first ids, in order (a preset's replace "
+                   "its defaults; '' for none); repeatable")
+    g.add_argument("--special-token", dest="special_tokens", action="append", default=None,
+                   metavar="TOKEN",
+                   help="one special token, which may hold a comma; repeatable, added in "
+                   "order with --special-tokens")
     g.add_argument("--pre-tokenizer", default=None,
                    help=f"{', '.join(PRETOKENIZER_NAMES + SEGMENTER_NAMES)} (default "
                    "whitespace; jieba needs tokcolumnar[zh], mecab tokcolumnar[ja])")
@@ -54,18 +88,34 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="fused to each word's last character, as HF (e.g. </w>)")
     g.add_argument("--end-of-word-token", default=None, metavar="S",
                    help="a separate symbol after each word, as in the seed documents")
-    g.add_argument("--continuing-subword-prefix", default=None, metavar="P")
-    g.add_argument("--limit-alphabet", type=int, default=None)
+    g.add_argument("--continuing-subword-prefix", default=None, metavar="P",
+                   help="put before every token that continues a word (WordPiece: ## by "
+                   "default)")
+    g.add_argument("--limit-alphabet", type=int, default=None, metavar="N",
+                   help="keep only the N most frequent characters in the initial alphabet")
     g.add_argument("--initial-alphabet", default=None, metavar="CHARS",
                    help="characters always kept in the alphabet")
-    g.add_argument("--max-token-length", type=int, default=None)
-    g.add_argument("--tie-break", choices=TIE_BREAKS, default=None)
-    g.add_argument("--preset", choices=PRESETS, default=None)
-    g.add_argument("--engine", choices=ENGINES, default=None)
-    g.add_argument("--max-merges", type=int, default=None)
-    g.add_argument("--min-score", type=float, default=None)
-    g.add_argument("--wordpiece-scoring", choices=WORDPIECE_SCORINGS, default=None)
-    g.add_argument("--unk-token", default=None)
+    g.add_argument("--max-token-length", type=int, default=None, metavar="N",
+                   help="no token longer than N characters (prefix and suffix not counted)")
+    g.add_argument("--tie-break", choices=TIE_BREAKS, default=None,
+                   help="BPE, among equal counts: smallest ids (id: HF's, default), greatest "
+                   "strings (lexical-max: subword-nmt's) or first occurrence (first-seen)")
+    g.add_argument("--preset", choices=PRESETS, default=None,
+                   help="a reference configuration (fixes some options, gives defaults to "
+                   "others): gpt2, bert, subword-nmt, or a word-segmenting BERT")
+    g.add_argument("--engine", choices=ENGINES, default=None,
+                   help="where to count and train (default polars; duckdb: the SQL twin; ray, "
+                   "spark: count on a cluster)")
+    g.add_argument("--max-merges", type=int, default=None, metavar="N",
+                   help="stop after N merges")
+    g.add_argument("--min-score", type=float, default=None, metavar="X",
+                   help="WordPiece: stop when the best pair's score falls below X")
+    g.add_argument("--wordpiece-scoring", choices=WORDPIECE_SCORINGS, default=None,
+                   help="WordPiece: a pair's score (likelihood, default: count(ab) / "
+                   "(count(a) count(b)); frequency: count(ab))")
+    g.add_argument("--unk-token", default=None, metavar="TOKEN",
+                   help="the unknown token, one of the special tokens (WordPiece: [UNK] by "
+                   "default; BPE: none)")
     g.add_argument("--cjk-split", choices=CJK_SPLITS, default=None,
                    help="jieba/mecab: text the dictionary does not know stays in the words the "
                    "segmenter guesses (words, default) or becomes characters (chars)")
@@ -173,23 +223,35 @@ FORCE_HELP = ("replace an existing output even if tokcolumnar did not write it (
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="tokcolumnar", description="Columnar BPE / WordPiece "
                        "tokenizer training with Polars (and a DuckDB SQL twin).")
+    p.add_argument("--version", action="version", version=f"tokcolumnar {package_version()}",
+                   help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a tokenizer into --out DIR")
     t.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="files, directories, globs or URIs (file://, s3://, gs://, hdfs://)")
-    t.add_argument("--out", required=True, metavar="DIR")
-    t.add_argument("--from-counts", default=None, metavar="words.parquet")
+    t.add_argument("--out", required=True, metavar="DIR",
+                   help="the output directory (tokenizer.json, its side files, the tables, "
+                   "run.json), replaced atomically")
+    t.add_argument("--from-counts", default=None, metavar="words.parquet",
+                   help="train on a words table written by `count` instead of INPUT files")
     t.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(t)
+    t.add_argument("--special-token-roles", type=special_token_roles, action="append",
+                   default=None, metavar="ROLE=TOKEN,...",
+                   help="the transformers roles of special tokens (bos, eos, unk, sep, pad, "
+                   "cls, mask), e.g. pad=[PAD],eos=</s>, or a JSON object; over the preset's; "
+                   "written to tokenizer_config.json and special_tokens_map.json; repeatable")
     add_scale_options(t)
     add_input_options(t)
     add_ray_options(t)
     t.set_defaults(command_name="train")
 
     c = sub.add_parser("count", help="count words only (the first stage of train)")
-    c.add_argument("inputs", nargs="+", metavar="INPUT")
-    c.add_argument("--out", required=True, metavar="words.parquet")
+    c.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="files, directories, globs or URIs (as train's)")
+    c.add_argument("--out", required=True, metavar="words.parquet",
+                   help="the words table (word, count, first_seen), for train --from-counts")
     c.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_train_options(c)
     add_scale_options(c, job="count")
@@ -198,9 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(command_name="count")
 
     e = sub.add_parser("encode", help="tokenize a dataset into a Parquet column of ids")
-    e.add_argument("inputs", nargs="+", metavar="INPUT")
-    e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json")
-    e.add_argument("--out", required=True, metavar="FILE.parquet|DIR")
+    e.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="files, directories, globs or URIs: one row per line or value")
+    e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json",
+                   help="a training output directory or a tokenizer.json (ours or HF's)")
+    e.add_argument("--out", required=True, metavar="FILE.parquet|DIR",
+                   help="the Parquet output (a directory of parts with --rows-per-file, "
+                   "--max-file-size or --engine ray|spark)")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
                    help="keep each text line's line ending (default: stripped)")
@@ -232,13 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(command_name="encode")
 
     q = sub.add_parser("sql", help="query a training directory's tables with DuckDB")
-    q.add_argument("dir", metavar="DIR")
+    q.add_argument("dir", metavar="DIR", help="a training output directory")
     q.add_argument("sql", metavar="SQL", nargs="?", default=None,
                    help="the query (statements separated by ;) or the path of a .sql file")
     q.add_argument("--query", default=None, metavar="NAME",
                    help="a ready analysis query by name: " + ", ".join(ready_queries()))
-    q.add_argument("--format", choices=QUERY_FORMATS, default="table")
-    q.add_argument("--output", default=None, metavar="FILE")
+    q.add_argument("--format", choices=QUERY_FORMATS, default="table",
+                   help="how the result is printed or written (default table)")
+    q.add_argument("--output", default=None, metavar="FILE",
+                   help="write the result to FILE instead of standard output")
     q.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="a named query parameter ($NAME in the SQL); repeatable")
     q.add_argument("--force", action="store_true", help=FORCE_HELP)
@@ -248,8 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(command_name="sql")
 
     x = sub.add_parser("crosscheck", help="train with both engines and compare the tables")
-    x.add_argument("inputs", nargs="*", metavar="INPUT")
-    x.add_argument("--from-counts", default=None, metavar="words.parquet")
+    x.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help="files, directories, globs or URIs (as train's)")
+    x.add_argument("--from-counts", default=None, metavar="words.parquet",
+                   help="train on a words table written by `count` instead of INPUT files")
     add_train_options(x)
     add_input_options(x)
     x.set_defaults(command_name="crosscheck")
@@ -259,15 +329,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("dir", metavar="DIR", help="a training output directory")
     r.add_argument("--text", nargs="+", default=[], metavar="FILE",
                    help="held-out text to measure the tokenizer on (any input encode reads)")
-    r.add_argument("--out", required=True, metavar="report.html")
+    r.add_argument("--out", required=True, metavar="report.html",
+                   help="the HTML page to write (offline: the chart library is inlined)")
     r.add_argument("--png", default=None, metavar="DIR", help="also write each chart as PNG")
     add_text_options(r)
     r.set_defaults(command_name="report")
 
     m = sub.add_parser("compare", help="metrics of several tokenizers side by side on the same "
                        "files, with parity and vocabulary overlap")
-    m.add_argument("tokenizers", nargs="+", metavar="DIR|tokenizer.json")
-    m.add_argument("--text", nargs="+", required=True, metavar="FILE")
+    m.add_argument("tokenizers", nargs="+", metavar="DIR|tokenizer.json",
+                   help="the tokenizers to compare: training directories or tokenizer.json "
+                   "files")
+    m.add_argument("--text", nargs="+", required=True, metavar="FILE",
+                   help="the text to measure every tokenizer on (any input encode reads)")
     m.add_argument("--out", default=None, metavar="compare.html",
                    help="write the HTML page (needs the 'report' extra)")
     m.add_argument("--format", choices=("json", "csv"), default=None,

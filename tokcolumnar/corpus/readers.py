@@ -488,8 +488,9 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
     """Stream the corpus as Polars string Series.
 
     `inputs` is a path or a list/tuple of paths, globs, directories, URIs, named pipes and
-    `-` (standard input); or from Python a Polars (Lazy)DataFrame, an Arrow table, or any other
-    iterable (e.g. a generator) of strings. With a `pretokenizer`, text lines longer than a
+    `-` (standard input); or from Python a Polars (Lazy)DataFrame, an Arrow table, an HF
+    `datasets.Dataset` / `IterableDataset` (its `column`, streamed: `dataset_texts`), or any
+    other iterable (e.g. a generator) of strings. With a `pretokenizer`, text lines longer than a
     chunk are cut where it says the cut cannot change the words, and a stretch of more than
     4 x `max_word_chars` bytes without such a place is refused (see `iter_text_file`); a
     pre-tokenizer with `line_sensitive=False` gets line-aligned pieces of many lines per value
@@ -520,9 +521,13 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
             yield from metered(src, iter_source(src, column, pretokenizer, max_word_chars))
             READING.finish(src)
         return
+    if is_dataset(inputs):
+        yield from dataset_texts(inputs, column)
+        return
     if not isinstance(inputs, Iterable):
         raise TokcolumnarError(f"unsupported input {type(inputs).__name__} (give paths, a data "
-                               "frame, an Arrow table or an iterable of strings)")
+                               "frame, an Arrow table, a datasets.Dataset or an iterable of "
+                               "strings)")
     batch: list[str] = []
     for x in inputs:
         if not isinstance(x, str):
@@ -537,3 +542,56 @@ def iter_sequences(inputs: Any, fmt: str | None = None, column: str = "text",
         texts = pl.Series("text", batch, dtype=pl.String)
         READING.read_text(int(texts.str.len_bytes().sum() or 0))
         yield texts
+
+
+#: Rows per batch read from a Python iterable or a dataset.
+ITER_BATCH_ROWS = 65536
+
+
+def is_dataset(obj: Any) -> bool:
+    """An HF `datasets.Dataset` or `IterableDataset`, known by its shape (iterable, with
+    `column_names` and `features`) so that `datasets` need not be imported (nor installed)."""
+    return (hasattr(obj, "column_names") and hasattr(obj, "features")
+            and isinstance(obj, Iterable) and not isinstance(obj, (str, bytes, dict, list)))
+
+
+def dataset_texts(ds: Any, column: str) -> Iterator[pl.Series]:
+    """The `column` of a `datasets.Dataset` / `IterableDataset`, streamed in batches of
+    `ITER_BATCH_ROWS` rows (a dataset on disk or on the Hub is never held whole): through its
+    `iter(batch_size)` in Arrow format where it has one (no Python string per row), else
+    row by row (each row a dict)."""
+    names = ds.column_names  # None for an IterableDataset whose features are not known
+    if names is not None and column not in names:
+        raise TokcolumnarError(f"no column {column!r} in the dataset (columns: "
+                               f"{', '.join(names) or 'none'}); choose one with column=")
+    if names is not None and hasattr(ds, "select_columns"):
+        ds = ds.select_columns([column])  # (lazy: the other columns are not read)
+    if hasattr(ds, "with_format"):
+        ds = ds.with_format("arrow")  # batches are Arrow tables
+    batches = (ds.iter(batch_size=ITER_BATCH_ROWS) if hasattr(ds, "iter")
+               else _row_batches(ds, column))
+    for batch in batches:
+        try:
+            values = batch[column]  # an Arrow table's column, or a dict's list
+        except KeyError:
+            raise TokcolumnarError(f"no column {column!r} in the dataset's rows; choose one "
+                                   "with column=") from None
+        texts = _as_string_series(values, "dataset")
+        READING.read_text(int(texts.str.len_bytes().sum() or 0))
+        yield texts
+
+
+def _row_batches(rows: Iterable[Any], column: str) -> Iterator[dict[str, list[Any]]]:
+    """Rows (dicts) as batches {column: values} of `ITER_BATCH_ROWS` rows."""
+    batch: list[Any] = []
+    for row in rows:
+        try:
+            batch.append(row[column])
+        except (KeyError, TypeError):
+            raise TokcolumnarError(f"no column {column!r} in the dataset's rows; choose one "
+                                   "with column=") from None
+        if len(batch) >= ITER_BATCH_ROWS:
+            yield {column: batch}
+            batch = []
+    if batch:
+        yield {column: batch}

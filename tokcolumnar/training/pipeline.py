@@ -214,7 +214,8 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
           resume: bool = False, checkpoint_every: float = CHECKPOINT_EVERY,
           **options: Any) -> TrainResult:
     """Train a tokenizer. `inputs`: paths/globs/dirs/URIs, a Polars or Arrow table, a Ray
-    Dataset or a Spark DataFrame (counted on Ray / Spark), or an iterator of strings; `options`:
+    Dataset or a Spark DataFrame (counted on Ray / Spark), an HF `datasets.Dataset` /
+    `IterableDataset` (its `column`, streamed), or an iterator of strings; `options`:
     the CLI options as keyword arguments (see `TrainConfig`; `engine="duckdb"` runs every stage
     in DuckDB and returns the same tables).
 
