@@ -26,6 +26,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..distributed.units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count
 from ..memory import keep_most_frequent
+from ..outputs import writing
 from ..progress import READING, Progress, StageTimer
 from ..workdir import WorkDir, kill_point
 from .sources import file_size
@@ -61,7 +62,8 @@ def _spill(work: WorkDir, running: pl.DataFrame, run: int) -> tuple[str, int]:
     for p in range(RUN_PARTITIONS):
         df = parts.get((p,), running.clear())
         path = directory / f"p{p:03d}.parquet"
-        df.write_parquet(path, compression="lz4")
+        with writing(path):  # a full disk: one error naming the file
+            df.write_parquet(path, compression="lz4")
         size += path.stat().st_size
     return name, size
 
