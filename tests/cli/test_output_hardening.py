@@ -155,11 +155,11 @@ def test_force_encode_parts_into_a_shared_directory(workdir):
 # -- 2. a full disk leaves no temporary file ---------------------------------------------------
 @pytest.fixture
 def small_disk(tmp_path: Path, request: pytest.FixtureRequest):
-    """A real file system of 2 MiB (or the size given as the fixture's parameter): a tmpfs,
+    """A real file system of 512 KiB (or the size given as the fixture's parameter): a tmpfs,
     which needs root."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    size = getattr(request, "param", "2m")
+    size = getattr(request, "param", "512k")
     if os.geteuid() != 0 or subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)],
             capture_output=True).returncode != 0:
@@ -170,7 +170,7 @@ def small_disk(tmp_path: Path, request: pytest.FixtureRequest):
         subprocess.run(["umount", str(disk)], check=True)
 
 
-def _many_words(path: Path, n: int = 400_000) -> Path:
+def _many_words(path: Path, n: int = 100_000) -> Path:
     """`n` random distinct-ish words: a words table of several MB."""
     rng = random.Random(3)
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(
