@@ -230,11 +230,12 @@ def test_full_disk_for_encode_names_the_output(tmp_path, small_disk):
 # -- 3. one run per output ---------------------------------------------------------------------
 def _blocked_run(args: list[str], cwd: Path) -> subprocess.Popen:
     """Start a run reading standard input (held open by the test: the run waits in its
-    work) and wait until it holds its output's lock."""
+    work) and wait until it has created its temporary output (its output is locked by then)."""
     proc = subprocess.Popen(command(*args), cwd=cwd, stdin=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=cli_env())
+    out = args[args.index("--out") + 1]
     deadline = time.monotonic() + 120
-    while not list(cwd.glob(".*.tc-lock")):
+    while not list(cwd.glob(f".{out}.tc-*.tmp")):
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline
         time.sleep(0.02)
