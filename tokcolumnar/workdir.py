@@ -34,7 +34,7 @@ import polars as pl
 
 from .config import TrainConfig
 from .corpus.sources import Source, file_digests, file_stat
-from .errors import TokcolumnarError
+from .errors import TokcolumnarEnvironmentError, TokcolumnarError
 from .outputs import _pid_alive, check_target, writing
 from .presets import flag
 
@@ -182,8 +182,13 @@ class WorkDir:
             work._marker = {"tool": "tokcolumnar", "kind": "work-dir", "pid": os.getpid(),
                             "fingerprint": fingerprint}
             work.write_json(MARKER, work._marker)
-        except OSError as e:
-            raise TokcolumnarError(f"cannot write --work-dir {path}: {e.strerror or e}") from None
+        except (OSError, TokcolumnarError) as e:
+            if not resumed:  # a fresh directory holds nothing yet: no half-made one left
+                shutil.rmtree(path, ignore_errors=True)
+            if isinstance(e, TokcolumnarError):
+                raise
+            raise TokcolumnarEnvironmentError(f"cannot write --work-dir {path}: "
+                                              f"{e.strerror or e}") from None
         work._complete = complete
         return work
 

@@ -214,6 +214,22 @@ def test_full_disk_for_the_output_keeps_a_resumable_work_directory(tmp_path, sma
     assert (small_disk / "out" / "tokenizer.json").is_file() and not work.exists()
 
 
+@pytest.mark.parametrize("small_disk", ["1m"], indirect=True)
+def test_full_disk_while_spilling_keeps_only_whole_runs(tmp_path, small_disk):
+    """A bounded count whose third spilled run does not fit: the two runs in the manifest are
+    kept for --resume (and the error says so), the partial third one is removed."""
+    big = _many_words(tmp_path / "big.txt")
+    work = small_disk / "w"
+    proc = run_cli("count", str(big), "--out", "w.parquet", "--work-dir", str(work),
+                   "--memory-limit", "2MB", "--checkpoint-every", "0", cwd=tmp_path)
+    line = assert_clean_error(proc, "No space left on device")
+    assert f"cannot write {work}/runs/" in line, line
+    assert f"the work directory {work}" in line and "--resume" in line, line
+    listed = json.loads((work / "count.json").read_text(encoding="utf-8"))["runs"]
+    assert listed and sorted(f"runs/{p.name}" for p in (work / "runs").iterdir()) == listed
+    assert _temporaries(small_disk) == [] and not (tmp_path / "w.parquet").exists()
+
+
 @pytest.mark.parametrize("small_disk", ["128k"], indirect=True)
 def test_full_disk_for_encode_names_the_output(tmp_path, small_disk):
     (tmp_path / "c.txt").write_text(CORPUS, encoding="utf-8")
