@@ -32,6 +32,12 @@ class TokcolumnarTypeError(TokcolumnarError, TypeError):
     `encode(123)`)."""
 
 
+class TokcolumnarEnvironmentError(TokcolumnarError):
+    """The environment failed a write (no space, no permission, read-only file system...): the
+    message names the path being written. Unlike refused input, it leaves a run's work
+    directory for `--resume` when that holds saved state (`training.pipeline`)."""
+
+
 class TokcolumnarWarning(UserWarning):
     """Something the user should know about a run that still succeeded."""
 
@@ -49,6 +55,14 @@ class Terminated(BaseException):
 _ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
                        errno.EIO, errno.EMFILE, errno.ENFILE, errno.EFBIG)
 _OS_ERROR_IN_TEXT = re.compile(r"(?:os error|errno) (\d+)", re.IGNORECASE)
+
+
+def environment_reason(exc: BaseException) -> str | None:
+    """What `environment_message` says about `exc`, without the file name (the caller names
+    the path it was writing: a user's output, not our temporary beside it)."""
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno)
+    return environment_message(exc)
 
 
 def environment_message(exc: BaseException) -> str | None:

@@ -226,6 +226,10 @@ def write_outputs(result: TrainResult, directory: Path) -> None:
         tables.result()
 
 
+#: The Parquet tables of a training run.
+TABLE_FILES = ("merges.parquet", "vocab.parquet", "words.parquet")
+
+
 def _write_tables(result: TrainResult, directory: Path) -> None:
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
@@ -240,24 +244,29 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
     tokenizer_dict = tokenizer.to_dict()
     skipped = inexact_side_files(result)
     tokenizer_file = OWN_TOKENIZER_FILE if "tokenizer.json" in skipped else "tokenizer.json"
-    _write_text(directory / tokenizer_file, json.dumps(tokenizer_dict, ensure_ascii=False))
+    # the files this run writes, named in run.json: a later `--force` run into the same
+    # directory removes those of them it does not write itself, and nothing else (`outputs`)
+    written = [tokenizer_file, *TABLE_FILES, "run.json"]
+    _write_text(directory / tokenizer_file, None,
+                json.dumps(tokenizer_dict, ensure_ascii=False))
     if tokenizer_file == "tokenizer.json":  # (transformers could not load the other one)
         for name, obj in transformers_files(cfg, tokenizer_dict).items():
-            _write_text(directory / name, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+            _write_text(directory / name, written,
+                        json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
     vocab = tokenizer_dict["model"]["vocab"]
     if cfg.model == "bpe":
-        _write_text(directory / "vocab.json", json.dumps(vocab, ensure_ascii=False))
+        _write_text(directory / "vocab.json", written, json.dumps(vocab, ensure_ascii=False))
         if "merges.txt" not in skipped:
             lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in tokenizer_dict["model"]["merges"]]
-            _write_text(directory / "merges.txt", "\n".join(lines) + "\n")
+            _write_text(directory / "merges.txt", written, "\n".join(lines) + "\n")
         if cfg.preset == "subword-nmt" and "codes.txt" not in skipped:
             codes = ["#version: 0.2"] + [
                 f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
                                            result.merges.get_column("right").to_list())]
-            _write_text(directory / "codes.txt", "\n".join(codes) + "\n")
+            _write_text(directory / "codes.txt", written, "\n".join(codes) + "\n")
     elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
-        _write_text(directory / "vocab.txt", "".join(t + "\n" for t, _ in tokens))
+        _write_text(directory / "vocab.txt", written, "".join(t + "\n" for t, _ in tokens))
     run = {
         "tool": "tokcolumnar", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": cfg.to_dict(), "versions": versions(tokenizer.pre_tokenizer),
@@ -268,8 +277,9 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
                   "merges": result.merges.height, "vocab_size": result.vocab.height,
                   "spilled_bytes": result.spilled_bytes},
         "skipped_files": skipped,
+        "files": sorted(written),
     }
-    _write_text(directory / "run.json", run_json_text(run))
+    _write_text(directory / "run.json", None, run_json_text(run))
     for name, reason in skipped.items():
         warn(f"{name} not written: {reason}")
 
@@ -289,8 +299,10 @@ def run_json_text(run: dict[str, Any]) -> str:
     return text.replace(json.dumps(_INPUTS_HERE), f"[\n{lines}\n  ]" if inputs else "[]", 1)
 
 
-def _write_text(path: Path, text: str) -> None:
+def _write_text(path: Path, written: list[str] | None, text: str) -> None:
     path.write_text(text, encoding="utf-8")
+    if written is not None:
+        written.append(path.name)
 
 
 def input_fingerprints(inputs: list[str], fmt: str | None) -> list[dict[str, Any]]:

@@ -11,7 +11,16 @@ The rules (README "Safety"):
   file that is not ours, a directory where a file is expected (and the reverse), a symbolic
   link, the current directory or one of its ancestors, `/`, an input itself, a directory that
   contains an input, and a path inside an input directory (its files would be read as input
-  next time). `force=True` (`--force`) lifts only the "not ours" refusals.
+  next time). `force=True` (`--force`) lifts only the "not ours" refusals, and never deletes
+  what tokcolumnar did not write: a file output replaces that one file (never a directory);
+  a directory output that holds other files gets the run's files written into it, each
+  replaced atomically (as HF `save_pretrained` does), every other file left alone, and a
+  note saying which of ours were replaced (`output_dir`, "merging").
+* An output is locked for the run's life (`locked`: `flock` on `.NAME.tc-lock` beside it,
+  released by the kernel if the process dies, removed at the end): a second run writing the
+  same output is refused in one line naming the other run's pid.
+* A failure of the environment while the result is written (no space, no permission) is one
+  error naming the output path (`TokcolumnarEnvironmentError`), never our temporary.
 * The output's parent is made (and proven writable) before the work starts: the temporary
   sibling the result is written into is created at once, so a read-only or missing location
   costs nothing.
@@ -31,18 +40,27 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import re
 import secrets
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from .errors import TokcolumnarError, TokcolumnarValueError
+from .errors import (
+    TokcolumnarEnvironmentError,
+    TokcolumnarError,
+    TokcolumnarValueError,
+    environment_reason,
+    warn,
+)
 
 #: Every file a training run may write into its output directory.
 OUTPUT_DIR_FILES = frozenset({
@@ -94,14 +112,18 @@ def is_our_dir(path: Path) -> bool:
         names = set(os.listdir(path))
     except OSError:
         return False
+    # each one a regular file: a sub-folder named like one of ours is not ours
+    if not all(os.path.isfile(path / n) and not os.path.islink(path / n) for n in names):
+        return False
     if PARTS_MARKER in names:
         return (all(PART_NAME.match(n) for n in names - {PARTS_MARKER})
                 and _has_parts_marker(path))
     return names <= OUTPUT_DIR_FILES and _has_our_marker(path)
 
 
-def _some(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+def _some(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f", ... ({len(names)} in all)" if len(names) > shown
+                                       else "")
 
 
 def is_our_file(path: Path) -> bool:
@@ -194,18 +216,20 @@ def check_target(target: str | os.PathLike, *, kind: str, inputs: Iterable[objec
             foreign = [e for e in entries if e not in OUTPUT_DIR_FILES]
             raise TokcolumnarValueError(
                 f"{what} {raw} is a tokcolumnar output that also holds other files "
-                f"({_some(foreign)}); move them away, or pass --force to replace it all")
+                f"({_some(foreign)}); move them away, or pass --force to write the new files "
+                "beside them (other files are left alone)")
         raise TokcolumnarValueError(
             f"{what} {raw} is not empty and not a tokcolumnar output ({_some(entries)}); give "
-            "a new or empty directory, or --force to replace it")
+            "a new or empty directory, or pass --force to write tokcolumnar's files into it "
+            "(only files of the same names are replaced; other files are left alone)")
     if real.is_dir():
         raise TokcolumnarValueError(f"{what} {raw} is a directory; give a file name")
     if not real.is_file():
         raise TokcolumnarValueError(f"{what} {raw} exists and is not a regular file")
     if not force and not is_our_file(real):
         raise TokcolumnarValueError(f"{what} {raw} exists and was not written by tokcolumnar; "
-                                    "remove it, choose another name, or pass --force to replace "
-                                    "it")
+                                    "choose another name, or pass --force to replace this one "
+                                    "file")
     return real
 
 
@@ -237,18 +261,21 @@ def _remove(path: Path) -> None:
 def recover(target: Path) -> None:
     """Before writing `target`: put back an old result a killed run left moved aside (when the
     target itself is missing), and remove our stale temporaries of dead processes."""
-    try:
-        names = os.listdir(target.parent)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise _env_error(e, target.parent) from None
     stale = []
-    for name in names:
-        m = _TEMP.match(name)
-        if m is None or m.group("name") != target.name or _pid_alive(int(m.group("pid"))):
+    # beside it, and inside it (where a `--force` run into a shared directory writes)
+    places = [target.parent] + ([target] if target.is_dir() and not target.is_symlink() else [])
+    for place in places:
+        try:
+            names = os.listdir(place)
+        except FileNotFoundError:
             continue
-        stale.append((m.group("kind"), target.parent / name))
+        except OSError as e:
+            raise _env_error(e, place) from None
+        for name in names:
+            m = _TEMP.match(name)
+            if m is None or m.group("name") != target.name or _pid_alive(int(m.group("pid"))):
+                continue
+            stale.append((m.group("kind"), place / name))
     for kind, p in sorted(stale, key=lambda x: x[0] != "old"):  # old results first
         if kind == "old" and not os.path.lexists(target):
             os.rename(p, target)
@@ -300,50 +327,229 @@ def _install_dir(tmp: Path, target: Path) -> None:
 
 
 def _env_error(e: OSError, path: Path | str) -> TokcolumnarError:
-    return TokcolumnarError(f"cannot write {e.filename or path}: {e.strerror or e}")
+    return TokcolumnarEnvironmentError(f"cannot write {e.filename or path}: {e.strerror or e}")
+
+
+@contextlib.contextmanager
+def writing(shown: Path | str) -> Iterator[None]:
+    """Report a failure of the environment inside the block (no space, no permission...) as
+    one error naming `shown`, the path the user gave, not the temporary being written."""
+    try:
+        yield
+    except TokcolumnarError:
+        raise
+    except Exception as e:
+        reason = environment_reason(e)
+        if reason is None:
+            raise
+        raise TokcolumnarEnvironmentError(f"cannot write {shown}: {reason}") from None
+
+
+# -- one run per output ------------------------------------------------------------------------
+def lock_path(target: Path) -> Path:
+    """The lock file of an output: `.NAME.tc-lock` beside it."""
+    return target.parent / f".{target.name}.tc-lock"
+
+
+def _holder(fd: int) -> str:
+    """The pid written into a lock file by the run holding it ("?" before it has)."""
+    for _ in range(20):  # the holder writes its pid just after taking the lock
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text:
+            return text
+        time.sleep(0.01)
+    return "?"
+
+
+@contextlib.contextmanager
+def locked(target: Path, what: str = "--out", shown: str | None = None) -> Iterator[None]:
+    """Hold an exclusive advisory lock on `target` for the block: a second run writing the same
+    output (another `--work-dir`, another `encode`) is refused at once instead of silently
+    replacing the first one's result. The kernel releases the lock when the process dies (a
+    SIGKILL leaves an unlocked file, taken over by the next run); it is removed at the end."""
+    path = lock_path(target)
+    if not os.access(target.parent, os.W_OK) and target.is_dir():
+        path = target / ".tc-lock"  # writing into an existing directory only (`--force`)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            raise _env_error(e, path.parent) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _holder(fd)
+            os.close(fd)
+            raise TokcolumnarError(f"{what} {shown or target} is being written by another "
+                                   f"tokcolumnar run (pid {pid}); wait for it to end, or "
+                                   "choose another path") from None
+        # the run that held it may have removed the file meanwhile: lock the one at the path
+        try:
+            now, held = os.stat(path), os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)
+
+
+# -- what a directory output writes ------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """The files a directory output is made of: `ours(name)` tells whether a name is one a run
+    may write there, `written_before(dir)` the names an earlier run of ours wrote there (those
+    a `--force` run into a shared directory removes when it no longer writes them)."""
+
+    ours: Callable[[str], bool]
+    written_before: Callable[[Path], set[str]]
+
+
+def _train_files_before(directory: Path) -> set[str]:
+    """The files `run.json` says an earlier training run wrote (none without that list)."""
+    try:
+        run = json.loads((directory / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(run, dict) or run.get("tool") != "tokcolumnar":
+        return set()
+    files = run.get("files")
+    return {f for f in files if f in OUTPUT_DIR_FILES} if isinstance(files, list) else set()
+
+
+def _parts_before(directory: Path) -> set[str]:
+    """Part files that carry our Parquet marker, and our `_SUCCESS`."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return set()
+    found = {n for n in names if PART_NAME.match(n) and is_our_file(directory / n)}
+    if _has_parts_marker(directory):
+        found.add(PARTS_MARKER)
+    return found
+
+
+#: A training run's directory (`OUTPUT_DIR_FILES`).
+TRAIN_LAYOUT = Layout(ours=OUTPUT_DIR_FILES.__contains__, written_before=_train_files_before)
+#: A directory of Parquet parts and its `_SUCCESS` marker (`encode --rows-per-file`, the
+#: distributed engines).
+PARTS_LAYOUT = Layout(ours=lambda n: n == PARTS_MARKER or PART_NAME.match(n) is not None,
+                      written_before=_parts_before)
+
+
+def _shares_with_others(path: Path) -> bool:
+    """Whether a directory output holds files that are not ours, so that the run's files are
+    written into it one by one (`--force`) instead of replacing it whole."""
+    try:
+        return bool(os.listdir(path)) and not is_our_dir(path)
+    except OSError:
+        return False
+
+
+def _fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _merge_into(tmp: Path, target: Path, layout: Layout, what: str, raw: str) -> None:
+    """Move each file of the finished result `tmp` (a hidden directory inside `target`) over
+    its namesake in `target`, each by one `rename` once its data is on disk; remove the files
+    an earlier run of ours wrote that this one does not; leave everything else. Says which
+    files of ours it replaced or removed (one note)."""
+    new = sorted(os.listdir(tmp))
+    if any(not layout.ours(n) for n in new):  # a writer's bug: never move other names in
+        raise TokcolumnarError(f"internal: unexpected output files {_some(new)}")
+    before = layout.written_before(target)
+    for name in new:  # all or nothing is not possible file by file: check them all first
+        if os.path.isdir(target / name) and not os.path.islink(target / name):
+            raise TokcolumnarValueError(f"{what} {raw}/{name} is a directory; tokcolumnar "
+                                        "writes a file of that name: move it away")
+    replaced = [n for n in new if os.path.lexists(target / n)]
+    for name in new:
+        _fsync_path(tmp / name)
+        os.replace(tmp / name, target / name)
+    stale = sorted(n for n in before - set(new)
+                   if os.path.isfile(target / n) and not os.path.islink(target / n))
+    for name in stale:
+        (target / name).unlink()
+    with contextlib.suppress(OSError):  # the renames themselves on disk
+        _fsync_path(target)
+    others = len([n for n in os.listdir(target) if n not in new and n != tmp.name
+                  and n != ".tc-lock"])
+    warn(f"{what} {raw}: wrote {len(new)} files beside {others} other(s), left as they were"
+         + (f"; replaced {_some(replaced, 8)}" if replaced else "; replaced none")
+         + (f"; removed {_some(stale, 8)} (an earlier tokcolumnar run's, not written by this one)"
+            if stale else ""))
 
 
 @contextlib.contextmanager
 def output_dir(target: str | os.PathLike, *, inputs: Iterable[object] = (), force: bool = False,
-               what: str = "--out") -> Iterator[Path]:
-    """Check `target` (see `check_target`), create the temporary directory at once, yield it;
-    on success it replaces `target` atomically, on any failure it is removed."""
+               what: str = "--out", layout: Layout = TRAIN_LAYOUT) -> Iterator[Path]:
+    """Check `target` (see `check_target`), lock it, create the temporary directory at once,
+    yield it; on success its files go into `target`, on any failure it is removed.
+
+    A new, empty or ours-only `target` is replaced whole, atomically (`_install_dir`). One
+    that also holds other files (accepted with `force` only) is merged into instead: the
+    temporary directory is made inside it, and each file of the result replaces its namesake
+    by a rename (`_merge_into`); nothing else in it is touched."""
+    raw = os.fspath(target)
     path = check_target(target, kind="dir", inputs=inputs, force=force, what=what)
+    merge = force and path.is_dir() and _shares_with_others(path)
     _make_parent(path)
-    recover(path)
-    tmp = _temp_name(path, "tmp")
-    try:
-        os.mkdir(tmp, 0o777)  # the umask applies
-    except OSError as e:
-        raise _env_error(e, path.parent) from None
-    try:
-        yield tmp
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(locked(path, what, raw))
+        recover(path)
+        tmp = _temp_name(path / path.name if merge else path, "tmp")
         try:
-            _install_dir(tmp, path)
+            os.mkdir(tmp, 0o777)  # the umask applies
         except OSError as e:
-            raise _env_error(e, path) from None
-    finally:
-        _remove(tmp)
+            raise _env_error(e, tmp.parent) from None
+        stack.callback(_remove, tmp)
+        with writing(raw):
+            yield tmp
+        try:
+            if merge:
+                _merge_into(tmp, path, layout, what, raw)
+            else:
+                _install_dir(tmp, path)
+        except OSError as e:
+            raise TokcolumnarEnvironmentError(f"cannot write {raw}: {e.strerror or e}") from None
 
 
 @contextlib.contextmanager
 def output_file(target: str | os.PathLike, *, inputs: Iterable[object] = (), force: bool = False,
                 what: str = "--out") -> Iterator[Path]:
     """As `output_dir` for a single file: yields an empty temporary file beside `target`,
-    renamed over it on success. The caller marks it as ours (Parquet metadata or `mark_file`)."""
+    renamed over it on success (replacing that one file only: a directory is refused by
+    `check_target`, even with `force`). The caller marks it as ours (Parquet metadata or
+    `mark_file`)."""
+    raw = os.fspath(target)
     path = check_target(target, kind="file", inputs=inputs, force=force, what=what)
     _make_parent(path)
-    recover(path)
-    tmp = _temp_name(path, "tmp")
-    try:
-        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies
-    except OSError as e:
-        raise _env_error(e, path.parent) from None
-    try:
-        yield tmp
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(locked(path, what, raw))
+        recover(path)
+        tmp = _temp_name(path, "tmp")
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies
+        except OSError as e:
+            raise _env_error(e, path.parent) from None
+        stack.callback(_remove, tmp)
+        with writing(raw):
+            yield tmp
+        if os.path.isdir(path) and not os.path.islink(path):  # made since the check
+            raise TokcolumnarValueError(f"{what} {raw} is a directory; give a file name")
         try:
             os.replace(tmp, path)
         except OSError as e:
-            raise _env_error(e, path) from None
-    finally:
-        _remove(tmp)
+            raise TokcolumnarEnvironmentError(f"cannot write {raw}: {e.strerror or e}") from None

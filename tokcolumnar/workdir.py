@@ -26,7 +26,7 @@ import pickle
 import shutil
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,15 @@ import polars as pl
 
 from .config import TrainConfig
 from .corpus.sources import Source, file_digests, file_stat
-from .errors import TokcolumnarError
-from .outputs import _pid_alive, check_target
+from .errors import TokcolumnarEnvironmentError, TokcolumnarError
+from .outputs import _pid_alive, check_target, writing
 from .presets import flag
 
 MARKER = "tokcolumnar-work.json"
+#: The files a resumed run takes up (`WorkDir.resumable`): the counting manifest
+#: (`corpus.spill.MANIFEST`), the counted words (`training.pipeline.COUNTED_WORDS`) and the
+#: merge loop's checkpoint (`training.checkpoint.CHECKPOINT`).
+SAVED_STATE = ("count.json", "words.parquet", "merge.pkl")
 #: Options that change nothing in the outputs, left out of the fingerprint.
 UNFINGERPRINTED = ("show_progress", "special_token_roles")  # (roles: outputs only)
 TEST_KILL = "TOKCOLUMNAR_TEST_KILL"
@@ -178,8 +182,13 @@ class WorkDir:
             work._marker = {"tool": "tokcolumnar", "kind": "work-dir", "pid": os.getpid(),
                             "fingerprint": fingerprint}
             work.write_json(MARKER, work._marker)
-        except OSError as e:
-            raise TokcolumnarError(f"cannot write --work-dir {path}: {e.strerror or e}") from None
+        except (OSError, TokcolumnarError) as e:
+            if not resumed:  # a fresh directory holds nothing yet: no half-made one left
+                shutil.rmtree(path, ignore_errors=True)
+            if isinstance(e, TokcolumnarError):
+                raise
+            raise TokcolumnarEnvironmentError(f"cannot write --work-dir {path}: "
+                                              f"{e.strerror or e}") from None
         work._complete = complete
         return work
 
@@ -196,30 +205,43 @@ class WorkDir:
     def file(self, name: str) -> Path:
         return self.path / name
 
+    @contextlib.contextmanager
+    def _temporary(self, name: str) -> Iterator[Path]:
+        """The temporary path `name` is written at, removed if the write fails (a full disk
+        leaves no partial file behind); a failure of the environment is one error naming
+        `name`'s path (`outputs.writing`)."""
+        tmp = self.path / f".{name.replace('/', '_')}.{os.getpid()}.tmp"
+        try:
+            with writing(self.path / name):
+                yield tmp
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
     def _replace(self, name: str, write: Any) -> None:
         """Write `name` through a temporary file, fsync'd, then renamed over it (the marker
         settled first)."""
         self._settle()
-        tmp = self.path / f".{name.replace('/', '_')}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path / name)
+        with self._temporary(name) as tmp:
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path / name)
 
     def write_by(self, name: str, make: Callable[[Path], None]) -> None:
         """Write `name` with `make(path)` (a writer that opens the file itself, e.g. DuckDB)
         at a temporary path, fsync'd, then renamed over it (the marker settled first)."""
         self._settle()
-        tmp = self.path / f".{name.replace('/', '_')}.{os.getpid()}.tmp"
-        tmp.unlink(missing_ok=True)
-        make(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path / name)
+        with self._temporary(name) as tmp:
+            tmp.unlink(missing_ok=True)
+            make(tmp)
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path / name)
 
     def write_json(self, name: str, obj: Any) -> None:
         # one line: with `indent`, `json` encodes in Python (~50 ms for the fingerprint of a
@@ -247,6 +269,14 @@ class WorkDir:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+    def resumable(self) -> bool:
+        """Whether `--resume` could take up what this directory holds: the marker's whole
+        fingerprint and one of the saved states (`SAVED_STATE`). A run that fails before
+        saving any leaves nothing worth keeping."""
+        if not has_heads(self._marker.get("fingerprint") or {"inputs": [{}]}):
+            return False
+        return any((self.path / name).is_file() for name in SAVED_STATE)
 
 
 def kill_point(stage: str, n: int) -> None:

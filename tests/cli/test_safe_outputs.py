@@ -79,12 +79,13 @@ def test_force_never_overrides_an_input(workdir):
     assert tree(workdir) == before
 
 
-def test_force_replaces_a_foreign_directory_and_file(workdir):
+def test_force_writes_into_a_foreign_directory_and_replaces_a_foreign_file(workdir):
     other = workdir / "other"
     other.mkdir()
     (other / "x.txt").write_text("x", encoding="utf-8")
     assert run_cli("train", "c.txt", "--out", "other", "--force", cwd=workdir).returncode == 0
-    assert (other / "run.json").exists() and not (other / "x.txt").exists()
+    assert (other / "run.json").exists()
+    assert (other / "x.txt").read_text(encoding="utf-8") == "x"  # never deleted
     assert run_cli("count", "c.txt", "--out", "sub/notes.txt", "--force",
                    cwd=workdir).returncode == 0
     assert pl.read_parquet(workdir / "sub" / "notes.txt").height > 0

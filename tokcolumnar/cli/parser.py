@@ -216,8 +216,10 @@ def add_truncation_options(p: argparse.ArgumentParser) -> None:
                         "overlap)")
 
 
-FORCE_HELP = ("replace an existing output even if tokcolumnar did not write it (never an input, "
-              "the current directory or /)")
+FORCE_HELP = ("write even where tokcolumnar did not write before: a directory gets the run's "
+              "files written into it, replacing only files of the same names (every other "
+              "file is left alone); a file output replaces that one file, never a directory "
+              "(never an input, the current directory or /)")
 
 
 def build_parser() -> argparse.ArgumentParser:

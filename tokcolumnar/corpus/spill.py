@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..distributed.units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count
 from ..memory import keep_most_frequent
+from ..outputs import writing
 from ..progress import READING, Progress, StageTimer
 from ..workdir import WorkDir, kill_point
 from .sources import file_size
@@ -58,11 +60,17 @@ def _spill(work: WorkDir, running: pl.DataFrame, run: int) -> tuple[str, int]:
         (pl.col("word").hash(HASH_SEED) % RUN_PARTITIONS).alias("part")
     ).partition_by("part", as_dict=True, include_key=False)
     size = 0
-    for p in range(RUN_PARTITIONS):
-        df = parts.get((p,), running.clear())
-        path = directory / f"p{p:03d}.parquet"
-        df.write_parquet(path, compression="lz4")
-        size += path.stat().st_size
+    try:
+        for p in range(RUN_PARTITIONS):
+            df = parts.get((p,), running.clear())
+            path = directory / f"p{p:03d}.parquet"
+            with writing(path):  # a full disk: one error naming the file
+                df.write_parquet(path, compression="lz4")
+            size += path.stat().st_size
+    except BaseException:
+        # not in the manifest yet: a run cut short is of no use to --resume
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
     return name, size
 
 

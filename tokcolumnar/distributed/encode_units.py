@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from ..encode.dataset import encode_table
 from ..errors import TokcolumnarError
-from ..outputs import PARQUET_MARKER, output_dir
+from ..outputs import PARQUET_MARKER, PARTS_LAYOUT, output_dir
 from ..tokenizer import Tokenizer
 from .units import UNIT_BYTES, Unit, unit_chunks, worker_units
 
@@ -52,7 +52,7 @@ def encode_files_with(run: EngineRun, engine: str, tokenizer: Tokenizer | str | 
     guarded: list[Any] = list(inputs)
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
-    with output_dir(out, inputs=guarded, force=force) as tmp:
+    with output_dir(out, inputs=guarded, force=force, layout=PARTS_LAYOUT) as tmp:
         tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(Path(tokenizer))
         units = worker_units(inputs, fmt, unit_bytes, engine)
         rows = run(tok, units, str(tmp), column, keep_newlines)

@@ -23,7 +23,14 @@ import pyarrow.parquet as pq
 from ..corpus.readers import BYTES_PER_CHAR, iter_rows
 from ..errors import TokcolumnarError
 from ..memory import parse_size
-from ..outputs import PARQUET_MARKER, PARTS_MARKER, output_dir, output_file, write_parquet
+from ..outputs import (
+    PARQUET_MARKER,
+    PARTS_LAYOUT,
+    PARTS_MARKER,
+    output_dir,
+    output_file,
+    write_parquet,
+)
 from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
 from ..tokenizer import Tokenizer, offsets_column
@@ -393,7 +400,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     bar = Progress("encoding", unit="bytes", enabled=progress, meter=READING)
     rows = 0
     split = rows_per_file is not None or max_bytes is not None
-    target = (output_dir(out, inputs=guarded, force=force) if split
+    target = (output_dir(out, inputs=guarded, force=force, layout=PARTS_LAYOUT) if split
               else output_file(out, inputs=guarded, force=force))
     with contextlib.ExitStack() as outputs:
         # the stats file is checked with the output, before any work, and installed after it

@@ -29,7 +29,13 @@ from ..corpus.counts_file import load_counts, normalize_counts
 from ..corpus.sources import Source, expand_inputs, run_scope
 from ..corpus.spill import count_bounded, unit_bytes_for
 from ..distributed.units import plan_units
-from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
+from ..errors import (
+    TokcolumnarEnvironmentError,
+    TokcolumnarError,
+    TokcolumnarTypeError,
+    TokcolumnarValueError,
+    environment_message,
+)
 from ..export import build_tokenizer, export, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
@@ -39,7 +45,7 @@ from ..memory import (
     keep_most_frequent,
     parse_size,
 )
-from ..outputs import output_dir
+from ..outputs import output_dir, writing
 from ..progress import StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
@@ -255,7 +261,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
         with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
             result = _train(inputs, from_counts, cfg, limits)
             timer = StageTimer()
-            with timer.stage("export"):
+            with timer.stage("export"), writing(out_dir):
                 write_outputs(result, tmp)
             result.timings.update(timer.seconds)
             keep = limits.work
@@ -301,12 +307,25 @@ def work_directory(work_dir: str | Path | None, inputs: Any, from_counts: Any, r
         complete=functools.partial(run_fingerprint, cfg, paths or []))
     try:
         yield work
-    except TokcolumnarError as e:
-        # refused input or settings: nothing to resume (a kill, Ctrl-C or the memory check
-        # keep the directory for --resume)
-        if not isinstance(e, MemoryLimitError):
+    except BaseException as e:
+        # refused input or settings: nothing to resume; otherwise (no space, the memory
+        # check, Ctrl-C) the directory is kept when it holds something --resume can take up,
+        # and the error line says so (a SIGKILL keeps it whatever it holds: the next run
+        # clears it or resumes)
+        refused = isinstance(e, TokcolumnarError) and not isinstance(
+            e, (MemoryLimitError, TokcolumnarEnvironmentError))
+        if refused or paths is None or not work.resumable():
             work.remove()
-        raise
+            raise
+        message = (str(e) if isinstance(e, TokcolumnarError)
+                   else environment_message(e) if isinstance(e, Exception) else None)
+        if message is None:  # an interrupt, or a bug
+            raise
+        kind = MemoryLimitError if isinstance(e, MemoryLimitError) else \
+            TokcolumnarEnvironmentError
+        raise kind(
+            f"{message}; the work directory {work.path} holds the run's saved state: run the "
+            "same command with --resume to continue from it, or remove it") from None
 
 
 def input_list(inputs: Any) -> list[str]:
