@@ -66,7 +66,7 @@ def test_force_into_a_model_folder_keeps_every_other_file(workdir):
     assert {k: after[k] for k in kept} == kept
     # ours are there, the tokenizer.json replaced by ours (and loadable)
     written = {"tokenizer.json", "vocab.json", "merges.txt", "merges.parquet", "vocab.parquet",
-               "words.parquet", "run.json"}
+               "words.parquet", "run.json", "tokenizer_config.json", "special_tokens_map.json"}
     assert written <= set(after)
     assert set(after) - set(before) == written - {"tokenizer.json"}
     assert b"theirs" not in after["tokenizer.json"]
@@ -95,7 +95,7 @@ def test_force_again_removes_only_files_an_earlier_run_of_ours_wrote(workdir):
     assert {k: after[k] for k in kept} == kept
     assert json.loads(after["run.json"])["files"] == sorted(
         ["tokenizer.json", "vocab.txt", "merges.parquet", "vocab.parquet", "words.parquet",
-         "run.json"])
+         "run.json", "tokenizer_config.json", "special_tokens_map.json"])
 
 
 def test_force_never_deletes_a_directory_given_for_a_file(workdir):
