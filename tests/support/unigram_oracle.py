@@ -26,6 +26,7 @@ from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
 
 WS = "\u2581"  # kWSChar: the escaped space
 UNK_CHAR = "\u2585"  # kUNKChar: stands for a character outside the required ones
+META = 3  # <unk>, <s>, </s>
 BOUNDARY_CHAR = "\x1f"  # kPretokenizationBoundaryChar: never in a piece, never required
 
 _HAN = SCRIPT_NAMES.index("Han")
