@@ -489,7 +489,8 @@ def prune(model: Model, words, desired: int, opts: Options) -> list[tuple[str, f
         logsum_alt = f32(math.log(f32(total + f32(freq[i] * f32(len(alternatives[i]) - 1)))))
         logprob_alt = 0.0
         for a in alternatives[i]:
-            logprob_alt = f32(logprob_alt + f32(math.log(f32(freq[a] + freq[i])) - logsum_alt))
+            # float += double: the log difference is not rounded before the sum
+            logprob_alt = f32(logprob_alt + (math.log(f32(freq[a] + freq[i])) - logsum_alt))
         big_f = f32(freq[i] / total)  # the piece's share of the tokens
         loss = f32(big_f * f32(logprob_sp - logprob_alt))
         candidates.append((i, loss))
