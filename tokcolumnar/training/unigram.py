@@ -174,6 +174,48 @@ def is_decimal(cp: np.ndarray) -> np.ndarray:
     return ((cp >= 0x30) & (cp <= 0x39)) | ((cp >= 0xFF10) & (cp <= 0xFF19))
 
 
+# --- loading: SentencePiece's line filter and whitespace handling ------------------------------
+
+def sentencepiece_whitespace(text: pl.Expr, add_dummy_prefix: bool = True) -> pl.Expr:
+    """SentencePiece's normalizer after its rule (`remove_extra_whitespaces`,
+    `add_dummy_prefix`, `escape_whitespaces`): spaces (U+0020 only) stripped at both ends,
+    runs collapsed, one in front, all written `▁`. An all-space text becomes empty."""
+    body = text.str.strip_chars(" ").str.replace_all(" +", WS)
+    if add_dummy_prefix:
+        body = pl.when(body == "").then(pl.lit("")).otherwise(WS + body)
+    return body
+
+
+def load_sentences(lines: pl.Series, max_sentence_length: int = 4192,
+                   normalize=sentencepiece_whitespace) -> pl.Series:
+    """The sentences SentencePiece trains on, in its order: lines that are empty, longer than
+    `max_sentence_length` bytes or contain `▅` are skipped, the others normalized
+    (`normalize`: an expression on the text); sentences normalized to nothing are removed by
+    swapping the last sentence into their place (docs/unigram.md, 1.3)."""
+    kept = (pl.DataFrame({"line": lines}, schema={"line": pl.String})
+            .filter((pl.col("line") != "") & (pl.col("line").str.len_bytes()
+                                               <= max_sentence_length)
+                    & ~pl.col("line").str.contains(UNK_CHAR, literal=True))
+            .select(normalize(pl.col("line")).alias("sentence"))["sentence"])
+    empty = (kept == "").to_numpy()
+    if not empty.any():
+        return kept
+    order = np.arange(len(kept))
+    size = len(kept)
+    i = int(np.argmax(empty))
+    # only the empties are visited: the loop runs once per removed sentence
+    while i < size:
+        if empty[order[i]]:
+            order[i] = order[size - 1]
+            size -= 1
+            continue
+        rest = empty[order[i:size]]
+        if not rest.any():
+            break
+        i += int(np.argmax(rest))
+    return kept.gather(order[:size])
+
+
 # --- loading: required characters -------------------------------------------------------------
 
 def required_characters(sentences: pl.Series, counts: np.ndarray,
