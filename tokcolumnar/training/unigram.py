@@ -270,16 +270,23 @@ def word_tokens(sentences: pl.Series, counts: np.ndarray) -> pl.DataFrame:
             .with_columns(final=pl.col("pos") == pl.col("last")))
 
 
-def _substrings(words: pl.Series, max_len: int, opts: UnigramOptions, single: bool
+def _substrings(words: pl.Series, max_len: int, opts: UnigramOptions | None, single: bool
                 ) -> pl.DataFrame:
-    """Every substring of the words that may be a piece: (w, b, l, valid) with `valid` the
-    piece validity (docs/unigram.md, 2) for l >= 2; with `single`, every character (l = 1) too,
-    valid or not (characters are seeds whatever their script). Columnar over all start
-    positions, one pass per length."""
+    """Every substring of the words that may be a piece: (w, b, l, p) for l >= 2 when it is a
+    valid piece (docs/unigram.md, 2; every substring when `opts` is None); with `single`,
+    every character (l = 1) too, valid or not (characters are seeds whatever their script).
+    Columnar over all start positions, one pass per length."""
     cp, off = code_points(words)
     nchars = len(cp)
     word_of = np.repeat(np.arange(len(words)), np.diff(off))
     wend = off[1:][word_of]
+    if opts is None:
+        p = np.concatenate([np.flatnonzero(np.arange(nchars) + n <= wend)
+                            for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
+        ln = np.concatenate([np.full(int((np.arange(nchars) + n <= wend).sum()), n)
+                             for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
+        w = word_of[p]
+        return pl.DataFrame({"w": w, "b": p - off[w], "l": ln, "p": p})
     sc = scripts(cp, opts)
     bad = ((cp == _UNK) | (cp == 0) | (cp == _BOUNDARY) | (cp == 0x20)
            | ((cp >= 0xD800) & (cp < 0xE000)) | (cp > 0x10FFFF))
@@ -469,7 +476,7 @@ class Lattices:
         the best score of every string, float32 summed left to right). Ties keep the node
         ending there that starts first (SentencePiece's strict `>`)."""
         score = self.score if score is None else score
-        best = np.zeros(self.pos_off[-1], dtype=F32)
+        best = np.zeros(self.pos_off[-1], dtype=score.dtype)
         back = np.full(self.pos_off[-1], -1, dtype=np.int64)
         start, end = self.start, self.end
         order, rank, cuts = self._folds(by_end=True)

@@ -1,0 +1,42 @@
+"""A trained Unigram model as files: the `Tokenizer` (and so `tokenizer.json`) that encodes as
+SentencePiece encodes with the same pieces, and SentencePiece's own `tokenizer.model`.
+
+The tokenizer: SentencePiece's whitespace handling (`remove_extra_whitespaces`: spaces at both
+ends dropped, runs of spaces collapsed; only U+0020) as two `Replace` normalizers, `Metaspace`
+(`▁` prepended, a word before each `▁`: SentencePiece's pieces never hold `▁` past their first
+character, so its Viterbi over a sentence is the concatenation of the words' Viterbis), the
+`Unigram` model with the meta pieces first (`<unk>` the unknown piece, `<s>` and `</s>`
+special tokens, score 0) and the `Metaspace` decoder. docs/unigram.md."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .models.sentencepiece_model import NormalizerSpec, SentencePieceModel, unigram_model
+from .models.unigram import UnigramModel
+from .text.decoders import MetaspaceDecoder
+from .text.normalizers import Replace
+from .text.normalizers import Sequence as NormalizerSequence
+from .text.pretokenizers import Metaspace
+from .tokenizer import AddedToken, Tokenizer
+
+META = ("<unk>", "<s>", "</s>")
+
+
+def unigram_tokenizer(pieces: Sequence[str], scores: Sequence[float],
+                      meta: Sequence[str] = META) -> Tokenizer:
+    """The tokenizer of trained pieces (meta pieces not included) and their scores."""
+    vocab = [(m, 0.0) for m in meta] + [(p, float(s)) for p, s in zip(pieces, scores)]
+    model = UnigramModel(vocab, unk_id=0)
+    normalizer = NormalizerSequence([Replace("^ +| +$", "", regex=True),
+                                     Replace(" {2,}", " ", regex=True)])
+    added = [AddedToken(m, i, special=True) for i, m in enumerate(meta)]
+    return Tokenizer(model, normalizer, Metaspace(), MetaspaceDecoder(), None, added)
+
+
+def sentencepiece_file(pieces: Sequence[str], scores: Sequence[float],
+                       normalizer: NormalizerSpec | None = None) -> bytes:
+    """`tokenizer.model`: the ModelProto spm_train would write for these pieces."""
+    model: SentencePieceModel = unigram_model(list(pieces), list(scores),
+                                              normalizer or NormalizerSpec(name="identity"))
+    return model.to_bytes()
