@@ -33,6 +33,7 @@ from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
+from .unigram_export import sentencepiece_file, unigram_tokenizer
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
     from .training.pipeline import TrainResult
@@ -56,6 +57,12 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
     """The tokenizer a training run made: its model with the settings' normalizer,
     pre-tokenizer, decoder, post-processor and special tokens. `tokenizer.json` is this
     object's serialisation (`Tokenizer.to_dict`)."""
+    if cfg.model == "unigram":
+        normalizer, _ = cfg.text_components()
+        meta = vocab.filter(pl.col("kind") == "special").get_column("token").to_list()
+        pieces = vocab.filter(pl.col("kind") != "special")
+        return unigram_tokenizer(pieces.get_column("token").to_list(),
+                                 pieces.get_column("score").to_list(), meta, normalizer)
     ids = dict(zip(vocab.get_column("token").to_list(), vocab.get_column("id").to_list()))
     model: Model
     decoder: Decoder | None
@@ -148,7 +155,7 @@ def inexact_side_files(result: TrainResult) -> dict[str, str]:
                 out["merges.txt"] = (f"the merge {_example(hidden, ('left', 'right'))} would be "
                                      "a line starting with '#version', which HF skips; "
                                      "tokenizer.json has every merge")
-    else:
+    elif cfg.model != "unigram":  # Unigram writes no line-based side file
         bad = result.vocab.filter(pl.col("token").str.contains(LINE_FILE_BREAKERS))
         if bad.height:
             out["vocab.txt"] = (f"{bad.height:,} tokens have a line break or end with whitespace "
@@ -228,6 +235,8 @@ def _write_tables(result: TrainResult, directory: Path) -> None:
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
     write_parquet(result.words, directory / "words.parquet", "words")
+    if result.rounds is not None:
+        write_parquet(result.rounds, directory / "rounds.parquet", "rounds")
 
 
 def _write_json_files(result: TrainResult, directory: Path) -> None:
@@ -249,6 +258,10 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
                 f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
                                            result.merges.get_column("right").to_list())]
             _write_text(directory / "codes.txt", "\n".join(codes) + "\n")
+    elif cfg.model == "unigram":  # SentencePiece's own file, for its processor
+        pieces = result.vocab.filter(pl.col("kind") != "special")
+        (directory / "tokenizer.model").write_bytes(sentencepiece_file(
+            pieces.get_column("token").to_list(), pieces.get_column("score").to_list()))
     elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
         _write_text(directory / "vocab.txt", "".join(t + "\n" for t, _ in tokens))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from .models.sentencepiece_model import NormalizerSpec, SentencePieceModel, unigram_model
 from .models.unigram import UnigramModel
 from .text.decoders import MetaspaceDecoder
-from .text.normalizers import Replace
+from .text.normalizers import Normalizer, Replace
 from .text.normalizers import Sequence as NormalizerSequence
 from .text.pretokenizers import Metaspace
 from .tokenizer import AddedToken, Tokenizer
@@ -24,12 +24,15 @@ META = ("<unk>", "<s>", "</s>")
 
 
 def unigram_tokenizer(pieces: Sequence[str], scores: Sequence[float],
-                      meta: Sequence[str] = META) -> Tokenizer:
-    """The tokenizer of trained pieces (meta pieces not included) and their scores."""
+                      meta: Sequence[str] = META, before: Normalizer | None = None
+                      ) -> Tokenizer:
+    """The tokenizer of trained pieces (meta pieces not included) and their scores; `before`:
+    the run's normalizer (`--normalizer`), applied before the whitespace handling."""
     vocab = [(m, 0.0) for m in meta] + [(p, float(s)) for p, s in zip(pieces, scores)]
     model = UnigramModel(vocab, unk_id=0)
-    normalizer = NormalizerSequence([Replace("^ +| +$", "", regex=True),
-                                     Replace(" {2,}", " ", regex=True)])
+    parts: list[Normalizer] = [Replace("^ +| +$", "", regex=True),
+                               Replace(" {2,}", " ", regex=True)]
+    normalizer = NormalizerSequence(([before] if before is not None else []) + parts)
     added = [AddedToken(m, i, special=True) for i, m in enumerate(meta)]
     return Tokenizer(model, normalizer, Metaspace(), MetaspaceDecoder(), None, added)
 

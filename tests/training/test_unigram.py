@@ -22,7 +22,8 @@ from tokcolumnar.training import unigram as ug
 def columnar(lines: list[str], vocab: int, threads: int) -> list[tuple[str, float]]:
     sentences = ug.load_sentences(pl.Series(lines, dtype=pl.String))
     result = ug.train_unigram(sentences, None,
-                              ug.UnigramOptions(vocab_size=vocab, num_threads=threads))
+                              ug.UnigramOptions(vocab_size=vocab, num_threads=threads,
+                                                hard_vocab_limit=False))
     return list(zip(result.pieces, result.scores.tolist()))
 
 
@@ -75,3 +76,52 @@ def test_columnar_matches_sentencepiece(rel: str, lines: int, vocab: int, thread
         text = [line.rstrip("\n") for _, line in zip(range(lines), f)]
     expected = spm_unigram(text, vocab, num_threads=threads, hard_vocab_limit=True)
     assert columnar(text, vocab, threads) == expected
+
+
+# --- the command line --------------------------------------------------------------------------
+
+CLI_LINES = [f"line {i} the quick brown fox {'jumps' if i % 2 else 'sleeps'} over dog {i % 7}"
+             for i in range(60)] + ["  Über   naïve café  ", "", "x"]
+
+
+def test_cli_train_unigram(tmp_path) -> None:
+    """`train --model unigram`: the pieces and scores of spm_train (identity normalization, its
+    16 threads) in vocab.parquet; tokenizer.json and tokenizer.model encode alike."""
+    import sentencepiece as spm
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from tests.support.cli import run_cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in CLI_LINES), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = run_cli("train", str(src), "--model", "unigram", "--vocab-size", "45", "--out",
+                   str(out))
+    assert proc.returncode == 0, proc.stderr
+    vocab = pl.read_parquet(out / "vocab.parquet")
+    assert vocab["token"].to_list()[:3] == ["<unk>", "<s>", "</s>"]
+    got = list(zip(vocab["token"].to_list()[3:], vocab["score"].to_list()[3:]))
+    assert got == spm_unigram(CLI_LINES, 45, num_threads=16, hard_vocab_limit=True)
+    sp = spm.SentencePieceProcessor(model_file=str(out / "tokenizer.model"))
+    hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
+    for line in CLI_LINES + ["the fox sleeps", "Zürich  3"]:
+        assert hf.encode(line).ids == sp.encode(line)
+    rounds = pl.read_parquet(out / "rounds.parquet")
+    assert rounds["after_pruning"].to_list()[-1] <= int(45 * 1.1)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--min-frequency", "2"], "--min-frequency does not apply to --model unigram"),
+    (["--pre-tokenizer", "byte-level"], "--pre-tokenizer metaspace"),
+    pytest.param(["--engine", "duckdb"], "Polars engine only", marks=pytest.mark.duckdb),
+    (["--vocab-size", "5"], "smaller than the required characters"),
+    (["--vocab-size", "5000"], "too high for this corpus: training finds 48 pieces")])
+def test_cli_unigram_refusals(tmp_path, args: list[str], needle: str) -> None:
+    from tests.support.cli import assert_clean_error, run_cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in CLI_LINES), encoding="utf-8")
+    proc = run_cli("train", str(src), "--model", "unigram", "--vocab-size", "45", *args,
+                   "--out", str(tmp_path / "out"))
+    assert_clean_error(proc, needle)
+    assert not (tmp_path / "out").exists()

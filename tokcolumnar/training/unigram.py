@@ -55,6 +55,7 @@ class UnigramOptions:
     split_by_number: bool = True
     split_digits: bool = False
     meta_pieces: int = 3  # <unk>, <s>, </s>: they take ids, not pieces
+    hard_vocab_limit: bool = True  # fewer pieces than vocab_size is an error
 
 
 @dataclass
@@ -767,5 +768,10 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
             break
     model = prune_unreachable(model, n_seeds, seeds, opts)
     pieces, scores = finalize(model, seeds, required, opts)
+    possible = len(pieces) + opts.meta_pieces
+    if opts.hard_vocab_limit and possible < opts.vocab_size:
+        raise UnigramError(f"vocabulary size {opts.vocab_size} is too high for this corpus: "
+                           f"training finds {possible} pieces (meta pieces included), give "
+                           f"a vocabulary size of {possible} or less")
     return UnigramResult(pieces, scores, pl.DataFrame(
         rounds, schema=["round", "pieces", "after_em", "after_pruning"], orient="row"))
