@@ -34,5 +34,5 @@ def model_from_hf(d: Any) -> Model:
     cls = MODEL_TYPES.get(kind)
     if cls is None:
         raise TokcolumnarValueError(f"unsupported model in tokenizer.json: {kind!r} "
-                                    f"(supported: {', '.join(t for t, _ in UNTAGGED_FIELDS)})")
+                                    f"(supported: {', '.join(MODEL_TYPES)})")
     return cls.from_hf(d)
