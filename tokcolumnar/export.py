@@ -60,9 +60,10 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
     if cfg.model == "unigram":
         normalizer, _ = cfg.text_components()
         meta = vocab.filter(pl.col("kind") == "special").get_column("token").to_list()
-        pieces = vocab.filter(pl.col("kind") != "special")
+        pieces = vocab.filter(pl.col("kind") == "piece")
         return unigram_tokenizer(pieces.get_column("token").to_list(),
-                                 pieces.get_column("score").to_list(), meta, normalizer)
+                                 pieces.get_column("score").to_list(), meta, normalizer,
+                                 byte_fallback=bool((vocab["kind"] == "byte").any()))
     ids = dict(zip(vocab.get_column("token").to_list(), vocab.get_column("id").to_list()))
     model: Model
     decoder: Decoder | None
@@ -259,9 +260,10 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
                                            result.merges.get_column("right").to_list())]
             _write_text(directory / "codes.txt", "\n".join(codes) + "\n")
     elif cfg.model == "unigram":  # SentencePiece's own file, for its processor
-        pieces = result.vocab.filter(pl.col("kind") != "special")
+        pieces = result.vocab.filter(pl.col("kind") == "piece")
         (directory / "tokenizer.model").write_bytes(sentencepiece_file(
-            pieces.get_column("token").to_list(), pieces.get_column("score").to_list()))
+            pieces.get_column("token").to_list(), pieces.get_column("score").to_list(),
+            byte_fallback=bool((result.vocab["kind"] == "byte").any())))
     elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
         _write_text(directory / "vocab.txt", "".join(t + "\n" for t, _ in tokens))

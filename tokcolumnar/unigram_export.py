@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from .models.sentencepiece_model import NormalizerSpec, SentencePieceModel, unigram_model
 from .models.unigram import UnigramModel
-from .text.decoders import MetaspaceDecoder
+from .text.decoders import ByteFallbackDecoder, MetaspaceDecoder, SequenceDecoder
 from .text.normalizers import Normalizer, Replace
 from .text.normalizers import Sequence as NormalizerSequence
 from .text.pretokenizers import Metaspace
@@ -23,23 +23,35 @@ from .tokenizer import AddedToken, Tokenizer
 META = ("<unk>", "<s>", "</s>")
 
 
+def byte_pieces() -> list[str]:
+    """SentencePiece's byte pieces `<0x00>` … `<0xFF>` (`ByteToPiece`)."""
+    return [f"<0x{b:02X}>" for b in range(256)]
+
+
 def unigram_tokenizer(pieces: Sequence[str], scores: Sequence[float],
-                      meta: Sequence[str] = META, before: Normalizer | None = None
-                      ) -> Tokenizer:
+                      meta: Sequence[str] = META, before: Normalizer | None = None,
+                      byte_fallback: bool = False) -> Tokenizer:
     """The tokenizer of trained pieces (meta pieces not included) and their scores; `before`:
-    the run's normalizer (`--normalizer`), applied before the whitespace handling."""
-    vocab = [(m, 0.0) for m in meta] + [(p, float(s)) for p, s in zip(pieces, scores)]
-    model = UnigramModel(vocab, unk_id=0)
+    the run's normalizer (`--normalizer`), applied before the whitespace handling. With
+    `byte_fallback`, the 256 byte pieces follow the meta pieces (score 0, as SentencePiece's
+    BYTE pieces) and an unknown character is spelled in its UTF-8 bytes."""
+    head = list(meta) + (byte_pieces() if byte_fallback else [])
+    vocab = [(m, 0.0) for m in head] + [(p, float(s)) for p, s in zip(pieces, scores)]
+    model = UnigramModel(vocab, unk_id=0, byte_fallback=byte_fallback)
     parts: list[Normalizer] = [Replace("^ +| +$", "", regex=True),
                                Replace(" {2,}", " ", regex=True)]
     normalizer = NormalizerSequence(([before] if before is not None else []) + parts)
     added = [AddedToken(m, i, special=True) for i, m in enumerate(meta)]
-    return Tokenizer(model, normalizer, Metaspace(), MetaspaceDecoder(), None, added)
+    decoder = (SequenceDecoder([ByteFallbackDecoder(), MetaspaceDecoder()]) if byte_fallback
+               else MetaspaceDecoder())
+    return Tokenizer(model, normalizer, Metaspace(), decoder, None, added)
 
 
 def sentencepiece_file(pieces: Sequence[str], scores: Sequence[float],
-                       normalizer: NormalizerSpec | None = None) -> bytes:
+                       normalizer: NormalizerSpec | None = None,
+                       byte_fallback: bool = False) -> bytes:
     """`tokenizer.model`: the ModelProto spm_train would write for these pieces."""
     model: SentencePieceModel = unigram_model(list(pieces), list(scores),
-                                              normalizer or NormalizerSpec(name="identity"))
+                                              normalizer or NormalizerSpec(name="identity"),
+                                              byte_fallback=byte_fallback)
     return model.to_bytes()

@@ -112,3 +112,30 @@ def test_ties_keep_the_longest_last_piece() -> None:
     got = model_from_hf(model).encode_words(pl.Series(words)).to_list()
     assert got == hf_ids(model, words)
     assert got[0] == [3] and got[3] == [0, 3] and got[4] == [0, 1]
+
+
+def test_byte_fallback_as_spm() -> None:
+    """SentencePiece's byte fallback: the 256 BYTE pieces are meta pieces (the trained pieces
+    are the same with 256 fewer places), and an unknown character is spelled in bytes; our
+    tokenizer.json (HF) and tokenizer.model encode and decode as spm_train's model."""
+    from tests.support.spm_reference import spm_unigram
+    from tokcolumnar.training import unigram as ug
+
+    vocab = 256 + 39
+    expected = spm_unigram(LINES, vocab, num_threads=1, byte_fallback=True,
+                           hard_vocab_limit=True)
+    result = ug.train_unigram(ug.load_sentences(pl.Series(LINES)), None,
+                              ug.UnigramOptions(vocab_size=vocab, num_threads=1,
+                                                meta_pieces=3 + 256))
+    assert list(zip(result.pieces, result.scores.tolist())) == expected
+    pieces, scores = result.pieces, result.scores.tolist()
+    tok = unigram_tokenizer(pieces, scores, byte_fallback=True)
+    hf = HFTokenizer.from_str(tok.to_str())
+    sp = spm.SentencePieceProcessor(model_proto=sentencepiece_file(pieces, scores,
+                                                                   byte_fallback=True))
+    ours = Tokenizer.from_hf_dict(json.loads(tok.to_str()))
+    got = ours.encode_ids(HELD)["ids"].to_list()
+    assert got == [e.ids for e in hf.encode_batch(HELD)] == [sp.encode(line) for line in HELD]
+    assert any(3 <= i < 259 for ids in got for i in ids)  # some bytes were used
+    for ids in got:
+        assert hf.decode(ids) == sp.decode(ids) == ours.decode(ids)

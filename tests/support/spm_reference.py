@@ -25,4 +25,5 @@ def spm_unigram(lines: list[str], vocab_size: int, num_threads: int = 1,
                                        vocab_size=vocab_size, model_type="unigram",
                                        num_threads=num_threads, **options)
         sp = spm.SentencePieceProcessor(model_file=str(Path(d) / "m.model"))
-        return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(META, sp.get_piece_size())]
+        head = META + (256 if options.get("byte_fallback") else 0)
+        return [(sp.id_to_piece(i), sp.get_score(i)) for i in range(head, sp.get_piece_size())]

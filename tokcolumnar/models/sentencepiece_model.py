@@ -223,9 +223,13 @@ def _normalizer(data: bytes) -> NormalizerSpec:
 
 
 def unigram_model(pieces: list[str], scores: list[float], normalizer: NormalizerSpec,
-                  meta: tuple[str, ...] = ("<unk>", "<s>", "</s>")) -> SentencePieceModel:
+                  meta: tuple[str, ...] = ("<unk>", "<s>", "</s>"),
+                  byte_fallback: bool = False) -> SentencePieceModel:
     """The model `spm_train --model_type=unigram` would write for these trained pieces: the
-    meta pieces first (`<unk>` UNKNOWN, the others CONTROL, score 0), then the pieces."""
+    meta pieces first (`<unk>` UNKNOWN, the others CONTROL, score 0), with `byte_fallback`
+    the 256 BYTE pieces `<0x00>` … `<0xFF>` (score 0), then the pieces."""
     head = [Piece(m, 0.0, UNKNOWN if i == 0 else CONTROL) for i, m in enumerate(meta)]
+    if byte_fallback:
+        head += [Piece(f"<0x{b:02X}>", 0.0, BYTE) for b in range(256)]
     return SentencePieceModel(head + [Piece(p, float(s)) for p, s in zip(pieces, scores)],
-                              normalizer=normalizer)
+                              normalizer=normalizer, byte_fallback=byte_fallback)

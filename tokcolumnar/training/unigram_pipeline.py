@@ -19,6 +19,7 @@ from ..corpus.readers import iter_sequences
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..models.unigram import UnigramModel
 from ..progress import StageTimer
+from ..unigram_export import byte_pieces
 from .tables import TrainTables, words_table
 from .unigram import (
     UnigramError,
@@ -32,10 +33,16 @@ from .unigram import (
 META = ("<unk>", "<s>", "</s>")  # SentencePiece's meta pieces: ids 0, 1, 2
 
 
+def byte_fallback(cfg: TrainConfig) -> bool:
+    """`--byte-fallback` when the settings have it (the 256 byte pieces after the meta pieces,
+    docs/unigram.md)."""
+    return bool(getattr(cfg, "byte_fallback", False))
+
+
 def unigram_options(cfg: TrainConfig) -> UnigramOptions:
     return UnigramOptions(vocab_size=cfg.vocab_size,
                           max_sentencepiece_length=cfg.max_token_length or 16,
-                          meta_pieces=len(META))
+                          meta_pieces=len(META) + (256 if byte_fallback(cfg) else 0))
 
 
 def read_lines(inputs: Any, cfg: TrainConfig) -> pl.Series:
@@ -67,13 +74,15 @@ def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stage
         except UnigramError as e:
             raise TokcolumnarValueError(str(e)) from None
     with timer.stage("tables"):
-        pieces = list(META) + result.pieces
-        scores = np.r_[np.zeros(len(META)), result.scores.astype(np.float64)]
+        bytes_ = byte_pieces() if byte_fallback(cfg) else []
+        pieces = list(META) + bytes_ + result.pieces
+        head = len(META) + len(bytes_)
+        scores = np.r_[np.zeros(head), result.scores.astype(np.float64)]
         vocab = pl.DataFrame({
             "id": pl.Series(np.arange(len(pieces)), dtype=pl.UInt32),
             "token": pl.Series(pieces, dtype=pl.String),
-            "kind": pl.Series(["special"] * len(META) + ["piece"] * len(result.pieces),
-                              dtype=pl.String),
+            "kind": pl.Series(["special"] * len(META) + ["byte"] * len(bytes_)
+                              + ["piece"] * len(result.pieces), dtype=pl.String),
             "score": pl.Series(scores, dtype=pl.Float64)})
         tokens = word_tokens(sentences, np.ones(len(sentences), np.int64))
         words = (tokens.with_row_index("first_seen")
@@ -81,7 +90,8 @@ def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stage
                  .sort("first_seen")
                  .with_columns(pl.col("count").cast(pl.UInt64),
                                pl.col("first_seen").cast(pl.UInt64)))
-        model = UnigramModel([(p, float(s)) for p, s in zip(pieces, scores)], unk_id=0)
+        model = UnigramModel([(p, float(s)) for p, s in zip(pieces, scores)], unk_id=0,
+                             byte_fallback=bool(bytes_))
         ids, offsets = model.tokenize_flat(words["word"])
         words = words_table(words, offsets, ids, pieces)
         merges = pl.DataFrame(schema={"rank": pl.UInt32, "left": pl.String, "right": pl.String,
