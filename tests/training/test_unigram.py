@@ -125,3 +125,24 @@ def test_cli_unigram_refusals(tmp_path, args: list[str], needle: str) -> None:
                    "--out", str(tmp_path / "out"))
     assert_clean_error(proc, needle)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.duckdb
+def test_cli_sql_queries_unigram_tables(tmp_path) -> None:
+    """The pruning rounds and the scores are tables `sql` can query."""
+    from tests.support.cli import run_cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in CLI_LINES), encoding="utf-8")
+    out = tmp_path / "out"
+    assert run_cli("train", str(src), "--model", "unigram", "--vocab-size", "45", "--out",
+                   str(out)).returncode == 0
+    proc = run_cli("sql", str(out), "select count(*) as n, min(after_pruning) as last "
+                   "from rounds", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    rounds = pl.read_parquet(out / "rounds.parquet")
+    assert proc.stdout.split() == ["n,last", f"{rounds.height},{rounds['after_pruning'].min()}"]
+    proc = run_cli("sql", str(out), "select token from vocab where kind = 'piece' "
+                   "order by score desc, token limit 1", "--format", "csv")
+    vocab = pl.read_parquet(out / "vocab.parquet")
+    assert proc.stdout.split() == ["token", vocab["token"][3]]
