@@ -12,7 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .models.sentencepiece_model import NormalizerSpec, SentencePieceModel, unigram_model
+from .errors import TokcolumnarValueError
+from .models.sentencepiece_model import (
+    BYTE,
+    CONTROL,
+    UNIGRAM,
+    UNKNOWN,
+    UNUSED,
+    USER_DEFINED,
+    NormalizerSpec,
+    SentencePieceModel,
+    unigram_model,
+)
 from .models.unigram import UnigramModel
 from .text.decoders import ByteFallbackDecoder, MetaspaceDecoder, SequenceDecoder
 from .text.normalizers import Normalizer, Replace
@@ -55,3 +66,44 @@ def sentencepiece_file(pieces: Sequence[str], scores: Sequence[float],
                                               normalizer or NormalizerSpec(name="identity"),
                                               byte_fallback=byte_fallback)
     return model.to_bytes()
+
+
+def tokenizer_from_sentencepiece(data: bytes) -> Tokenizer:
+    """The tokenizer of a SentencePiece Unigram `.model` (ours or spm_train's) that encodes as
+    `SentencePieceProcessor`: NORMAL pieces with their scores, UNKNOWN / CONTROL pieces as
+    special tokens, BYTE pieces for byte fallback. Refused: other model types, user-defined
+    pieces, and a normalization rule other than `identity` (a compiled char map such as
+    `nmt_nfkc`'s, which our normalizers cannot apply yet)."""
+    model = SentencePieceModel.from_bytes(data)
+    if model.model_type != UNIGRAM:
+        raise TokcolumnarValueError("SentencePiece model: only Unigram models (model_type 1) "
+                                    f"can be read, this one has model_type {model.model_type}")
+    spec = model.normalizer
+    if spec.precompiled_charsmap or spec.name not in ("identity", ""):
+        raise TokcolumnarValueError(
+            f"SentencePiece model: its normalization rule {spec.name!r} (a compiled char map) "
+            "is not supported; train with normalization_rule_name=identity")
+    if not (spec.add_dummy_prefix and spec.remove_extra_whitespaces
+            and spec.escape_whitespaces):
+        raise TokcolumnarValueError("SentencePiece model: only the default whitespace handling "
+                                    "(add_dummy_prefix, remove_extra_whitespaces, "
+                                    "escape_whitespaces) is supported")
+    types = [p.type for p in model.pieces]
+    if USER_DEFINED in types or UNUSED in types:
+        raise TokcolumnarValueError("SentencePiece model: user-defined and unused pieces are "
+                                    "not supported")
+    special = [p.piece for p in model.pieces if p.type in (UNKNOWN, CONTROL)]
+    n_special = len(special)
+    head = model.pieces[:n_special]
+    if [p.type in (UNKNOWN, CONTROL) for p in model.pieces[:n_special]] != [True] * n_special \
+            or not head or head[0].type != UNKNOWN:
+        raise TokcolumnarValueError("SentencePiece model: the unknown piece must come first, "
+                                    "then the control pieces")
+    byte_fallback = BYTE in types
+    rest = model.pieces[n_special + (256 if byte_fallback else 0):]
+    if byte_fallback and [p.piece for p in model.pieces[n_special:n_special + 256]] \
+            != byte_pieces():
+        raise TokcolumnarValueError("SentencePiece model: the 256 byte pieces must follow the "
+                                    "meta pieces in order")
+    return unigram_tokenizer([p.piece for p in rest], [p.score for p in rest], special,
+                             byte_fallback=byte_fallback)

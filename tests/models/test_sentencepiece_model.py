@@ -81,3 +81,28 @@ def test_held_out_lines_encode_as_spm() -> None:
                                  spmodel.NormalizerSpec(name="identity"))
     sp = spm.SentencePieceProcessor(model_proto=ours.to_bytes())
     assert [sp.encode(line) for line in held] == [reference.encode(line) for line in held]
+
+
+@pytest.mark.parametrize("byte_fallback", [False, True])
+def test_read_spm_model_as_tokenizer(byte_fallback: bool) -> None:
+    """spm_train's `.model` (identity rule) read as our tokenizer encodes and decodes as
+    SentencePieceProcessor."""
+    from tokcolumnar.unigram_export import tokenizer_from_sentencepiece
+
+    vocab = 38 + (256 if byte_fallback else 0)
+    data = spm_model(LINES, vocab, normalization_rule_name="identity",
+                     byte_fallback=byte_fallback)
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    tok = tokenizer_from_sentencepiece(data)
+    got = tok.encode_ids(LINES + HELD)["ids"].to_list()
+    assert got == [sp.encode(line) for line in LINES + HELD]
+    for ids in got:
+        if 0 not in ids:  # SentencePiece decodes <unk> as " ⁇ ", HF skips it (a special token)
+            assert tok.decode(ids) == sp.decode(ids)
+
+
+def test_nmt_nfkc_model_is_refused() -> None:
+    from tokcolumnar.unigram_export import tokenizer_from_sentencepiece
+
+    with pytest.raises(TokcolumnarValueError, match="normalization rule 'nmt_nfkc'"):
+        tokenizer_from_sentencepiece(spm_model(LINES, 38))
