@@ -2,11 +2,12 @@
 SentencePiece encodes with the same pieces, and SentencePiece's own `tokenizer.model`.
 
 The tokenizer: SentencePiece's whitespace handling (`remove_extra_whitespaces`: spaces at both
-ends dropped, runs of spaces collapsed; only U+0020) as two `Replace` normalizers, `Metaspace`
-(`▁` prepended, a word before each `▁`: SentencePiece's pieces never hold `▁` past their first
-character, so its Viterbi over a sentence is the concatenation of the words' Viterbis), the
-`Unigram` model with the meta pieces first (`<unk>` the unknown piece, `<s>` and `</s>`
-special tokens, score 0) and the `Metaspace` decoder. docs/unigram.md."""
+ends dropped, runs of spaces collapsed; only U+0020) as `Replace` normalizers, `Metaspace`
+(the dummy `▁` in front, spaces as `▁`, a word before each `▁`: SentencePiece's
+pieces never hold `▁` past their first character, so its Viterbi over a sentence is the
+concatenation of the words' Viterbis), the `Unigram` model with the meta pieces first
+(`<unk>` the unknown piece, `<s>` and `</s>` special tokens, score 0) and the `Metaspace`
+decoder. docs/unigram.md."""
 
 from __future__ import annotations
 
@@ -49,7 +50,10 @@ def unigram_tokenizer(pieces: Sequence[str], scores: Sequence[float],
     head = list(meta) + (byte_pieces() if byte_fallback else [])
     vocab = [(m, 0.0) for m in head] + [(p, float(s)) for p, s in zip(pieces, scores)]
     model = UnigramModel(vocab, unk_id=0, byte_fallback=byte_fallback)
-    parts: list[Normalizer] = [Replace("^ +| +$", "", regex=True),
+    # SentencePiece strips the spaces in front and every space or `▁` at the end and collapses
+    # runs of spaces; Metaspace puts the `▁` in front (not before a text that starts with a
+    # `▁` of its own, where SentencePiece does: the one case that differs)
+    parts: list[Normalizer] = [Replace("^ +|[ ▁]+$", "", regex=True),
                                Replace(" {2,}", " ", regex=True)]
     normalizer = NormalizerSequence(([before] if before is not None else []) + parts)
     added = [AddedToken(m, i, special=True) for i, m in enumerate(meta)]

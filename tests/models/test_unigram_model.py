@@ -71,7 +71,8 @@ def test_from_hf_checks() -> None:
 
 LINES = ["The quick brown fox jumps over the lazy dog.", "A quick brown dog!",
          "lazy foxes, lazy dogs", "over and over again", "the end"]
-HELD = ["the quick dog", "  brown   foxes jump ", "Über naïve café 漢字", "", "a\tb", "zzz"]
+HELD = ["the quick dog", "  brown   foxes jump ", "Über naïve café 漢字", "", "a\tb", "zzz",
+        "dog▁", " the ▁ ", "▁", "a ▁▁b"]
 
 
 def test_tokenizer_json_encodes_as_hf_and_spm() -> None:

@@ -71,7 +71,8 @@ def normalize_identity(line: str) -> str:
     """SentencePiece's Normalizer with `normalization_rule_name=identity` and its defaults
     (add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces): only U+0020 is a space."""
     words = [w for w in line.split(" ") if w]
-    return "" if not words else WS + WS.join(words)
+    # the escaped text loses every trailing WS, those of the line included
+    return "" if not words else (WS + WS.join(words)).rstrip(WS)
 
 
 def script(c: int) -> int:

@@ -180,11 +180,13 @@ def is_decimal(cp: np.ndarray) -> np.ndarray:
 def sentencepiece_whitespace(text: pl.Expr, add_dummy_prefix: bool = True) -> pl.Expr:
     """SentencePiece's normalizer after its rule (`remove_extra_whitespaces`,
     `add_dummy_prefix`, `escape_whitespaces`): spaces (U+0020 only) stripped at both ends,
-    runs collapsed, one in front, all written `▁`. An all-space text becomes empty."""
+    runs collapsed, one in front, all written `▁`; then every `▁` at the end goes, those of
+    the text included (SentencePiece strips the escaped result). An all-space text becomes
+    empty."""
     body = text.str.strip_chars(" ").str.replace_all(" +", WS)
     if add_dummy_prefix:
         body = pl.when(body == "").then(pl.lit("")).otherwise(WS + body)
-    return body
+    return body.str.strip_chars_end(WS)
 
 
 def load_sentences(lines: pl.Series, max_sentence_length: int = 4192,
