@@ -16,7 +16,7 @@ order, its threads included (word i is summed by thread i mod `num_threads`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -416,6 +416,7 @@ class Lattices:
     id: np.ndarray  # current piece id (0 for an unknown character)
     score: np.ndarray  # float32
     unk: np.ndarray  # bool: an UNK node
+    _cache: dict = field(default_factory=dict, repr=False)  # node orders, by `_folds`
 
     @property
     def start(self) -> np.ndarray:
@@ -427,16 +428,25 @@ class Lattices:
 
     def begin_order(self) -> np.ndarray:
         """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
-        return np.lexsort((self.length, self.unk, self.b, self.w))
+        if "begin" not in self._cache:
+            top = int(self.length.max(initial=0)) + 1
+            key = self.start * (top + 1) + np.where(self.unk, top, self.length)
+            self._cache["begin"] = np.argsort(key, kind="stable")
+        return self._cache["begin"]
 
     def _folds(self, by_end: bool):
         """Slices of nodes, each with at most one node per lattice position, in the order the
         forward (by end, earliest start first) or backward (by start from the right, begin
-        order) folds visit them: (positions rank k of a group are one slice)."""
+        order) folds visit them: (positions rank k of a group are one slice). Cached: the
+        passes over one lattice share them."""
+        if by_end in self._cache:
+            return self._cache[by_end]
         if by_end:
-            local = self.b + self.length
-            order = np.lexsort((self.b, local, self.w))
-            group = self.pos_off[self.w[order]] + local[order]
+            top = int(self.length.max(initial=0))
+            # by (string, end, start): positions are numbered string after string, and for
+            # one end an earlier start is a longer node
+            order = np.argsort(self.end * (top + 1) + (top - self.length), kind="stable")
+            group = self.end[order]
         else:
             order = self.begin_order()
             group = self.start[order]
@@ -445,11 +455,12 @@ class Lattices:
         rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
         local = (self.b + self.length)[order] if by_end else self.b[order]
         # ascending positions for the forward pass, descending for the backward pass
-        outer = local if by_end else -local
-        visit = np.lexsort((rank, outer))
-        order, rank = order[visit], rank[visit]
-        key = outer[visit] * (rank.max(initial=0) + 1) + rank
+        outer = local if by_end else local.max(initial=0) - local
+        key = outer * (rank.max(initial=0) + 1) + rank
+        visit = np.argsort(key, kind="stable")  # stable: a slice keeps the strings' order
+        order, rank, key = order[visit], rank[visit], key[visit]
         cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
+        self._cache[by_end] = (order, rank, cuts)
         return order, rank, cuts
 
     def forward(self) -> np.ndarray:
