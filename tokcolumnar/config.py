@@ -25,7 +25,7 @@ from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretoken
 from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
-MODELS = ("bpe", "wordpiece")
+MODELS = ("bpe", "wordpiece", "unigram")
 ENGINES = ("polars", "duckdb", "ray", "spark")
 WORDPIECE_SCORINGS = ("likelihood", "frequency")
 
@@ -240,6 +240,35 @@ def apply_model_rules(cfg: TrainConfig) -> None:
         for name in WORDPIECE_ONLY:
             if getattr(cfg, name) is not None:
                 raise TokcolumnarValueError(f"{flag(name)} applies to --model wordpiece only")
+    elif cfg.model == "unigram":
+        apply_unigram_rules(cfg)
+
+
+# Options --model unigram does not have (SentencePiece's trainer has no equivalent), with the
+# value that means "not used".
+UNIGRAM_UNUSED = {"end_of_word_suffix": None, "end_of_word_token": None,
+                  "continuing_subword_prefix": None, "limit_alphabet": None,
+                  "initial_alphabet": [], "max_merges": None, "min_frequency": 0,
+                  "special_tokens": [], "tie_break": "id", "max_words": None,
+                  "unk_token": None, "variant_order": None,
+                  **{name: None for name in WORDPIECE_ONLY}}
+
+
+def apply_unigram_rules(cfg: TrainConfig) -> None:
+    """Unigram (docs/unigram.md): SentencePiece's algorithm on sentences, with its own
+    whitespace handling (the `metaspace` pre-tokenizer; the default `whitespace` becomes it),
+    on the Polars engine; `--max-token-length` is SentencePiece's max_sentencepiece_length
+    (default 16)."""
+    for name, unused in UNIGRAM_UNUSED.items():
+        if getattr(cfg, name) != unused:
+            raise TokcolumnarValueError(f"{flag(name)} does not apply to --model unigram")
+    if cfg.pre_tokenizer == "whitespace":
+        cfg.pre_tokenizer = "metaspace"
+    if cfg.pre_tokenizer != "metaspace":
+        raise TokcolumnarValueError("--model unigram splits words as SentencePiece does "
+                                    "(--pre-tokenizer metaspace)")
+    if cfg.engine != "polars":
+        raise TokcolumnarValueError("--model unigram runs on the Polars engine only")
 
 
 def apply_segmenter_rules(cfg: TrainConfig) -> None:

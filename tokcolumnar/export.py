@@ -34,6 +34,7 @@ from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
+from .unigram_export import sentencepiece_file, unigram_tokenizer
 from .version import package_version
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
@@ -58,6 +59,13 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
     """The tokenizer a training run made: its model with the settings' normalizer,
     pre-tokenizer, decoder, post-processor and special tokens. `tokenizer.json` is this
     object's serialisation (`Tokenizer.to_dict`)."""
+    if cfg.model == "unigram":
+        normalizer, _ = cfg.text_components()
+        meta = vocab.filter(pl.col("kind") == "special").get_column("token").to_list()
+        pieces = vocab.filter(pl.col("kind") == "piece")
+        return unigram_tokenizer(pieces.get_column("token").to_list(),
+                                 pieces.get_column("score").to_list(), meta, normalizer,
+                                 byte_fallback=bool((vocab["kind"] == "byte").any()))
     ids = dict(zip(vocab.get_column("token").to_list(), vocab.get_column("id").to_list()))
     model: Model
     decoder: Decoder | None
@@ -150,7 +158,7 @@ def inexact_side_files(result: TrainResult) -> dict[str, str]:
                 out["merges.txt"] = (f"the merge {_example(hidden, ('left', 'right'))} would be "
                                      "a line starting with '#version', which HF skips; "
                                      "tokenizer.json has every merge")
-    else:
+    elif cfg.model != "unigram":  # Unigram writes no line-based side file
         bad = result.vocab.filter(pl.col("token").str.contains(LINE_FILE_BREAKERS))
         if bad.height:
             out["vocab.txt"] = (f"{bad.height:,} tokens have a line break or end with whitespace "
@@ -234,6 +242,8 @@ def _write_tables(result: TrainResult, directory: Path) -> None:
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
     write_parquet(result.words, directory / "words.parquet", "words")
+    if result.rounds is not None:
+        write_parquet(result.rounds, directory / "rounds.parquet", "rounds")
 
 
 def _write_json_files(result: TrainResult, directory: Path) -> None:
@@ -247,6 +257,8 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
     # the files this run writes, named in run.json: a later `--force` run into the same
     # directory removes those of them it does not write itself, and nothing else (`outputs`)
     written = [tokenizer_file, *TABLE_FILES, "run.json"]
+    if result.rounds is not None:
+        written.append("rounds.parquet")
     _write_text(directory / tokenizer_file, None,
                 json.dumps(tokenizer_dict, ensure_ascii=False))
     if tokenizer_file == "tokenizer.json":  # (transformers could not load the other one)
@@ -264,6 +276,12 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
                 f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
                                            result.merges.get_column("right").to_list())]
             _write_text(directory / "codes.txt", written, "\n".join(codes) + "\n")
+    elif cfg.model == "unigram":  # SentencePiece's own file, for its processor
+        pieces = result.vocab.filter(pl.col("kind") == "piece")
+        (directory / "tokenizer.model").write_bytes(sentencepiece_file(
+            pieces.get_column("token").to_list(), pieces.get_column("score").to_list(),
+            byte_fallback=bool((result.vocab["kind"] == "byte").any())))
+        written.append("tokenizer.model")
     elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
         _write_text(directory / "vocab.txt", written, "".join(t + "\n" for t, _ in tokens))

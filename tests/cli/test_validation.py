@@ -300,7 +300,7 @@ def _mutated(good: dict, how: str) -> dict | str:
     elif how == "model missing":
         del d["model"]
     elif how == "unknown model type":
-        m["type"] = "Unigram"
+        m["type"] = "NoSuchModel"
     elif how == "decoder field type":
         d["decoder"] = {"type": "BPEDecoder", "suffix": 3}
     elif how == "normalizer not object":
@@ -348,7 +348,7 @@ LOAD_CASES = [
     ("merge of three", "must be \"left right\" or [left, right]", True),
     ("model not object", "'model' must be an object, got a string", True),
     ("model missing", "top level: missing field 'model'", True),
-    ("unknown model type", "unsupported model in tokenizer.json: 'Unigram'", True),
+    ("unknown model type", "unsupported model in tokenizer.json: 'NoSuchModel'", True),
     ("decoder field type", "decoder BPEDecoder: 'suffix' must be a string, got an integer", True),
     ("normalizer not object", "top level: 'normalizer' must be an object or null, got a string",
      True),

@@ -5,7 +5,7 @@ Parquet file found. The query may be several statements (`SET VARIABLE token = '
 ...`: the last one's rows are printed) or the path of a .sql file, e.g. one of the ready queries
 in `sql/analysis/`. Output: a table on stdout, or `--format csv|json|parquet [--output FILE]`
 (json = one JSON object per line; parquet needs --output; the file follows the rules of
-`outputs`).
+`outputs`). A Unigram run's pruning rounds (rounds.parquet) are the view `rounds`.
 
 The query is read-only by default: once the views exist, DuckDB's external access is switched
 off and the configuration locked, so a query can read DIR's tables and nothing else — no other
@@ -24,7 +24,7 @@ from ..errors import TokcolumnarError
 from ..outputs import mark_file, output_file, write_parquet
 from . import ANALYSIS_DIR, QUERY_FORMATS, ready_queries
 
-VIEWS = ("words", "merges", "vocab", "encoded")
+VIEWS = ("words", "merges", "vocab", "encoded", "rounds")  # rounds: a Unigram run's pruning
 
 
 def connect(directory: str | Path, allow_external: bool = False) -> Any:

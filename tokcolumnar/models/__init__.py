@@ -1,5 +1,5 @@
-"""Models: the encode side of BPE and WordPiece (`base.Model`), and `model_from_hf`, which
-reads the `model` object of a `tokenizer.json`."""
+"""Models: the encode side of BPE, WordPiece and Unigram (`base.Model`), and `model_from_hf`,
+which reads the `model` object of a `tokenizer.json`."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject
 from .base import Model
 from .bpe import BPEModel
+from .unigram import UnigramModel
 from .wordpiece import WordPieceModel
 
-__all__ = ["BPEModel", "MODEL_TYPES", "Model", "WordPieceModel", "model_from_hf"]
+__all__ = ["BPEModel", "MODEL_TYPES", "Model", "UnigramModel", "WordPieceModel",
+           "model_from_hf"]
 
-MODEL_TYPES: dict[str, type[Model]] = {"BPE": BPEModel, "WordPiece": WordPieceModel}
+MODEL_TYPES: dict[str, type[Model]] = {"BPE": BPEModel, "WordPiece": WordPieceModel,
+                                       "Unigram": UnigramModel}
 # HF reads a model object without "type" by its fields (BPE first, then WordPiece)
 UNTAGGED_FIELDS = (("BPE", ("vocab", "merges")),
                    ("WordPiece", ("vocab", "unk_token", "continuing_subword_prefix",
@@ -31,5 +34,5 @@ def model_from_hf(d: Any) -> Model:
     cls = MODEL_TYPES.get(kind)
     if cls is None:
         raise TokcolumnarValueError(f"unsupported model in tokenizer.json: {kind!r} "
-                                    f"(supported: {', '.join(t for t, _ in UNTAGGED_FIELDS)})")
+                                    f"(supported: {', '.join(MODEL_TYPES)})")
     return cls.from_hf(d)

@@ -53,6 +53,7 @@ from ..tokenizer import Tokenizer
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
 from .tables import TrainTables
+from .unigram_pipeline import unigram_tables
 
 
 class Engine(Protocol):
@@ -105,6 +106,8 @@ class TrainResult:
     inputs: list[str] = field(default_factory=list)
     #: Bytes the count spilled to the work directory (0: it fitted in memory).
     spilled_bytes: int = 0
+    #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
+    rounds: pl.DataFrame | None = None
 
     def tokenizer(self) -> Tokenizer:
         """The trained tokenizer (the one `tokenizer.json` holds)."""
@@ -342,6 +345,14 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     """Stages 2-3 (see the module docstring), within `limits` (default: the default limit,
     no work directory)."""
     limits = limits or RunLimits(default_limit())
+    if cfg.model == "unigram":  # sentences, not counted words (training.unigram_pipeline)
+        timer = StageTimer()
+        tables, rounds = unigram_tables(inputs, from_counts, cfg, timer)
+        normalizer, pretokenizer = cfg.text_components()
+        result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
+                             pretokenizer, timer.seconds, input_list(inputs))
+        result.rounds = rounds
+        return result
     engine = engine_of_run(inputs, cfg)
     if engine.name == "duckdb":  # DuckDB spills by itself, within the same limit
         engine.memory_limit = limits.memory_limit  # type: ignore[attr-defined]

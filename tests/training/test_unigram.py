@@ -1,0 +1,159 @@
+"""The columnar Unigram trainer (tokcolumnar/training/unigram.py) against the plain-Python oracle
+(tests/support/unigram_oracle.py, itself equal to spm_train: tests/models/test_unigram_oracle.py)
+and, on real corpora, against SentencePiece directly: the same pieces, order and float32
+scores."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.models.test_unigram_oracle import corpora, vocab_for
+from tests.support import unigram_oracle as uo
+from tests.support.corpora import corpus
+from tests.support.examples import examples
+from tests.support.spm_reference import spm_unigram
+from tokcolumnar.training import unigram as ug
+
+
+def columnar(lines: list[str], vocab: int, threads: int) -> list[tuple[str, float]]:
+    sentences = ug.load_sentences(pl.Series(lines, dtype=pl.String))
+    result = ug.train_unigram(sentences, None,
+                              ug.UnigramOptions(vocab_size=vocab, num_threads=threads,
+                                                hard_vocab_limit=False))
+    return list(zip(result.pieces, result.scores.tolist()))
+
+
+def oracle_sentences(lines: list[str]) -> list[str]:
+    sentences, _ = uo.load_sentences(lines, uo.Options(vocab_size=10**9))
+    return sentences
+
+
+@examples(0.5)
+@given(st.lists(st.text(alphabet="ab ▅", max_size=6), max_size=12))
+def test_load_sentences_as_sentencepiece(lines: list[str]) -> None:
+    got = ug.load_sentences(pl.Series(lines, dtype=pl.String)).to_list()
+    # the oracle replaces rare characters too: compare before that, with every character kept
+    expected = [s for s, _ in oracle_sentences(lines)] if got else []
+    assert [s.replace("▅", "") for s in got] == [s.replace("▅", "") for s in expected]
+
+
+@examples(0.5)
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10, width=32)), max_size=40))
+def test_sequential_f32_sums(pairs: list[tuple[int, float]]) -> None:
+    keys = np.array([k for k, _ in pairs], dtype=np.int64)
+    values = np.array([v for _, v in pairs], dtype=np.float64) / 3  # doubles, not floats
+    expected = [0.0] * 4
+    for k, v in zip(keys.tolist(), values.tolist()):
+        expected[k] = uo.f32(expected[k] + v)
+    assert ug.sequential_f32_sums(keys, values, 4).tolist() == expected
+
+
+@examples(0.5)
+@given(corpora(), st.integers(0, 25), st.sampled_from([1, 3, 16]))
+def test_columnar_matches_oracle(lines: list[str], extra: int, threads: int) -> None:
+    vocab = vocab_for(lines, extra)
+    expected = uo.train(lines, uo.Options(vocab_size=vocab, num_threads=threads)).pieces
+    assert columnar(lines, vocab, threads) == expected
+
+
+def test_too_small_vocabulary() -> None:
+    with pytest.raises(ug.UnigramError, match="smaller than the required characters"):
+        columnar(["abcdef ghij"], 8, 1)
+
+
+REAL = [("small/en_botchan.txt", 300, 400, 16), ("small/ja_wagahai_300k.txt", 30, 1000, 16),
+        ("small/ar_tashkeela_plain_300k.txt", 100, 500, 4)]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("rel,lines,vocab,threads", REAL)
+def test_columnar_matches_sentencepiece(rel: str, lines: int, vocab: int, threads: int) -> None:
+    with open(corpus(rel), encoding="utf-8") as f:
+        text = [line.rstrip("\n") for _, line in zip(range(lines), f)]
+    expected = spm_unigram(text, vocab, num_threads=threads, hard_vocab_limit=True)
+    assert columnar(text, vocab, threads) == expected
+
+
+# --- the command line --------------------------------------------------------------------------
+
+CLI_LINES = [f"line {i} the quick brown fox {'jumps' if i % 2 else 'sleeps'} over dog {i % 7}"
+             for i in range(60)] + ["  Über   naïve café  ", "", "x"]
+
+
+def test_cli_train_unigram(tmp_path) -> None:
+    """`train --model unigram`: the pieces and scores of spm_train (identity normalization, its
+    16 threads) in vocab.parquet; tokenizer.json and tokenizer.model encode alike."""
+    import sentencepiece as spm
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from tests.support.cli import run_cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in CLI_LINES), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = run_cli("train", str(src), "--model", "unigram", "--vocab-size", "45", "--out",
+                   str(out))
+    assert proc.returncode == 0, proc.stderr
+    vocab = pl.read_parquet(out / "vocab.parquet")
+    assert vocab["token"].to_list()[:3] == ["<unk>", "<s>", "</s>"]
+    got = list(zip(vocab["token"].to_list()[3:], vocab["score"].to_list()[3:]))
+    assert got == spm_unigram(CLI_LINES, 45, num_threads=16, hard_vocab_limit=True)
+    sp = spm.SentencePieceProcessor(model_file=str(out / "tokenizer.model"))
+    hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
+    for line in CLI_LINES + ["the fox sleeps", "Zürich  3"]:
+        assert hf.encode(line).ids == sp.encode(line)
+    rounds = pl.read_parquet(out / "rounds.parquet")
+    assert rounds["after_pruning"].to_list()[-1] <= int(45 * 1.1)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--min-frequency", "2"], "--min-frequency does not apply to --model unigram"),
+    (["--pre-tokenizer", "byte-level"], "--pre-tokenizer metaspace"),
+    pytest.param(["--engine", "duckdb"], "Polars engine only", marks=pytest.mark.duckdb),
+    (["--vocab-size", "5"], "smaller than the required characters"),
+    (["--vocab-size", "5000"], "too high for this corpus: training finds 48 pieces")])
+def test_cli_unigram_refusals(tmp_path, args: list[str], needle: str) -> None:
+    from tests.support.cli import assert_clean_error, run_cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in CLI_LINES), encoding="utf-8")
+    proc = run_cli("train", str(src), "--model", "unigram", "--vocab-size", "45", *args,
+                   "--out", str(tmp_path / "out"))
+    assert_clean_error(proc, needle)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.duckdb
+def test_cli_sql_queries_unigram_tables(tmp_path) -> None:
+    """The pruning rounds and the scores are tables `sql` can query."""
+    from tests.support.cli import run_cli
+
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in CLI_LINES), encoding="utf-8")
+    out = tmp_path / "out"
+    assert run_cli("train", str(src), "--model", "unigram", "--vocab-size", "45", "--out",
+                   str(out)).returncode == 0
+    proc = run_cli("sql", str(out), "select count(*) as n, min(after_pruning) as last "
+                   "from rounds", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    rounds = pl.read_parquet(out / "rounds.parquet")
+    assert proc.stdout.split() == ["n,last", f"{rounds.height},{rounds['after_pruning'].min()}"]
+    proc = run_cli("sql", str(out), "select token from vocab where kind = 'piece' "
+                   "order by score desc, token limit 1", "--format", "csv")
+    vocab = pl.read_parquet(out / "vocab.parquet")
+    assert proc.stdout.split() == ["token", vocab["token"][3]]
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+def test_columnar_matches_sentencepiece_on_medium() -> None:
+    """A medium corpus (the first 12,000 lines of medium/en) with 8,000 pieces and
+    SentencePiece's default 16 threads: the same pieces and scores (~1 min on two cores)."""
+    with open(corpus("medium/en.txt"), encoding="utf-8") as f:
+        text = [line.rstrip("\n") for _, line in zip(range(12_000), f)]
+    expected = spm_unigram(text, 8000, num_threads=16, hard_vocab_limit=True)
+    assert columnar(text, 8000, 16) == expected

@@ -1,0 +1,164 @@
+"""The encode side of a Unigram model: HF's `models.Unigram` (`encode_optimized`), columnar over
+the distinct words of a batch.
+
+Each word's best segmentation is the Viterbi path of its lattice (every vocabulary piece that
+occurs in it, an unknown node of score `min_score - 10` wherever no piece of one character
+starts), scores summed in float64 from the left as HF sums them; of two paths of equal score
+the one whose last piece starts first wins (HF's strict `>` over candidates arriving by start
+position). The lattices of all words are flat arrays (`training.unigram.Lattices`), the
+Viterbi a fold over positions. As in HF, consecutive unknown nodes are fused into one token
+whose string is looked up again in the vocabulary, else spelled as `<0xXX>` byte pieces with
+`byte_fallback`, else the unknown id."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import polars as pl
+
+from ..buffers import lists_at
+from ..errors import TokcolumnarValueError
+from ..hfjson import HFObject, is_json_int, json_kind
+from ..training.unigram import Lattices, _substrings, _with_strings
+from .base import Model
+
+UNK_PENALTY = 10.0  # HF's K_UNK_PENALTY and SentencePiece's kUnkPenalty
+
+
+class UnigramModel(Model):
+    """Pieces with their log-probability scores (id = position), the unknown piece's id."""
+
+    hf_type: ClassVar[str] = "Unigram"
+
+    def __init__(self, pieces: list[tuple[str, float]], unk_id: int | None = 0,
+                 byte_fallback: bool = False) -> None:
+        if unk_id is not None and not 0 <= unk_id < len(pieces):
+            raise TokcolumnarValueError(f"model Unigram: unk_id {unk_id} is not a piece id "
+                                        f"(0..{len(pieces) - 1})")
+        self.pieces = pieces
+        self.unk_id = unk_id
+        self.byte_fallback = byte_fallback
+        # HF's token -> id map: a repeated piece keeps its last id
+        self.vocab = {p: i for i, (p, _) in enumerate(pieces)}
+        self.scores = np.array([s for _, s in pieces], dtype=np.float64)
+        self.min_score = float(self.scores.min()) if len(pieces) else 0.0
+        self._table: pl.DataFrame | None = None
+
+    @property
+    def unk_token(self) -> str | None:
+        return None if self.unk_id is None else self.pieces[self.unk_id][0]
+
+    @classmethod
+    def from_hf(cls, d: dict[str, Any]) -> UnigramModel:
+        obj = HFObject(d, "model Unigram")
+        items = obj.list("vocab")
+        pieces = []
+        for k, item in enumerate(items):
+            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
+                    or isinstance(item[1], bool) or not isinstance(item[1], (int, float))):
+                raise obj.error(f"vocab[{k}] must be [piece, score], got {json_kind(item)}")
+            pieces.append((item[0], float(item[1])))
+        if not pieces:
+            raise obj.error("vocab is empty (HF needs at least the unknown piece)")
+        unk = obj.raw("unk_id", None)
+        if unk is not None and not is_json_int(unk):
+            raise obj.error(f"unk_id must be an integer or null, got {json_kind(unk)}")
+        return cls(pieces, unk, obj.bool("byte_fallback", False))
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": "Unigram", "unk_id": self.unk_id,
+                "vocab": [[p, s] for p, s in self.pieces], "byte_fallback": self.byte_fallback}
+
+    def prepare(self) -> None:
+        self.table()
+
+    def table(self) -> pl.DataFrame:
+        """(piece, id, score): the pieces the lattices are built from, each string once."""
+        if self._table is None:
+            ids = np.fromiter(self.vocab.values(), dtype=np.int64, count=len(self.vocab))
+            self._table = pl.DataFrame({"piece": list(self.vocab), "id": ids,
+                                        "score": self.scores[ids]})
+            self._max_len = int(self._table["piece"].str.len_chars().max() or 1)
+        return self._table
+
+    def lattices(self, words: pl.Series) -> Lattices:
+        table = self.table()
+        nchar = words.str.len_chars().to_numpy().astype(np.int64)
+        rows = _substrings(words, self._max_len, None, single=True)
+        nodes = _with_strings(rows, words).join(table, on="piece", how="inner",
+                                                maintain_order="left")
+        w = nodes["w"].to_numpy()
+        b = nodes["b"].to_numpy()
+        ln = nodes["l"].to_numpy()
+        pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
+        covered = np.zeros(pos_off[-1], dtype=bool)
+        covered[(pos_off[w] + b)[ln == 1]] = True
+        word_of = np.repeat(np.arange(len(nchar)), nchar + 1)
+        local = np.arange(pos_off[-1]) - pos_off[word_of]
+        unk_pos = np.flatnonzero((local < nchar[word_of]) & ~covered)
+        if len(unk_pos) and self.unk_id is None:
+            word = words[int(word_of[unk_pos[0]])]
+            raise TokcolumnarValueError(f"model Unigram: {word!r} has a character no piece "
+                                        "covers, and the model has no unk_id")
+        uw = word_of[unk_pos]
+        return Lattices(
+            pos_off=pos_off, nchar=nchar, w=np.r_[w, uw].astype(np.int64),
+            b=np.r_[b, local[unk_pos]].astype(np.int64),
+            length=np.r_[ln, np.ones(len(uw), np.int64)].astype(np.int64),
+            id=np.r_[nodes["id"].to_numpy(), np.full(len(uw), self.unk_id or 0)]
+            .astype(np.int64),
+            score=np.r_[nodes["score"].to_numpy(), np.full(len(uw), self.min_score
+                                                           - UNK_PENALTY)].astype(np.float64),
+            unk=np.r_[np.zeros(len(w), bool), np.ones(len(uw), bool)])
+
+    def tokenize_flat(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of every word end to end, and each word's offset into them."""
+        lat = self.lattices(words)
+        path, _ = lat.viterbi()
+        w, ids = lat.w[path], lat.id[path]
+        b, ln = lat.b[path], lat.length[path]
+        # fuse runs of unknown nodes (HF compares the node's id, so a piece that is the
+        # unknown piece itself fuses too)
+        unk = ids == self.unk_id if self.unk_id is not None else np.zeros(len(ids), bool)
+        starts_run = ~(unk & np.r_[False, unk[:-1]] & np.r_[False, w[1:] == w[:-1]])
+        run = np.cumsum(starts_run) - 1
+        first = np.flatnonzero(starts_run)
+        run_w, run_b = w[first], b[first]
+        run_len = np.bincount(run, weights=ln).astype(np.int64)
+        run_ids = ids[first].copy()
+        run_unk = unk[first]
+        per_run = np.ones(len(first), dtype=np.int64)
+        extra: dict[int, list[int]] = {}
+        if run_unk.any():
+            idx = np.flatnonzero(run_unk)
+            text = words.gather(run_w[idx]).str.slice(run_b[idx], run_len[idx])
+            found = (text.to_frame("piece").join(self.table().select("piece", "id"),
+                                                  on="piece", how="left",
+                                                  maintain_order="left")["id"])
+            hit = found.is_not_null().to_numpy()
+            run_ids[idx[hit]] = found.to_numpy()[hit]
+            if self.byte_fallback:
+                for k, s in zip(idx[~hit].tolist(), text.filter(~hit).to_list()):
+                    spelled = [self.vocab.get(f"<0x{x:02X}>") for x in s.encode("utf-8")]
+                    if all(i is not None for i in spelled):
+                        extra[k] = spelled  # type: ignore[assignment]
+                        per_run[k] = len(spelled)
+        if extra:
+            out = np.repeat(run_ids, per_run)
+            at = np.r_[0, np.cumsum(per_run)]
+            for k, spelled in extra.items():
+                out[at[k]:at[k + 1]] = spelled
+            token_w = np.repeat(run_w, per_run)
+        else:
+            out, token_w = run_ids, run_w
+        offsets = np.r_[0, np.cumsum(np.bincount(token_w, minlength=len(words)))]
+        return out, offsets.astype(np.int64)
+
+    def encode_words(self, words: pl.Series) -> pl.Series:
+        ids, offsets = self.tokenize_flat(words)
+        return lists_at(pl.Series("ids", ids, dtype=pl.UInt32), offsets)
+
+    def tokenize(self, word: str) -> list[str]:
+        ids, _ = self.tokenize_flat(pl.Series([word]))
+        return [self.pieces[i][0] for i in ids.tolist()]

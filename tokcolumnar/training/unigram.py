@@ -1,0 +1,790 @@
+"""Unigram training: SentencePiece's algorithm (docs/unigram.md) as columnar passes.
+
+The normalized sentences go in (SentencePiece's order, with counts); the pieces and their float32
+scores come out, equal bit for bit to `spm_train --model_type=unigram`'s (sentencepiece 0.2.3)
+and to the plain-Python oracle (tests/support/unigram_oracle.py) on the same input. No Python
+loop runs over words, sentences or lattice nodes: loops run over positions in a word (at most
+the longest word), ranks within a lattice position (at most the longest piece + 1) and the
+length of a float32 sum chain (see `sequential_f32_sums`).
+
+The lattices of all distinct words are flat arrays: one row per node (word, start, length,
+piece), positions numbered word after word (`offsets`). A lattice is built once for the seed
+pieces (`_substrings`: every substring that can be a piece, joined with the seeds by string)
+and each EM iteration only maps seed ids to the current pieces. Float arithmetic follows
+SentencePiece's: float32 where it uses `float`, float64 where it uses `double`, sums in its
+order, its threads included (word i is summed by thread i mod `num_threads`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
+
+WS = "\u2581"  # the escaped space
+UNK_CHAR = "\u2585"  # stands for a character outside the required ones
+BOUNDARY_CHAR = "\x1f"  # the pre-tokenization boundary: never in a piece, never required
+
+F32 = np.float32
+F64 = np.float64
+
+_WS, _UNK, _BOUNDARY = ord(WS), ord(UNK_CHAR), ord(BOUNDARY_CHAR)
+_STARTS = np.array([a for a, _, _ in SCRIPT_RANGES], dtype=np.int64)
+_ENDS = np.array([b for _, b, _ in SCRIPT_RANGES], dtype=np.int64)
+_SCRIPTS = np.array([s for _, _, s in SCRIPT_RANGES], dtype=np.int64)
+_HAN, _HIRAGANA, _KATAKANA, _INHERITED = (SCRIPT_NAMES.index(n) for n in
+                                           ("Han", "Hiragana", "Katakana", "Inherited"))
+_ANY = -1  # matches every script (digits with split_by_number=False)
+
+
+@dataclass(frozen=True)
+class UnigramOptions:
+    """SentencePiece's TrainerSpec fields that the trainer reads, with its defaults. Only the
+    defaults of the whitespace options are supported (split_by_whitespace, prefix `▁`)."""
+
+    vocab_size: int = 8000
+    character_coverage: float = 0.9995
+    seed_sentencepiece_size: int = 1_000_000
+    shrinking_factor: float = 0.75
+    max_sentencepiece_length: int = 16
+    num_sub_iterations: int = 2
+    num_threads: int = 16
+    split_by_unicode_script: bool = True
+    split_by_number: bool = True
+    split_digits: bool = False
+    meta_pieces: int = 3  # <unk>, <s>, </s>: they take ids, not pieces
+    hard_vocab_limit: bool = True  # fewer pieces than vocab_size is an error
+
+
+@dataclass
+class UnigramResult:
+    pieces: list[str]  # the trained pieces in id order (meta pieces not included)
+    scores: np.ndarray  # their float32 scores
+    rounds: pl.DataFrame  # one row per EM round: sizes after EM and after pruning
+
+
+class UnigramError(ValueError):
+    """The corpus cannot give the asked vocabulary (SentencePiece's own checks)."""
+
+
+# --- float32 sums in SentencePiece's order ---------------------------------------------------
+
+def sequential_f32_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """For each key in 0..n-1, `acc = float32(acc + v)` over its values in array order (`v` a
+    double: C++'s `float += double`), as SentencePiece's loops sum. Vectorized across keys: the
+    k-th value of every key is added in one step, so there are as many steps as the longest
+    chain."""
+    acc = np.zeros(n, dtype=F32)
+    if len(keys) == 0:
+        return acc
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    rank = np.arange(len(k)) - np.repeat(starts, np.diff(np.r_[starts, len(k)]))
+    by_rank = np.argsort(rank, kind="stable")
+    kr = k[by_rank]
+    vr = values[order][by_rank].astype(F64)
+    bounds = np.searchsorted(rank[by_rank], np.arange(rank.max() + 2))
+    for r in range(len(bounds) - 1):
+        sl = slice(bounds[r], bounds[r + 1])
+        kk = kr[sl]
+        acc[kk] = (acc[kk].astype(F64) + vr[sl]).astype(F32)
+    return acc
+
+
+def thread_sums(words: np.ndarray, keys: np.ndarray, values: np.ndarray, n: int,
+                threads: int) -> np.ndarray:
+    """SentencePiece's per-thread float32 sums merged in thread order: word i is summed by
+    thread i mod `threads`, each thread in word order; thread 0's vector += thread 1's, …"""
+    per = sequential_f32_sums((words % threads) * n + keys, values, threads * n)
+    per = per.reshape(threads, n)
+    out = per[0].copy()
+    for t in range(1, threads):
+        out = out + per[t]  # float32 + float32
+    return out
+
+
+def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """SentencePiece's LogSumExp on float32 arrays (the exp and log1p in double)."""
+    vmin = np.minimum(x, y)
+    vmax = np.maximum(x, y)
+    out = vmax.copy()
+    m = ~(vmax > vmin + F32(50.0))
+    d = (vmin[m] - vmax[m]).astype(F64)
+    out[m] = (vmax[m].astype(F64) + np.log1p(np.exp(d))).astype(F32)
+    return out
+
+
+def digamma(x: np.ndarray) -> np.ndarray:
+    """SentencePiece's Digamma (double): the recurrence up to 7, then the asymptotic series."""
+    x = np.asarray(x, dtype=F64).copy()
+    result = np.zeros_like(x)
+    for _ in range(8):
+        m = x < 7
+        if not m.any():
+            break
+        result[m] -= 1 / x[m]
+        x[m] += 1
+    x -= 1.0 / 2.0
+    xx = 1.0 / x
+    xx2 = xx * xx
+    xx4 = xx2 * xx2
+    result += (np.log(x) + (1.0 / 24.0) * xx2 - (7.0 / 960.0) * xx4
+               + (31.0 / 8064.0) * xx4 * xx2 - (127.0 / 30720.0) * xx4 * xx4)
+    return result
+
+
+def to_log_prob(values: np.ndarray) -> np.ndarray:
+    """ToLogProb: a double sum of the float values in order, then float(log(v) - log(sum))."""
+    v = values.astype(F32).astype(F64)
+    logsum = np.log(np.cumsum(v)[-1])  # cumsum: a sequential sum, as the C++ loop
+    return (np.log(v) - logsum).astype(F32)
+
+
+# --- text as code points -----------------------------------------------------------------------
+
+def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The code points of the strings end to end and each string's offset (n + 1 offsets)."""
+    lengths = strings.str.len_chars().to_numpy().astype(np.int64)
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    text = "".join(strings.to_list())
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64), offsets
+
+
+def lead_byte(cp: np.ndarray) -> np.ndarray:
+    """The first UTF-8 byte of each code point."""
+    return np.select([cp < 0x80, cp < 0x800, cp < 0x10000],
+                     [cp, 0xC0 | (cp >> 6), 0xE0 | (cp >> 12)], 0xF0 | (cp >> 18))
+
+
+def scripts(cp: np.ndarray, opts: UnigramOptions) -> np.ndarray:
+    """Each character's script for the validity check: SentencePiece's Unicode 9 table,
+    Hiragana/Katakana/U+30FC as Han, `_INHERITED` kept, digits `_ANY` unless split_by_number."""
+    i = np.searchsorted(_STARTS, cp, side="right") - 1
+    inside = (i >= 0) & (cp <= _ENDS[np.maximum(i, 0)])
+    s = np.where(inside, _SCRIPTS[np.maximum(i, 0)], 0)
+    s = np.where((s == _HIRAGANA) | (s == _KATAKANA) | (cp == 0x30FC), _HAN, s)
+    if not opts.split_by_number:
+        s = np.where(is_decimal(cp), _ANY, s)
+    return s
+
+
+def is_decimal(cp: np.ndarray) -> np.ndarray:
+    return ((cp >= 0x30) & (cp <= 0x39)) | ((cp >= 0xFF10) & (cp <= 0xFF19))
+
+
+# --- loading: SentencePiece's line filter and whitespace handling ------------------------------
+
+def sentencepiece_whitespace(text: pl.Expr, add_dummy_prefix: bool = True) -> pl.Expr:
+    """SentencePiece's normalizer after its rule (`remove_extra_whitespaces`,
+    `add_dummy_prefix`, `escape_whitespaces`): spaces (U+0020 only) stripped at both ends,
+    runs collapsed, one in front, all written `▁`; then every `▁` at the end goes, those of
+    the text included (SentencePiece strips the escaped result). An all-space text becomes
+    empty."""
+    body = text.str.strip_chars(" ").str.replace_all(" +", WS)
+    if add_dummy_prefix:
+        body = pl.when(body == "").then(pl.lit("")).otherwise(WS + body)
+    return body.str.strip_chars_end(WS)
+
+
+def load_sentences(lines: pl.Series, max_sentence_length: int = 4192,
+                   normalize=sentencepiece_whitespace) -> pl.Series:
+    """The sentences SentencePiece trains on, in its order: lines that are empty, longer than
+    `max_sentence_length` bytes or contain `▅` are skipped, the others normalized
+    (`normalize`: an expression on the text); sentences normalized to nothing are removed by
+    swapping the last sentence into their place (docs/unigram.md, 1.3)."""
+    kept = (pl.DataFrame({"line": lines}, schema={"line": pl.String})
+            .filter((pl.col("line") != "") & (pl.col("line").str.len_bytes()
+                                               <= max_sentence_length)
+                    & ~pl.col("line").str.contains(UNK_CHAR, literal=True))
+            .select(normalize(pl.col("line")).alias("sentence"))["sentence"])
+    empty = (kept == "").to_numpy()
+    if not empty.any():
+        return kept
+    order = np.arange(len(kept))
+    size = len(kept)
+    i = int(np.argmax(empty))
+    # only the empties are visited: the loop runs once per removed sentence
+    while i < size:
+        if empty[order[i]]:
+            order[i] = order[size - 1]
+            size -= 1
+            continue
+        rest = empty[order[i:size]]
+        if not rest.any():
+            break
+        i += int(np.argmax(rest))
+    return kept.gather(order[:size])
+
+
+# --- loading: required characters -------------------------------------------------------------
+
+def required_characters(sentences: pl.Series, counts: np.ndarray,
+                        opts: UnigramOptions) -> pl.DataFrame:
+    """The required characters (char, count) in (count desc, code point asc) order: taken while
+    the coverage before them is below `character_coverage` (docs/unigram.md, 1.4)."""
+    cp, off = code_points(sentences)
+    weight = np.repeat(counts.astype(np.int64), np.diff(off))
+    ok = (cp != 0) & (cp != 0x20) & ((cp < 0xD800) | ((cp >= 0xE000) & (cp <= 0x10FFFF)))
+    chars, inverse = np.unique(cp[ok], return_inverse=True)
+    n = np.bincount(inverse, weights=weight[ok], minlength=len(chars)).astype(np.int64)
+    order = np.lexsort((chars, -n))
+    chars, n = chars[order], n[order]
+    total = n.sum()
+    before = np.cumsum(n) - n
+    coverage = (before / total).astype(F32) if total else np.zeros(0, F32)
+    stop = np.flatnonzero(coverage >= F32(opts.character_coverage))
+    keep = slice(0, stop[0] if len(stop) else len(chars))
+    chars, n = chars[keep], n[keep]
+    not_boundary = chars != _BOUNDARY
+    return pl.DataFrame({"cp": chars[not_boundary], "count": n[not_boundary]})
+
+
+def replace_rare(sentences: pl.Series, required: pl.DataFrame) -> pl.Series:
+    """Every character outside the required ones becomes `▅`."""
+    cp, off = code_points(sentences)
+    cp = np.where(np.isin(cp, required["cp"].to_numpy()), cp, _UNK)
+    text = cp.astype(np.uint32).tobytes().decode("utf-32-le")
+    starts = pl.Series(off[:-1])
+    return pl.select(pl.lit(text).str.slice(starts, pl.Series(np.diff(off)))).to_series()
+
+
+# --- words and substrings ----------------------------------------------------------------------
+
+WORD_RE = "▁[^▁]*|[^▁]+"  # SplitIntoWords: a word starts at the text's start and at each ▁
+
+
+def word_tokens(sentences: pl.Series, counts: np.ndarray) -> pl.DataFrame:
+    """Every word of every sentence (in order) with: its count, whether it ends its sentence,
+    and for a sentence's last word the first byte after the sentence's NUL in the seed text
+    (the sentence's own first character for its count - 1 repeats, the next sentence's for the
+    last repeat, 256 for the end of the text)."""
+    n = len(sentences)
+    firsts = lead_byte(code_points(sentences.str.slice(0, 1))[0])
+    nxt = np.r_[firsts[1:], 256] if n else np.zeros(0, np.int64)
+    return (pl.DataFrame({"sentence": np.arange(n), "words": sentences.str.extract_all(WORD_RE),
+                          "count": counts.astype(np.int64), "own_next": firsts, "next": nxt})
+            .with_columns(last=pl.col("words").list.len() - 1)
+            .with_columns(pos=pl.int_ranges(0, pl.col("words").list.len()))
+            .explode("words", "pos")
+            .rename({"words": "word"})
+            .with_columns(final=pl.col("pos") == pl.col("last")))
+
+
+def _substrings(words: pl.Series, max_len: int, opts: UnigramOptions | None, single: bool
+                ) -> pl.DataFrame:
+    """Every substring of the words that may be a piece: (w, b, l, p) for l >= 2 when it is a
+    valid piece (docs/unigram.md, 2; every substring when `opts` is None); with `single`,
+    every character (l = 1) too, valid or not (characters are seeds whatever their script).
+    Columnar over all start positions, one pass per length."""
+    cp, off = code_points(words)
+    nchars = len(cp)
+    word_of = np.repeat(np.arange(len(words)), np.diff(off))
+    wend = off[1:][word_of]
+    if opts is None:
+        p = np.concatenate([np.flatnonzero(np.arange(nchars) + n <= wend)
+                            for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
+        ln = np.concatenate([np.full(int((np.arange(nchars) + n <= wend).sum()), n)
+                             for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
+        w = word_of[p]
+        return pl.DataFrame({"w": w, "b": p - off[w], "l": ln, "p": p})
+    sc = scripts(cp, opts)
+    bad = ((cp == _UNK) | (cp == 0) | (cp == _BOUNDARY) | (cp == 0x20)
+           | ((cp >= 0xD800) & (cp < 0xE000)) | (cp > 0x10FFFF))
+    ws = cp == _WS
+    digit = is_decimal(cp)
+    pos = np.arange(nchars)
+    state = np.full(nchars, _ANY, dtype=np.int64)  # the script so far (none yet: any)
+    valid = np.ones(nchars, dtype=bool)
+    has_digit = np.zeros(nchars, dtype=bool)
+    parts = []
+    for length in range(1, max_len + 1):
+        live = pos + length <= wend
+        if not live.any():
+            break
+        pos, state, valid, has_digit = pos[live], state[live], valid[live], has_digit[live]
+        wend = wend[live]
+        q = pos + length - 1
+        valid &= ~bad[q]
+        valid &= ~(ws[q] & (length > 1))
+        base = ~ws[q] & (sc[q] != _INHERITED)
+        s = sc[q]
+        clash = base & (state != _ANY) & (s != _ANY) & (state != s)
+        if opts.split_by_unicode_script:
+            valid &= ~clash
+        state = np.where(base, s, state)
+        has_digit |= digit[q]
+        ok = valid & ~(opts.split_digits & has_digit & (length > 1))
+        if length == 1:
+            if single:
+                parts.append((pos, np.full(len(pos), 1), np.ones(len(pos), dtype=bool)))
+            continue
+        parts.append((pos[ok], np.full(int(ok.sum()), length), np.ones(int(ok.sum()), bool)))
+    p = np.concatenate([a for a, _, _ in parts]) if parts else np.zeros(0, np.int64)
+    ln = np.concatenate([b for _, b, _ in parts]) if parts else np.zeros(0, np.int64)
+    w = word_of[p]
+    b = p - off[w]
+    return pl.DataFrame({"w": w, "b": b, "l": ln, "p": p})
+
+
+def _with_strings(rows: pl.DataFrame, words: pl.Series) -> pl.DataFrame:
+    return rows.with_columns(
+        piece=words.gather(rows["w"]).str.slice(rows["b"], rows["l"]))
+
+
+# --- seeds -------------------------------------------------------------------------------------
+
+def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
+                ) -> pl.DataFrame:
+    """The seed pieces (piece, score) in SentencePiece's order: the characters, then the
+    frequent substrings of the suffix array, scored by ToLogProb (docs/unigram.md, 2)."""
+    cp, off = code_points(sentences)
+    weight = np.repeat(counts.astype(np.int64), np.diff(off))
+    keep = (cp != _UNK) & (cp != _BOUNDARY)
+    chars, inverse = np.unique(cp[keep], return_inverse=True)
+    n = np.bincount(inverse, weights=weight[keep], minlength=len(chars)).astype(np.int64)
+    order = np.lexsort((chars, -n))
+    char_seeds = pl.DataFrame({"piece": [chr(c) for c in chars[order]],
+                               "value": n[order].astype(F32)},
+                              schema={"piece": pl.String, "value": pl.Float32})
+    subs = substring_seeds(sentences, counts, opts)
+    seeds = pl.concat([char_seeds, subs.select("piece", "value")])
+    return seeds.with_columns(score=pl.Series(to_log_prob(seeds["value"].to_numpy())))
+
+
+def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
+                    ) -> pl.DataFrame:
+    """The substrings SentencePiece's LCP intervals give, without a suffix array: a substring
+    `s` of a word (pieces cannot cross `▁`) is an interval of the byte text when the first
+    bytes after its occurrences differ (`freq` = its occurrences), and `s` + NUL is one when
+    `s` ends 2+ sentences whose next bytes differ; both frequencies add up."""
+    tokens = word_tokens(sentences, counts)
+    kinds = tokens.group_by("word", "final", maintain_order=True).agg(pl.col("count").sum())
+    words = kinds["word"]
+    rows = _substrings(words, opts.max_sentencepiece_length, opts, single=False)
+    cp, off = code_points(words)
+    w = rows["w"].to_numpy()
+    end = rows["b"].to_numpy() + rows["l"].to_numpy()
+    at_end = end == np.diff(off)[w]
+    final = kinds["final"].to_numpy()[w]
+    # the first byte after the substring: the next character's, else the next word's `▁`
+    # (0xE2), else the sentence's NUL
+    inner = lead_byte(cp[np.minimum(rows["p"].to_numpy() + rows["l"].to_numpy(), len(cp) - 1)])
+    follow = np.where(at_end, np.where(final, 0, 0xE2), inner)
+    rows = _with_strings(rows, words).with_columns(
+        follow=pl.Series(follow, dtype=pl.Int64), at_end=pl.Series(at_end, dtype=pl.Boolean),
+        final=pl.Series(final, dtype=pl.Boolean),
+        count=kinds["count"].gather(rows["w"]), word=words.gather(rows["w"]))
+    branching = (rows.group_by("piece").agg(occ=pl.col("count").sum(),
+                                            followers=pl.col("follow").n_unique())
+                 .filter(pl.col("followers") >= 2).select("piece", "occ"))
+    # after a sentence's NUL: its own first byte (count - 1 repeats), then the next one's
+    afters = (pl.concat([
+        tokens.filter(pl.col("final")).select("word", after="own_next",
+                                              n=pl.col("count") - 1),
+        tokens.filter(pl.col("final")).select("word", after="next", n=pl.lit(1, pl.Int64))])
+        .filter(pl.col("n") > 0))
+    ends = (rows.filter(pl.col("at_end") & pl.col("final")).select("piece", "word")
+            .join(afters, on="word")
+            .group_by("piece").agg(occ=pl.col("n").sum(), followers=pl.col("after").n_unique())
+            .filter(pl.col("followers") >= 2).select("piece", "occ"))
+    found = (pl.concat([branching, ends]).group_by("piece").agg(pl.col("occ").sum())
+             .filter(pl.col("occ") >= 2))
+    score = (found["occ"].cast(pl.Float32).to_numpy()
+             * found["piece"].str.len_chars().cast(pl.Float32).to_numpy()).astype(F32)
+    return (found.with_columns(value=pl.Series(score, dtype=pl.Float32),
+                               nbytes=pl.col("piece").str.len_bytes())
+            .sort(["value", "nbytes", "piece"], descending=[True, True, False])
+            .head(opts.seed_sentencepiece_size).select("piece", "value"))
+
+
+# --- lattices ----------------------------------------------------------------------------------
+
+@dataclass
+class Lattices:
+    """All nodes of the lattices of a list of strings, flat. Positions are numbered string
+    after string (`pos_off[w] + i`, i = 0..n_w); a node runs from `start` to `end` (global
+    positions)."""
+
+    pos_off: np.ndarray  # per string: its first position (n + 1 offsets)
+    nchar: np.ndarray  # per string: characters
+    w: np.ndarray  # per node: its string
+    b: np.ndarray  # per node: start (local)
+    length: np.ndarray
+    id: np.ndarray  # current piece id (0 for an unknown character)
+    score: np.ndarray  # float32
+    unk: np.ndarray  # bool: an UNK node
+    _cache: dict = field(default_factory=dict, repr=False)  # node orders, by `_folds`
+
+    @property
+    def start(self) -> np.ndarray:
+        return self.pos_off[self.w] + self.b
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.length
+
+    def begin_order(self) -> np.ndarray:
+        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
+        if "begin" not in self._cache:
+            top = int(self.length.max(initial=0)) + 1
+            key = self.start * (top + 1) + np.where(self.unk, top, self.length)
+            self._cache["begin"] = np.argsort(key, kind="stable")
+        return self._cache["begin"]
+
+    def _folds(self, by_end: bool):
+        """Slices of nodes, each with at most one node per lattice position, in the order the
+        forward (by end, earliest start first) or backward (by start from the right, begin
+        order) folds visit them: (positions rank k of a group are one slice). Cached: the
+        passes over one lattice share them."""
+        if by_end in self._cache:
+            return self._cache[by_end]
+        if by_end:
+            top = int(self.length.max(initial=0))
+            # by (string, end, start): positions are numbered string after string, and for
+            # one end an earlier start is a longer node
+            order = np.argsort(self.end * (top + 1) + (top - self.length), kind="stable")
+            group = self.end[order]
+        else:
+            order = self.begin_order()
+            group = self.start[order]
+        first = np.r_[True, group[1:] != group[:-1]]
+        starts = np.flatnonzero(first)
+        rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+        local = (self.b + self.length)[order] if by_end else self.b[order]
+        # ascending positions for the forward pass, descending for the backward pass
+        outer = local if by_end else local.max(initial=0) - local
+        key = outer * (rank.max(initial=0) + 1) + rank
+        visit = np.argsort(key, kind="stable")  # stable: a slice keeps the strings' order
+        order, rank, key = order[visit], rank[visit], key[visit]
+        cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
+        self._cache[by_end] = (order, rank, cuts)
+        return order, rank, cuts
+
+    def forward(self) -> np.ndarray:
+        alpha = np.zeros(self.pos_off[-1], dtype=F32)
+        start, end = self.start, self.end
+        order, rank, cuts = self._folds(by_end=True)
+        for i in range(len(cuts) - 1):
+            idx = order[cuts[i]:cuts[i + 1]]
+            v = self.score[idx] + alpha[start[idx]]
+            t = end[idx]
+            alpha[t] = v if rank[cuts[i]] == 0 else log_sum_exp(alpha[t], v)
+        return alpha
+
+    def backward(self) -> np.ndarray:
+        beta = np.zeros(self.pos_off[-1], dtype=F32)
+        start, end = self.start, self.end
+        order, rank, cuts = self._folds(by_end=False)
+        for i in range(len(cuts) - 1):
+            idx = order[cuts[i]:cuts[i + 1]]
+            v = self.score[idx] + beta[end[idx]]
+            t = start[idx]
+            beta[t] = v if rank[cuts[i]] == 0 else log_sum_exp(beta[t], v)
+        return beta
+
+    def viterbi(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The best path of every string: (its nodes in string order then left to right, and
+        the best score of every string, float32 summed left to right). Ties keep the node
+        ending there that starts first (SentencePiece's strict `>`)."""
+        score = self.score if score is None else score
+        best = np.zeros(self.pos_off[-1], dtype=score.dtype)
+        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
+        start, end = self.start, self.end
+        order, rank, cuts = self._folds(by_end=True)
+        for i in range(len(cuts) - 1):
+            idx = order[cuts[i]:cuts[i + 1]]
+            v = best[start[idx]] + score[idx]
+            t = end[idx]
+            if rank[cuts[i]] == 0:
+                best[t], back[t] = v, idx
+            else:
+                better = v > best[t]
+                best[t[better]], back[t[better]] = v[better], idx[better]
+        last = self.pos_off[1:] - 1  # each string's end position
+        steps = []
+        cur = last.copy()
+        alive = self.nchar > 0
+        while alive.any():
+            node = back[cur[alive]]
+            steps.append((np.flatnonzero(alive), node))
+            cur[alive] = start[node]
+            alive[alive] = self.b[node] > 0
+        if not steps:
+            return np.zeros(0, np.int64), best[last]
+        strings = np.concatenate([s for s, _ in steps])
+        nodes = np.concatenate([n for _, n in steps])
+        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
+        return nodes[np.lexsort((depth, strings))], best[last]
+
+    def marginals(self) -> np.ndarray:
+        """Per node, float(Z-normalized) exponent: ((alpha + score) + beta) - Z, float32."""
+        alpha, beta = self.forward(), self.backward()
+        z = alpha[self.pos_off[1:] - 1]
+        return ((alpha[self.start] + self.score) + beta[self.end]) - z[self.w]
+
+
+def lattices(strings: pl.Series, subs: pl.DataFrame, piece_ids: np.ndarray,
+             scores: np.ndarray, nchar: np.ndarray) -> Lattices:
+    """The lattices of `strings` for the current pieces: `subs` (w, b, l, seed) lists every
+    substring that is a seed, `piece_ids[seed]` its current id or -1; an UNK node (id 0, score
+    min - 10) wherever no piece of one character starts."""
+    cur = piece_ids[subs["seed"].to_numpy()]
+    live = cur >= 0
+    w = subs["w"].to_numpy()[live]
+    b = subs["b"].to_numpy()[live]
+    ln = subs["l"].to_numpy()[live]
+    ids = cur[live]
+    pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
+    covered = np.zeros(pos_off[-1], dtype=bool)
+    covered[(pos_off[w] + b)[ln == 1]] = True
+    all_pos = np.arange(pos_off[-1])
+    word_of = np.repeat(np.arange(len(nchar)), nchar + 1)
+    is_char = all_pos - pos_off[word_of] < nchar[word_of]
+    unk_pos = np.flatnonzero(is_char & ~covered)
+    uw = word_of[unk_pos]
+    min_score = scores.min() if len(scores) else F32(0)
+    return Lattices(
+        pos_off=pos_off, nchar=nchar,
+        w=np.r_[w, uw].astype(np.int64), b=np.r_[b, unk_pos - pos_off[uw]].astype(np.int64),
+        length=np.r_[ln, np.ones(len(uw), np.int64)].astype(np.int64),
+        id=np.r_[ids, np.zeros(len(uw), np.int64)].astype(np.int64),
+        score=np.r_[scores[ids], np.full(len(uw), F32(min_score - F32(10.0)))].astype(F32),
+        unk=np.r_[np.zeros(len(ids), bool), np.ones(len(uw), bool)])
+
+
+def seed_substrings(strings: pl.Series, seeds: pl.Series, max_len: int,
+                    opts: UnigramOptions) -> pl.DataFrame:
+    """(w, b, l, seed): every substring of `strings` that is one of `seeds` (by index)."""
+    rows = _substrings(strings, max_len, opts, single=True)
+    table = pl.DataFrame({"piece": seeds, "seed": np.arange(len(seeds), dtype=np.int64)})
+    return (_with_strings(rows, strings).join(table, on="piece", how="inner",
+                                               maintain_order="left")
+            .select("w", "b", "l", "seed"))
+
+
+# --- EM and pruning ----------------------------------------------------------------------------
+
+@dataclass
+class _Model:
+    seed: np.ndarray  # per current piece: its seed index
+    score: np.ndarray  # float32
+
+    def ids(self, n_seeds: int) -> np.ndarray:
+        out = np.full(n_seeds, -1, dtype=np.int64)
+        out[self.seed] = np.arange(len(self.seed))
+        return out
+
+
+def e_step(model: _Model, n_seeds: int, words: pl.Series, counts: np.ndarray,
+           subs: pl.DataFrame, nchar: np.ndarray, threads: int) -> np.ndarray:
+    lat = lattices(words, subs, model.ids(n_seeds), model.score, nchar)
+    x = lat.marginals()
+    freq = counts.astype(F32)[lat.w].astype(F64)
+    contrib = freq * np.exp(x.astype(F64))
+    order = lat.begin_order()  # SentencePiece's order: word, start, insertion
+    return thread_sums(lat.w[order], lat.id[order], contrib[order], len(model.seed), threads)
+
+
+def m_step(model: _Model, expected: np.ndarray) -> _Model:
+    keep = expected >= F32(0.5)
+    kept = expected[keep]
+    total = np.cumsum(kept, dtype=F32)[-1] if len(kept) else F32(0)  # float32, in order
+    logsum = F32(digamma(np.array([total]))[0])
+    return _Model(model.seed[keep], (digamma(kept) - F64(logsum)).astype(F32))
+
+
+def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Lattice::NBest(2) for every string: whether a second path exists, whether the best
+    path is the whole string as one node, and the second path's piece ids (a list of columns:
+    step k's ids, -1 past the path's end). A path's score is summed from its right end."""
+    npos = lat.pos_off[-1]
+    s1 = np.full(npos, -np.inf, dtype=F32)
+    s2 = np.full(npos, -np.inf, dtype=F32)
+    n1 = np.full(npos, -1, np.int64)
+    n2 = np.full(npos, -1, np.int64)
+    r1 = np.zeros(npos, np.int64)  # which path continues after the node (1 or 2)
+    r2 = np.zeros(npos, np.int64)
+    has2 = np.zeros(npos, dtype=bool)
+    ends = lat.pos_off[1:] - 1
+    s1[ends] = 0.0
+    n1[ends] = -2  # EOS
+    order = lat.begin_order()
+    start, end = lat.start[order], lat.end[order]
+    b = lat.b[order]
+    insertion = np.arange(len(order))
+    for pos in range(int(lat.nchar.max(initial=0)) - 1, -1, -1):
+        here = b == pos
+        if not here.any():
+            continue
+        idx, st, en, ins = order[here], start[here], end[here], insertion[here]
+        c1 = lat.score[idx] + s1[en]
+        sec = has2[en]
+        c2 = lat.score[idx[sec]] + s2[en[sec]]
+        cand_pos = np.r_[st, st[sec]]
+        cand_score = np.r_[c1, c2].astype(F32)
+        cand_node = np.r_[idx, idx[sec]]
+        cand_rank = np.r_[np.ones(len(idx), np.int64), np.full(int(sec.sum()), 2)]
+        cand_order = np.r_[ins * 2, ins[sec] * 2 + 1]
+        o = np.lexsort((cand_order, -cand_score.astype(F64), cand_pos))
+        cp_, cs, cn, cr = cand_pos[o], cand_score[o], cand_node[o], cand_rank[o]
+        first = np.r_[True, cp_[1:] != cp_[:-1]]
+        second = ~first & np.r_[False, first[:-1]]
+        s1[cp_[first]], n1[cp_[first]], r1[cp_[first]] = cs[first], cn[first], cr[first]
+        s2[cp_[second]], n2[cp_[second]], r2[cp_[second]] = cs[second], cn[second], cr[second]
+        has2[cp_[second]] = True
+    heads = lat.pos_off[:-1]
+    second_exists = has2[heads]
+    best_whole = lat.length[np.maximum(n1[heads], 0)] == lat.nchar
+    # follow the second path
+    cols = []
+    node = np.where(second_exists, n2[heads], -1)
+    rank = np.where(second_exists, r2[heads], 0)
+    alive = node >= 0
+    while alive.any():
+        cols.append(np.where(alive, lat.id[np.maximum(node, 0)], -1))
+        nxt = lat.end[np.maximum(node, 0)]
+        node = np.where(alive, np.where(rank == 1, n1[nxt], n2[nxt]), -1)
+        rank = np.where(alive, np.where(rank == 1, r1[nxt], r2[nxt]), 0)
+        alive = node >= 0
+    return second_exists, best_whole, cols
+
+
+def prune(model: _Model, n_seeds: int, seeds: pl.Series, words: pl.Series,
+          counts: np.ndarray, subs: pl.DataFrame, nchar: np.ndarray, desired: int,
+          opts: UnigramOptions) -> _Model:
+    size = len(model.seed)
+    ids = model.ids(n_seeds)
+    pieces = seeds.gather(model.seed)
+    # 1. each piece's own 2-best segmentation
+    piece_subs = seed_substrings(pieces, seeds, opts.max_sentencepiece_length, opts)
+    plat = lattices(pieces, piece_subs, ids, model.score, pieces.str.len_chars().to_numpy()
+                    .astype(np.int64))
+    second, whole, alt_cols = two_best(plat)
+    always_keep = ~second | whole
+    alts = np.stack(alt_cols, axis=1) if alt_cols else np.full((size, 0), -1, np.int64)
+    alts = np.where(second[:, None] & whole[:, None], alts, -1)
+    n_alt = (alts >= 0).sum(axis=1)
+    # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
+    lat = lattices(words, subs, ids, model.score, nchar)
+    nodes, _ = lat.viterbi()
+    freq = thread_sums(lat.w[nodes], lat.id[nodes], counts.astype(F32)[lat.w[nodes]], size,
+                       opts.num_threads)
+    total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
+    logsum = F32(np.log(F64(total)))
+    # 3. the loss of each candidate
+    gone = (freq == 0) | ~always_keep
+    kept_plain = ~gone & (n_alt == 0)
+    cand = np.flatnonzero(~gone & (n_alt > 0))
+    f = freq[cand]
+    logprob_sp = (np.log(f.astype(F64)) - F64(logsum)).astype(F32)
+    logsum_alt = np.log((total + (f * (n_alt[cand] - 1).astype(F32))).astype(F64)).astype(F32)
+    logprob_alt = np.zeros(len(cand), dtype=F32)
+    for k in range(alts.shape[1]):
+        a = alts[cand, k]
+        m = a >= 0
+        term = np.log((freq[a[m]] + f[m]).astype(F64)) - logsum_alt[m].astype(F64)
+        logprob_alt[m] = (logprob_alt[m].astype(F64) + term).astype(F32)
+    share = f / total
+    loss = share * (logprob_sp - logprob_alt)
+    pruned_size = max(desired, int(F32(F32(opts.shrinking_factor) * F32(size))))
+    kept = np.flatnonzero(kept_plain)
+    ranked = cand[np.lexsort((cand, -loss.astype(F64)))]
+    room = pruned_size - len(kept)
+    # SentencePiece stops when the count *equals* pruned_size: already above it, all stay
+    take = ranked if room < 0 else ranked[:room]
+    new = np.r_[kept, take].astype(np.int64)
+    return _Model(model.seed[new], model.score[new])
+
+
+def prune_unreachable(model: _Model, n_seeds: int, seeds: pl.Series,
+                      opts: UnigramOptions) -> _Model:
+    ids = model.ids(n_seeds)
+    pieces = seeds.gather(model.seed)
+    nchar = pieces.str.len_chars().to_numpy().astype(np.int64)
+    subs = seed_substrings(pieces, seeds, opts.max_sentencepiece_length, opts)
+    lat = lattices(pieces, subs, ids, model.score, nchar)
+    self_node = (lat.b == 0) & (lat.length == nchar[lat.w]) & (lat.id == lat.w) & ~lat.unk
+    has_self = np.zeros(len(pieces), dtype=bool)
+    has_self[lat.w[self_node]] = True
+    score = lat.score.copy()
+    score[self_node] = -np.inf
+    _, best = lat.viterbi(score)
+    shadowed = best > model.score
+    keep = has_self & ~shadowed
+    return _Model(model.seed[keep], model.score[keep])
+
+
+def finalize(model: _Model, seeds: pl.Series, required: pl.DataFrame,
+             opts: UnigramOptions) -> tuple[list[str], np.ndarray]:
+    pieces = seeds.gather(model.seed)
+    table = pl.DataFrame({"piece": pieces, "score": model.score})
+    req = required.with_columns(
+        piece=pl.Series([chr(c) for c in required["cp"].to_list()], dtype=pl.String))
+    req = req.join(table, on="piece", how="left", maintain_order="left")
+    missing = req["score"].is_null().to_numpy()
+    # min_score + penalty, the penalty growing by 0.0001 (float32) per missing character
+    steps = np.full(int(missing.sum()), F32(0.0001), dtype=F32)
+    penalty = np.r_[F32(0), np.cumsum(steps, dtype=F32)[:-1]].astype(F32) if len(steps) \
+        else steps
+    min_score = model.score.min() if len(model.score) else F32(0)
+    filled = req["score"].to_numpy().astype(F32).copy()
+    filled[missing] = (min_score + penalty).astype(F32)
+    final = pl.DataFrame({"piece": req["piece"], "score": filled})
+    room = opts.vocab_size - opts.meta_pieces - final.height
+    rest = (table.join(final.select("piece"), on="piece", how="anti")
+            .sort(["score", "piece"], descending=[True, False]).head(max(room, 0)))
+    out = pl.concat([final, rest]).sort(["score", "piece"], descending=[True, False])
+    return out["piece"].to_list(), out["score"].to_numpy().astype(F32)
+
+
+def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
+                  opts: UnigramOptions) -> UnigramResult:
+    """Train on normalized sentences (`▁` for spaces, in SentencePiece's order, empty ones
+    removed) with their counts (1 each when None)."""
+    sentences = pl.Series("sentence", sentences, dtype=pl.String)
+    counts = np.ones(len(sentences), np.int64) if counts is None else np.asarray(counts)
+    if len(sentences) == 0:
+        raise UnigramError("no sentences to train on")
+    required = required_characters(sentences, counts, opts)
+    if required.height + opts.meta_pieces > opts.vocab_size:
+        raise UnigramError(
+            f"vocabulary size {opts.vocab_size} is smaller than the required characters "
+            f"({required.height}) and meta pieces ({opts.meta_pieces}): raise the vocabulary "
+            "size or lower the character coverage")
+    sentences = replace_rare(sentences, required)
+    seeds_table = seed_pieces(sentences, counts, opts)
+    seeds = seeds_table["piece"]
+    n_seeds = len(seeds)
+    tokens = word_tokens(sentences, counts)
+    word_table = (tokens.group_by("word").agg(pl.col("count").sum())
+                  .sort(["count", "word"], descending=[True, False]))
+    words = word_table["word"]
+    wcounts = word_table["count"].to_numpy().astype(np.int64)
+    nchar = words.str.len_chars().to_numpy().astype(np.int64)
+    max_len = int(seeds.str.len_chars().max() or 1)
+    subs = seed_substrings(words, seeds, max_len, opts)
+    model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
+    desired = int(opts.vocab_size * 1.1)
+    rounds = []
+    while True:
+        before = len(model.seed)
+        for _ in range(opts.num_sub_iterations):
+            expected = e_step(model, n_seeds, words, wcounts, subs, nchar, opts.num_threads)
+            model = m_step(model, expected)
+        after_em = len(model.seed)
+        model = prune(model, n_seeds, seeds, words, wcounts, subs, nchar, desired, opts)
+        rounds.append((len(rounds), before, after_em, len(model.seed)))
+        if len(model.seed) <= desired:
+            break
+    model = prune_unreachable(model, n_seeds, seeds, opts)
+    pieces, scores = finalize(model, seeds, required, opts)
+    possible = len(pieces) + opts.meta_pieces
+    if opts.hard_vocab_limit and possible < opts.vocab_size:
+        raise UnigramError(f"vocabulary size {opts.vocab_size} is too high for this corpus: "
+                           f"training finds {possible} pieces (meta pieces included), give "
+                           f"a vocabulary size of {possible} or less")
+    return UnigramResult(pieces, scores, pl.DataFrame(
+        rounds, schema=["round", "pieces", "after_em", "after_pruning"], orient="row"))

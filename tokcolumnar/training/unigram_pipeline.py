@@ -1,0 +1,102 @@
+"""`--model unigram` in the training pipeline: the input lines -> SentencePiece's sentences ->
+the Unigram trainer (`training.unigram`) -> the result tables.
+
+Unigram trains on sentences, not on counted words: its seeds are substrings of whole lines
+(docs/unigram.md, 2), so this path reads the lines itself instead of the count stage (no
+spilled count, no `--from-counts`, no resume; the trainer's memory is that of the distinct
+words' lattices). A line is a sequence without its `\\n` (SentencePiece reads lines with
+`std::getline`), normalized by `--normalizer`, then by SentencePiece's whitespace handling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ..config import TrainConfig
+from ..corpus.readers import iter_sequences
+from ..errors import TokcolumnarError, TokcolumnarValueError
+from ..models.unigram import UnigramModel
+from ..progress import StageTimer
+from ..unigram_export import byte_pieces
+from .tables import TrainTables, words_table
+from .unigram import (
+    UnigramError,
+    UnigramOptions,
+    load_sentences,
+    sentencepiece_whitespace,
+    train_unigram,
+    word_tokens,
+)
+
+META = ("<unk>", "<s>", "</s>")  # SentencePiece's meta pieces: ids 0, 1, 2
+
+
+def byte_fallback(cfg: TrainConfig) -> bool:
+    """`--byte-fallback` when the settings have it (the 256 byte pieces after the meta pieces,
+    docs/unigram.md)."""
+    return bool(getattr(cfg, "byte_fallback", False))
+
+
+def unigram_options(cfg: TrainConfig) -> UnigramOptions:
+    return UnigramOptions(vocab_size=cfg.vocab_size,
+                          max_sentencepiece_length=cfg.max_token_length or 16,
+                          meta_pieces=len(META) + (256 if byte_fallback(cfg) else 0))
+
+
+def read_lines(inputs: Any, cfg: TrainConfig) -> pl.Series:
+    """Every input line without its line feed, in order."""
+    parts = [chunk.str.strip_suffix("\n") for chunk in
+             iter_sequences(inputs, fmt=cfg.format, column=cfg.column)]
+    return pl.concat(parts) if parts else pl.Series("line", [], dtype=pl.String)
+
+
+def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer
+                   ) -> tuple[TrainTables, pl.DataFrame]:
+    """The result tables of a Unigram run (`vocab` with each piece's score; `merges` empty;
+    `words` with each distinct word's final segmentation) and the pruning rounds."""
+    if from_counts is not None:
+        raise TokcolumnarValueError("--model unigram trains on sentences: --from-counts (a words "
+                                    "table) cannot give its seeds")
+    normalizer, _ = cfg.text_components()
+
+    def normalize(col: pl.Expr) -> pl.Expr:
+        return sentencepiece_whitespace(normalizer.expr(col) if normalizer else col)
+
+    with timer.stage("count"):
+        sentences = load_sentences(read_lines(inputs, cfg), normalize=normalize)
+    if len(sentences) == 0:
+        raise TokcolumnarError("no text to train on (every line is empty once normalized)")
+    with timer.stage("merge"):
+        try:
+            result = train_unigram(sentences, None, unigram_options(cfg))
+        except UnigramError as e:
+            raise TokcolumnarValueError(str(e)) from None
+    with timer.stage("tables"):
+        bytes_ = byte_pieces() if byte_fallback(cfg) else []
+        pieces = list(META) + bytes_ + result.pieces
+        head = len(META) + len(bytes_)
+        scores = np.r_[np.zeros(head), result.scores.astype(np.float64)]
+        vocab = pl.DataFrame({
+            "id": pl.Series(np.arange(len(pieces)), dtype=pl.UInt32),
+            "token": pl.Series(pieces, dtype=pl.String),
+            "kind": pl.Series(["special"] * len(META) + ["byte"] * len(bytes_)
+                              + ["piece"] * len(result.pieces), dtype=pl.String),
+            "score": pl.Series(scores, dtype=pl.Float64)})
+        tokens = word_tokens(sentences, np.ones(len(sentences), np.int64))
+        words = (tokens.with_row_index("first_seen")
+                 .group_by("word").agg(pl.col("count").sum(), pl.col("first_seen").min())
+                 .sort("first_seen")
+                 .with_columns(pl.col("count").cast(pl.UInt64),
+                               pl.col("first_seen").cast(pl.UInt64)))
+        model = UnigramModel([(p, float(s)) for p, s in zip(pieces, scores)], unk_id=0,
+                             byte_fallback=bool(bytes_))
+        ids, offsets = model.tokenize_flat(words["word"])
+        words = words_table(words, offsets, ids, pieces)
+        merges = pl.DataFrame(schema={"rank": pl.UInt32, "left": pl.String, "right": pl.String,
+                                      "token": pl.String, "left_id": pl.UInt32,
+                                      "right_id": pl.UInt32, "id": pl.UInt32,
+                                      "count": pl.UInt64, "score": pl.Float64,
+                                      "words": pl.UInt64})
+    return TrainTables(words, merges, vocab), result.rounds
