@@ -8,7 +8,9 @@ import re
 import shlex
 
 import polars as pl
+import pytest
 
+import tokcolumnar as tc
 from tests.support.cli import assert_clean_error, run_cli
 
 
@@ -57,3 +59,34 @@ def test_memory_refusal_advises_a_max_words_that_fits(tmp_path):
         "count": [10_000 - i if i < 200 else 1 for i in range(20_000)]})
     advice = _refused_then_advice_runs(tmp_path, words, "3MB")
     assert [a[0] for a in advice] == ["--memory-limit", "--max-words"]
+
+
+# 10. counts whose sums overflow: refused in one line (the loops sum word counts over their
+# symbols; some sums are float64, exact up to 2^53), never wrapped or rounded
+
+OVERFLOWING = {
+    "near 2^63": {"word": ["hello", "world", "help"], "count": [2**63 - 10, 2**62, 5]},
+    "aaaa x 2^62": {"word": ["aaaa"], "count": [2**62]},
+    "a word's rows sum past 2^64": {"word": ["ab", "cd", "ab"],
+                                    "count": [2**63 - 1, 1, 2**63 - 1]},
+}
+
+
+@pytest.mark.parametrize("engine", ["polars", pytest.param("duckdb", marks=pytest.mark.duckdb)])
+@pytest.mark.parametrize("case", list(OVERFLOWING))
+def test_counts_whose_sums_overflow_are_refused(tmp_path, case, engine):
+    table = tmp_path / "words.parquet"
+    pl.DataFrame(OVERFLOWING[case]).write_parquet(table)
+    proc = run_cli("train", "--from-counts", str(table), "--out", str(tmp_path / "o"),
+                   "--vocab-size", "100", "--engine", engine)
+    assert_clean_error(proc, "the counts are too large")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("engine", ["polars", pytest.param("duckdb", marks=pytest.mark.duckdb)])
+def test_counts_up_to_the_bound_are_summed_exactly(engine):
+    c = (1 << 53) // 5  # "aaaa": 4 characters and a boundary per occurrence
+    r = tc.train(from_counts=pl.DataFrame({"word": ["aaaa"], "count": [c]}), vocab_size=10,
+                 engine=engine)
+    assert r.merges.select("left", "right", "count").rows() == [("a", "a", 3 * c),
+                                                                 ("aa", "aa", c)]

@@ -22,6 +22,27 @@ def check_counts_columns(schema: pl.Schema, source: str) -> None:
         raise TokcolumnarValueError(f"{source}: column 'count' must be integers")
 
 
+#: The largest weighted number of symbols a words table may hold: every count the merge loops
+#: form (a character's, a pair's, a token's) is a sum of word counts over the word's symbols,
+#: and some of those sums are taken in float64 (NumPy's weighted `bincount`), exact up to 2^53.
+#: Past it a count would be rounded, and past 2^63 wrap (the loops' counts are int64).
+MAX_SYMBOL_OCCURRENCES = 1 << 53
+
+
+def check_count_sums(df: pl.DataFrame, path: str) -> None:
+    """Refuse a words table whose counts the loops cannot sum exactly: the occurrences of its
+    symbols (each word's characters plus one word boundary, times the word's count; summed in
+    128 bits, so the check itself cannot wrap) above `MAX_SYMBOL_OCCURRENCES`. Every sum the
+    loops form is at most this one (a word's repeats summed by `normalize_counts` too)."""
+    total = df.select((pl.col("count").cast(pl.Int128)
+                       * (pl.col("word").str.len_chars().cast(pl.Int128) + 1)).sum()).item()
+    if total > MAX_SYMBOL_OCCURRENCES:
+        raise TokcolumnarError(
+            f"{path}: the counts are too large: the words' characters, each counted as often "
+            f"as its word, number {total:,} (with a boundary per word), over the "
+            f"{MAX_SYMBOL_OCCURRENCES:,} (2^53) the merge loop counts exactly")
+
+
 def load_counts(path: str) -> pl.DataFrame:
     """Read a `words` table given to `--from-counts` (see `normalize_counts`)."""
     try:
@@ -45,6 +66,7 @@ def normalize_counts(df: pl.DataFrame, path: str) -> pl.DataFrame:
     df = df.filter(pl.col("count") > 0)
     if len(df) == 0:
         raise TokcolumnarError(f"{path}: no words with a positive count")
+    check_count_sums(df, path)
     if "first_seen" not in df.columns:
         df = df.with_row_index("first_seen")
     df = df.group_by("word").agg(pl.col("count").sum().cast(pl.UInt64),
