@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .config import TrainConfig
+from .corpus.counts_file import counts_metadata
 from .corpus.sources import Source, expand_inputs, file_digests
 from .errors import TokcolumnarError, warn
 from .models.base import Model
@@ -227,7 +228,8 @@ def write_outputs(result: TrainResult, directory: Path) -> None:
 def _write_tables(result: TrainResult, directory: Path) -> None:
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
-    write_parquet(result.words, directory / "words.parquet", "words")
+    write_parquet(result.words, directory / "words.parquet", "words",
+                  counts_metadata(result.config))
 
 
 def _write_json_files(result: TrainResult, directory: Path) -> None:

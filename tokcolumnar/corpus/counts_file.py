@@ -3,10 +3,77 @@
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING, Any
+
 import polars as pl
 
-from ..errors import TokcolumnarError, TokcolumnarValueError
+from ..errors import TokcolumnarError, TokcolumnarValueError, warn
 from .counting import sort_words
+
+if TYPE_CHECKING:  # the settings a table is counted with (config imports the corpus package)
+    from ..config import TrainConfig
+
+#: The key, in a words table's Parquet metadata, of the settings its words were counted with.
+COUNTED_WITH = "tokcolumnar.counted_with"
+#: The settings that shape a word: the normalizer (and lowercasing) the text goes through and
+#: the pre-tokenizer or segmenter that cuts it (`TrainConfig.text_components`). The others
+#: either only refuse input (--max-word-chars) or choose what is read (--format, --column).
+WORD_SETTINGS = ("normalizer", "lowercase", "pre_tokenizer", "cjk_split")
+
+
+def counting_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """The settings of `cfg` that shape the words a count makes."""
+    return {name: getattr(cfg, name) for name in WORD_SETTINGS}
+
+
+def counts_metadata(cfg: TrainConfig) -> dict[str, str]:
+    """The Parquet metadata recording how a words table was counted (`check_counted_with`)."""
+    return {COUNTED_WITH: json.dumps(counting_settings(cfg), sort_keys=True)}
+
+
+def _shown(settings: dict[str, Any], names: list[str]) -> str:
+    """Settings as command-line options (for messages)."""
+    out = []
+    for name in names:
+        value, option = settings.get(name), "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            out.append(option if value else f"--no-{name.replace('_', '-')}")
+        else:
+            out.append(f"no {option}" if value is None else f"{option} {value}")
+    return " ".join(out)
+
+
+def check_counted_with(path: str, cfg: TrainConfig) -> None:
+    """Refuse a words table counted with settings that shape words differently from this
+    run's (naming both): its words would not be the words this run's tokenizer sees (a
+    whitespace count trained as byte-level BPE has no `Ġ` merge). A table that does not
+    record them (an older tokcolumnar, another program) is taken as counted with the run's,
+    and a note says so."""
+    try:
+        meta = pl.read_parquet_metadata(path)
+    except (OSError, pl.exceptions.PolarsError):
+        return  # not a readable Parquet file: `load_counts` says what is wrong
+    run = counting_settings(cfg)
+    recorded = meta.get(COUNTED_WITH)
+    if recorded is None:
+        warn(f"{path} does not record how its words were counted (written by another "
+             f"program or an older tokcolumnar): taken as counted with this run's "
+             f"{_shown(run, [n for n in WORD_SETTINGS if run[n] is not None])}")
+        return
+    try:
+        table = json.loads(recorded)
+        if not isinstance(table, dict):
+            raise ValueError(recorded)
+    except ValueError:
+        raise TokcolumnarError(f"{path}: its metadata {COUNTED_WITH!r} is not the settings "
+                               "tokcolumnar writes there") from None
+    differ = [name for name in WORD_SETTINGS if table.get(name) != run[name]]
+    if differ:
+        raise TokcolumnarError(
+            f"{path} was counted with {_shown(table, differ)}, but this run has "
+            f"{_shown(run, differ)}: its words are not the words this run's tokenizer sees; "
+            "count again with this run's settings, or train with the table's")
 
 
 def check_counts_columns(schema: pl.Schema, source: str) -> None:
@@ -43,8 +110,11 @@ def check_count_sums(df: pl.DataFrame, path: str) -> None:
             f"{MAX_SYMBOL_OCCURRENCES:,} (2^53) the merge loop counts exactly")
 
 
-def load_counts(path: str) -> pl.DataFrame:
-    """Read a `words` table given to `--from-counts` (see `normalize_counts`)."""
+def load_counts(path: str, cfg: TrainConfig | None = None) -> pl.DataFrame:
+    """Read a `words` table given to `--from-counts` (see `normalize_counts`); with `cfg`, the
+    settings it was counted with are checked against the run's first (`check_counted_with`)."""
+    if cfg is not None:
+        check_counted_with(path, cfg)
     try:
         df = pl.read_parquet(path)
     except FileNotFoundError:

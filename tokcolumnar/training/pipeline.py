@@ -364,7 +364,7 @@ def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,
     if isinstance(from_counts, pl.DataFrame):
         return normalize_counts(from_counts, "from_counts")
     if from_counts is not None:
-        return load_counts(str(from_counts))
+        return load_counts(str(from_counts), cfg)
     if engine.name == "polars" and work is not None and isinstance(
             inputs, (str, os.PathLike, list, tuple)) and all(
             isinstance(x, (str, os.PathLike)) for x in input_list(inputs)):
