@@ -44,23 +44,19 @@ def _shown(settings: dict[str, Any], names: list[str]) -> str:
     return " ".join(out)
 
 
-def check_counted_with(path: str, cfg: TrainConfig) -> None:
+def check_counted_with(path: str, cfg: TrainConfig) -> bool:
     """Refuse a words table counted with settings that shape words differently from this
     run's (naming both): its words would not be the words this run's tokenizer sees (a
-    whitespace count trained as byte-level BPE has no `Ġ` merge). A table that does not
-    record them (an older tokcolumnar, another program) is taken as counted with the run's,
-    and a note says so."""
+    whitespace count trained as byte-level BPE has no `Ġ` merge). Returns whether the table
+    records them: one that does not (an older tokcolumnar, another program) is taken as
+    counted with the run's (`load_counts` then says so)."""
     try:
         meta = pl.read_parquet_metadata(path)
     except (OSError, pl.exceptions.PolarsError):
-        return  # not a readable Parquet file: `load_counts` says what is wrong
-    run = counting_settings(cfg)
+        return True  # not a readable Parquet file: `load_counts` says what is wrong
     recorded = meta.get(COUNTED_WITH)
     if recorded is None:
-        warn(f"{path} does not record how its words were counted (written by another "
-             f"program or an older tokcolumnar): taken as counted with this run's "
-             f"{_shown(run, [n for n in WORD_SETTINGS if run[n] is not None])}")
-        return
+        return False
     try:
         table = json.loads(recorded)
         if not isinstance(table, dict):
@@ -68,12 +64,14 @@ def check_counted_with(path: str, cfg: TrainConfig) -> None:
     except ValueError:
         raise TokcolumnarError(f"{path}: its metadata {COUNTED_WITH!r} is not the settings "
                                "tokcolumnar writes there") from None
+    run = counting_settings(cfg)
     differ = [name for name in WORD_SETTINGS if table.get(name) != run[name]]
     if differ:
         raise TokcolumnarError(
             f"{path} was counted with {_shown(table, differ)}, but this run has "
             f"{_shown(run, differ)}: its words are not the words this run's tokenizer sees; "
             "count again with this run's settings, or train with the table's")
+    return True
 
 
 def check_counts_columns(schema: pl.Schema, source: str) -> None:
@@ -113,8 +111,7 @@ def check_count_sums(df: pl.DataFrame, path: str) -> None:
 def load_counts(path: str, cfg: TrainConfig | None = None) -> pl.DataFrame:
     """Read a `words` table given to `--from-counts` (see `normalize_counts`); with `cfg`, the
     settings it was counted with are checked against the run's first (`check_counted_with`)."""
-    if cfg is not None:
-        check_counted_with(path, cfg)
+    recorded = check_counted_with(path, cfg) if cfg is not None else True
     try:
         df = pl.read_parquet(path)
     except FileNotFoundError:
@@ -122,7 +119,13 @@ def load_counts(path: str, cfg: TrainConfig | None = None) -> pl.DataFrame:
     except (OSError, pl.exceptions.PolarsError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TokcolumnarError(f"cannot read {path} as Parquet: {msg}") from None
-    return normalize_counts(df, path)
+    words = normalize_counts(df, path)
+    if not recorded:  # said once the table is accepted (a refused one gets its one line)
+        run = counting_settings(cfg)
+        warn(f"{path} does not record how its words were counted (written by another "
+             f"program or an older tokcolumnar): taken as counted with this run's "
+             f"{_shown(run, [n for n in WORD_SETTINGS if run[n] is not None])}")
+    return words
 
 
 def normalize_counts(df: pl.DataFrame, path: str) -> pl.DataFrame:
