@@ -4,6 +4,7 @@ counts whose sums overflow 64 bits are refused in one line."""
 
 from __future__ import annotations
 
+import random
 import re
 import shlex
 
@@ -11,7 +12,7 @@ import polars as pl
 import pytest
 
 import tokcolumnar as tc
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error, error_line, run_cli, run_measured
 
 
 def _advised(line: str) -> list[list[str]]:
@@ -90,3 +91,38 @@ def test_counts_up_to_the_bound_are_summed_exactly(engine):
                  engine=engine)
     assert r.merges.select("left", "right", "count").rows() == [("a", "a", 3 * c),
                                                                  ("aa", "aa", c)]
+
+
+# 7. one huge word: the merge loop's passes over it are chunked, so the run stays within a
+# limit its estimate accepts (before: `aaaa...` of 5M characters peaked at 810 MB with an
+# estimate of 195 MB), and a limit below the estimate is refused before any merge
+
+def _long_word(tmp_path, kind: str, n: int = 4_000_000):
+    rng = random.Random(3)
+    word = "a" * n if kind == "run" else "".join(rng.choices("abcdefghij", k=n))
+    f = tmp_path / f"{kind}.txt"
+    f.write_text(word + "\n", encoding="ascii")
+    return f
+
+
+@pytest.mark.parametrize("kind", ["run", "random"])
+def test_a_huge_word_stays_within_the_memory_limit(tmp_path, kind):
+    src = _long_word(tmp_path, kind)
+    limit = 400 * 10**6
+    code, err, peak_mib, _ = run_measured(
+        ["train", str(src), "--out", str(tmp_path / "o"), "--max-word-chars", "5000000",
+         "--memory-limit", str(limit), "--vocab-size", "500", "--quiet"], timeout=300)
+    assert code == 0, err
+    assert peak_mib * 2**20 <= limit, f"peak {peak_mib:.0f} MiB over --memory-limit 400MB"
+
+
+def test_a_huge_word_over_the_limit_is_refused_before_the_loop(tmp_path):
+    src = _long_word(tmp_path, "run")
+    code, err, peak_mib, _ = run_measured(
+        ["train", str(src), "--out", str(tmp_path / "o"), "--max-word-chars", "5000000",
+         "--memory-limit", "100MB", "--vocab-size", "500"], timeout=300)
+    assert code == 2, err
+    line = error_line(err)
+    assert "needs about" in line and "raise --memory-limit to at least" in line
+    assert "--max-words cannot help" in line  # the one word does not fit
+    assert peak_mib * 2**20 <= 300 * 10**6  # refused before the merge loop's work
