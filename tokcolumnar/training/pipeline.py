@@ -24,12 +24,12 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from ..config import TrainConfig
+from ..config import TrainConfig, run_notes
 from ..corpus.counts_file import load_counts, normalize_counts
 from ..corpus.sources import Source, expand_inputs, run_scope
 from ..corpus.spill import count_bounded, unit_bytes_for
 from ..distributed.units import plan_units
-from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
+from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError, warn
 from ..export import build_tokenizer, export, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
@@ -249,6 +249,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
         with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
             result = _train(inputs, from_counts, cfg, limits)
         limits.work.remove()
+        _say_notes(cfg)
         return result
     with output_dir(out_dir, inputs=read, force=force) as tmp:
         with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
@@ -259,7 +260,15 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
             result.timings.update(timer.seconds)
             keep = limits.work
     keep.remove()  # after the output is in place: a kill before leaves it to --resume
+    _say_notes(cfg)
     return result
+
+
+def _say_notes(cfg: TrainConfig) -> None:
+    """The settings' notes (`config.run_notes`), once the run succeeded: a refused run says
+    one line, its error."""
+    for note in run_notes(cfg):
+        warn(note)
 
 
 def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None
