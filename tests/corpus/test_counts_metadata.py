@@ -80,3 +80,11 @@ def test_a_table_without_settings_is_taken_with_a_note(text, tmp_path):
     assert len(notes) == 1, proc.stderr
     assert "does not record how its words were counted" in notes[0]
     assert "--pre-tokenizer byte-level" in notes[0]
+
+
+def test_a_refused_run_on_a_table_without_settings_says_only_its_error(tmp_path):
+    plain = tmp_path / "plain.parquet"
+    pl.DataFrame({"word": ["abcdefghij" * 20_000, "ab"], "count": [5, 1]}).write_parquet(plain)
+    proc = run_cli("train", "--from-counts", str(plain), "--memory-limit", "1MB",
+                   "--model", "wordpiece", "--out", str(tmp_path / "o"))
+    assert_clean_error(proc, "needs about")  # no note before it (nor the [UNK] one)

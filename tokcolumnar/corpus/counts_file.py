@@ -108,9 +108,12 @@ def check_count_sums(df: pl.DataFrame, path: str) -> None:
             f"{MAX_SYMBOL_OCCURRENCES:,} (2^53) the merge loop counts exactly")
 
 
-def load_counts(path: str, cfg: TrainConfig | None = None) -> pl.DataFrame:
+def load_counts(path: str, cfg: TrainConfig | None = None,
+                notes: list[str] | None = None) -> pl.DataFrame:
     """Read a `words` table given to `--from-counts` (see `normalize_counts`); with `cfg`, the
-    settings it was counted with are checked against the run's first (`check_counted_with`)."""
+    settings it was counted with are checked against the run's first (`check_counted_with`).
+    The note for a table that does not record them goes into `notes` (said by the run once it
+    succeeds: a refused run has one line), or is warned at once."""
     recorded = check_counted_with(path, cfg) if cfg is not None else True
     try:
         df = pl.read_parquet(path)
@@ -120,11 +123,15 @@ def load_counts(path: str, cfg: TrainConfig | None = None) -> pl.DataFrame:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TokcolumnarError(f"cannot read {path} as Parquet: {msg}") from None
     words = normalize_counts(df, path)
-    if not recorded:  # said once the table is accepted (a refused one gets its one line)
+    if not recorded:
         run = counting_settings(cfg)
-        warn(f"{path} does not record how its words were counted (written by another "
-             f"program or an older tokcolumnar): taken as counted with this run's "
-             f"{_shown(run, [n for n in WORD_SETTINGS if run[n] is not None])}")
+        note = (f"{path} does not record how its words were counted (written by another "
+                f"program or an older tokcolumnar): taken as counted with this run's "
+                f"{_shown(run, [n for n in WORD_SETTINGS if run[n] is not None])}")
+        if notes is None:
+            warn(note)
+        else:
+            notes.append(note)
     return words
 
 
