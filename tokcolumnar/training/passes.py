@@ -9,8 +9,8 @@ tie-break order, and is named by the position of its left symbol. A loop
 2. merges a pair (or a batch of independent pairs) in one pass (`merge_pass`): rewrites the
    links and returns the pair-count changes — `-w` for each pair the merges destroy, `+w` for
    each pair with a new token — with the positions of the new pairs;
-3. folds the changes into its counts (`sum_by_key`) and indexes the new pairs' positions
-   (`group_new_pairs`): every occurrence of a new pair is created by the pass that created its
+3. folds the changes into its counts (`sum_by_key_arrays`) and indexes the new pairs' positions
+   (`sort_new_pairs`): every occurrence of a new pair is created by the pass that created its
    newer token, so one sorted array per pass, sliced per pair, is the whole index.
 
 Per-call overhead dominates here (a merge touches ~20 positions on average), so each step is a
@@ -299,13 +299,6 @@ def _full(value: np.ndarray | int, like: np.ndarray) -> np.ndarray:
     return value if isinstance(value, np.ndarray) else np.full(like.size, value, np.int64)
 
 
-def sum_by_key(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
-    """The distinct keys (ascending) and the sum of the weights of each, as Python lists (the
-    WordPiece loop folds them into dicts)."""
-    unique, sums = sum_by_key_arrays(keys, weights)
-    return unique.tolist(), sums.tolist()
-
-
 def sum_by_key_arrays(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys (ascending, int64) and the sum of the weights of each (int64)."""
     if keys.size > POLARS_GROUP_MIN:
@@ -385,10 +378,3 @@ def _packed(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, int, i
     packed <<= pbits
     packed |= positions
     return packed, pbits, rbits
-
-
-def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
-    """`sort_new_pairs` with the keys and slices as lists."""
-    positions, keys, bounds = sort_new_pairs(keys, positions)
-    limits = bounds.tolist()
-    return NewPairs(positions, keys.tolist(), limits[:-1], limits[1:])

@@ -84,7 +84,7 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
                     ) -> tuple[int, int, tuple[list[int], list[int]] | None, NewPairs | None]:
     """`LikelihoodTrainer._apply` for a few candidate positions (ascending), in plain Python:
     the same live test, link rewrite and pair-count changes as `live_occurrences` +
-    `merge_pass` + `sum_by_key` + `group_new_pairs`, one position after the other.
+    `summed_merge_pass` (its changes summed, its new pairs sorted), one position after the other.
 
     Sequential left to right is the NumPy pass's semantics: an occurrence's left neighbour is
     read after the merges to its left (as the pass reads it after all merges, which never
