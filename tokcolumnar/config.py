@@ -95,6 +95,9 @@ class TrainConfig:
     special_token_roles: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
+        #: Whether the settings added the unknown token to the special tokens (not a field:
+        #: not an option, and not in `to_dict`; see `run_notes`).
+        self.added_unk_token = False
         check_types(self)
         apply_preset(self, DEFAULTS["vocab_size"])
         for name, value in DEFAULTS.items():
@@ -117,6 +120,16 @@ class TrainConfig:
         if isinstance(normalizer, BertNormalizer):
             normalizer = dataclasses.replace(normalizer, handle_chinese_chars=False)
         return normalizer, build_segmenter(self.pre_tokenizer, self.cjk_split)
+
+
+def run_notes(cfg: TrainConfig) -> list[str]:
+    """What a successful run with these settings says about them (`tokcolumnar: note:` lines
+    on the command line, warnings in Python)."""
+    if not getattr(cfg, "added_unk_token", False):
+        return []
+    return [f"--model wordpiece: {cfg.unk_token} added to --special-tokens (id "
+            f"{cfg.special_tokens.index(cfg.unk_token)}), the token a word the vocabulary "
+            "cannot spell encodes to (give --unk-token and --special-tokens to choose it)"]
 
 
 def _is_int(value: Any) -> bool:
@@ -234,6 +247,16 @@ def apply_model_rules(cfg: TrainConfig) -> None:
                 "applies to BPE only")
         if cfg.continuing_subword_prefix is None:
             cfg.continuing_subword_prefix = "##"
+        if cfg.unk_token is None:
+            # WordPiece encodes a word it cannot segment as the unknown token, so that token
+            # needs an id: without one, HF's encoder and ours fail on any unseen character
+            # (HF's WordPieceTrainer leaves it out of the vocabulary). A given --unk-token must
+            # be among --special-tokens (`check_values`); the default one is added, and said.
+            cfg.unk_token = "[UNK]"
+            if cfg.unk_token not in cfg.special_tokens:
+                cfg.special_tokens = [*cfg.special_tokens, cfg.unk_token]
+                # said by the run once it succeeds (`run_notes`): a refused run has one line
+                cfg.added_unk_token = True
         if cfg.wordpiece_scoring is None:
             cfg.wordpiece_scoring = "likelihood"
     elif cfg.model == "bpe":

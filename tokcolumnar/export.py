@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .config import TrainConfig
+from .corpus.counts_file import counts_metadata
 from .corpus.sources import Source, expand_inputs, file_digests
 from .errors import TokcolumnarError, warn
 from .hfconfig import transformers_files
@@ -241,7 +242,8 @@ TABLE_FILES = ("merges.parquet", "vocab.parquet", "words.parquet")
 def _write_tables(result: TrainResult, directory: Path) -> None:
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
-    write_parquet(result.words, directory / "words.parquet", "words")
+    write_parquet(result.words, directory / "words.parquet", "words",
+                  counts_metadata(result.config))
     if result.rounds is not None:
         write_parquet(result.rounds, directory / "rounds.parquet", "rounds")
 

@@ -96,12 +96,17 @@ def default_limit() -> int:
     return int(ram * DEFAULT_FRACTION) if ram else 8 * 10**9
 
 
-def format_size(n: float) -> str:
-    """Bytes for messages: 1.50 GB, 420 MB, 12 kB (decimal units, as --memory-limit reads)."""
-    for unit, size in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+def format_size(n: float, up: bool = False) -> str:
+    """Bytes for messages: 1.50 GB, 420 MB, 12 kB (decimal units, as --memory-limit reads).
+    `up` rounds up, for a size the user is told to give: `--memory-limit` of what is shown is
+    then at least `n`."""
+    for unit, size, places in (("GB", 10**9, 2), ("MB", 10**6, 0), ("kB", 10**3, 0)):
         if n >= size:
-            return f"{n / size:.2f} {unit}" if unit == "GB" else f"{n / size:.0f} {unit}"
-    return f"{int(n)} B"
+            value = n / size
+            if up:
+                value = math.ceil(value * 10**places) / 10**places
+            return f"{value:.{places}f} {unit}"
+    return f"{math.ceil(n) if up else int(n)} B"
 
 
 def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0, table_bytes: int = 0) -> int:
@@ -114,23 +119,56 @@ def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0, table_bytes: int =
             + MERGE_BYTES_PER_SYMBOL * (n_symbols - n_cjk) + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk)
 
 
-def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
-    """Refuse, before the merge loop, a words table whose loop would not fit in `limit`: one
-    line naming the memory needed and the --max-words that would fit."""
-    n_words = words.height
+def _sizes(words: pl.DataFrame) -> tuple[int, int]:
+    """The characters of a words table's words, and how many of them are CJK."""
     sizes = words.select(pl.col("word").str.len_chars().sum().alias("symbols"),
                          pl.col("word").str.count_matches(CJK).sum().alias("cjk"))
-    n_symbols, n_cjk = (int(sizes.item(0, c) or 0) for c in ("symbols", "cjk"))
+    return int(sizes.item(0, "symbols") or 0), int(sizes.item(0, "cjk") or 0)
+
+
+def table_merge_bytes(words: pl.DataFrame) -> int:
+    """`merge_bytes` of a words table."""
+    n_symbols, n_cjk = _sizes(words)
+    return merge_bytes(words.height, n_symbols, n_cjk, words.estimated_size())
+
+
+def max_words_that_fit(words: pl.DataFrame, limit: int) -> int:
+    """The largest N whose `--max-words N` table (`keep_most_frequent`) fits `limit` by
+    `merge_bytes`, 0 when not even the most frequent word does: a binary search over the
+    prefixes of the table in the order `keep_most_frequent` keeps words in, then the answer
+    checked on the kept table itself (lowered until it fits), so that the refusal's advice is
+    a value the run then accepts."""
+    tie = "first_seen" if "first_seen" in words.columns else "word"
+    order = words.sort(["count", tie], descending=[True, False])
+    lo, hi = 0, words.height  # the first `lo` words fit; more than `hi` do not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if table_merge_bytes(order.head(mid)) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    while lo > 0 and table_merge_bytes(keep_most_frequent(words, lo)) > limit:
+        lo = lo * 99 // 100
+    return lo
+
+
+def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
+    """Refuse, before the merge loop, a words table whose loop would not fit in `limit`: one
+    line naming the memory needed and, when one does, the --max-words that would fit."""
+    n_words = words.height
+    n_symbols, n_cjk = _sizes(words)
     need = merge_bytes(n_words, n_symbols, n_cjk, words.estimated_size())
     if need <= limit:
         return
-    per_word = need / max(n_words, 1)
-    fits = max(0, math.floor(limit / per_word))
+    fits = max_words_that_fit(words, limit)
+    # --max-words must be positive: advise it only when some words fit
+    fewer = (f", or pass --max-words {fits:,} (or fewer) to keep the most frequent words (an "
+             "approximation)" if fits > 0 else
+             " (not even the most frequent word fits, so --max-words cannot help)")
     raise MemoryLimitError(
         f"the merge loop on {n_words:,} distinct words ({n_symbols:,} characters) needs about "
         f"{format_size(need)}, over --memory-limit {format_size(limit)}: raise --memory-limit "
-        f"to at least {format_size(need)}, or pass --max-words {fits:,} (or fewer) to keep the "
-        "most frequent words (an approximation)")
+        f"to at least {format_size(need, up=True)}{fewer}")
 
 
 def keep_most_frequent(words: pl.DataFrame, max_words: int | None, tie: str | None = None

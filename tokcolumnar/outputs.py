@@ -147,10 +147,12 @@ def mark_file(path: Path) -> None:
         os.setxattr(path, XATTR_MARKER, b"1")
 
 
-def write_parquet(df: pl.DataFrame, path: Path, kind: str) -> None:
-    """Write a table we produce, marked as ours (`kind` names the table in the marker)."""
+def write_parquet(df: pl.DataFrame, path: Path, kind: str,
+                  metadata: dict[str, str] | None = None) -> None:
+    """Write a table we produce, marked as ours (`kind` names the table in the marker), with
+    `metadata` beside the marker (a words table: the settings it was counted with)."""
     df.write_parquet(path, compression="zstd", statistics=True,
-                     metadata={PARQUET_MARKER: json.dumps({"kind": kind})})
+                     metadata={PARQUET_MARKER: json.dumps({"kind": kind}), **(metadata or {})})
 
 
 def input_paths(inputs: Iterable[object]) -> list[Path]:

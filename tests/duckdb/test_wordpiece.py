@@ -151,7 +151,7 @@ def test_initial_alphabet_prefix_and_variant_order():
     _, b = both(COURSE, vocab_size=40, continuing_subword_prefix="@@")
     assert b.merges["token"][0] == "@@gs"
     _, b = both(COURSE, vocab_size=40, variant_order=["##u", "##s"])
-    assert b.vocab["token"].to_list()[7:9] == ["##u", "##s"]
+    assert b.vocab["token"].to_list()[8:10] == ["##u", "##s"]  # after [UNK] and 7 letters
 
 
 # -- real corpora -------------------------------------------------------------------------------

@@ -16,9 +16,17 @@ from __future__ import annotations
 from tests.support.bpe_oracle import merge_word
 
 
+def with_unk(special_tokens=()) -> list[str]:
+    """The special tokens of a `--model wordpiece` run: the given ones, then [UNK] when they
+    lack it (the unknown token needs an id: issue 27, item 12)."""
+    sp = list(special_tokens)
+    return sp if "[UNK]" in sp else [*sp, "[UNK]"]
+
+
 def initial_vocab(words, special_tokens=(), prefix="##", limit_alphabet=None,
                   variant_order=None):
     """Ids (specials, alphabet by code point, `##` variants by string) and each word's symbols."""
+    special_tokens = with_unk(special_tokens)
     counts: dict[str, int] = {}
     for w, c in words:
         for ch in w:
@@ -53,6 +61,7 @@ def likelihood_wordpiece(words, vocab_size, prefix="##", special_tokens=(), max_
     """`words`: (word, count) pairs. Returns (merges, vocab): merges as
     `(left, right, pair_count, score)` (plus `(c_left, c_right)` when `trace`), vocab as the
     list of tokens (index = id). `max_token_length` counts characters without the prefix."""
+    special_tokens = with_unk(special_tokens)
     vocab, segs = initial_vocab(words, special_tokens, prefix, limit_alphabet, variant_order)
     ids = {t: i for i, t in enumerate(vocab)}
     base = {t: (len(t) if i < len(special_tokens) else 1) for i, t in enumerate(vocab)}

@@ -69,7 +69,7 @@ def test_course_every_step_matches_oracle_and_hand_computation():
         ("pu", "##g", 5),
     ]
     assert merges[1][3] == 1 / 36 and merges[7][3] == 12 / (17 * 12) == 5 / (17 * 5)
-    assert vocab[:10] == ["b", "g", "h", "n", "p", "s", "u", "##g", "##n", "##s"]
+    assert vocab[:11] == ["[UNK]", "b", "g", "h", "n", "p", "s", "u", "##g", "##n", "##s"]
 
 
 def test_seed_003_example_scores():
@@ -195,7 +195,7 @@ def test_vocab_size_counts_specials_alphabet_and_variants():
 def test_no_pairs_left_stops():
     merges, vocab, _ = engine([("ab", 3)], 1000)
     assert [m[:2] for m in merges] == [("a", "##b")]
-    assert vocab == ["a", "b", "##b", "ab"]
+    assert vocab == ["[UNK]", "a", "b", "##b", "ab"]
 
 
 def test_frequency_scoring_is_bpe_with_prefix():

@@ -80,6 +80,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_count(args: argparse.Namespace) -> int:
+    from ..corpus.counts_file import counts_metadata
     from ..training.pipeline import count_words  # (as for train)
 
     cfg = config_from_args(args)
@@ -88,7 +89,7 @@ def cmd_count(args: argparse.Namespace) -> int:
         words = count_words(args.inputs, config=cfg, memory_limit=args.memory_limit,
                             work_dir=args.work_dir or default_work_dir(args.out),
                             resume=args.resume, checkpoint_every=args.checkpoint_every)
-        write_parquet(words, tmp, "words")
+        write_parquet(words, tmp, "words", counts_metadata(cfg))
     if not args.quiet:
         print(f"{words.height:,} distinct words, {int(words['count'].sum()):,} occurrences "
               f"-> {args.out}", file=sys.stderr)

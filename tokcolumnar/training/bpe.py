@@ -33,10 +33,8 @@ from .passes import (
     PARALLEL_MIN,
     PairFilter,
     group_pairs,
-    merge_pass,
     side_thread,
-    sort_new_pairs,
-    sum_by_key_arrays,
+    summed_merge_pass,
 )
 from .symbols import Initial, Layout, Vocab
 
@@ -328,26 +326,28 @@ class BpeTrainer:
 
     def _apply(self, pos: np.ndarray, left: np.ndarray, right: np.ndarray, new: np.ndarray,
                member: np.ndarray, n_members: int) -> list[int]:
-        """Merge every occurrence in `pos` into `new` at once (the members of a pass never
-        overlap), fold the pair-count changes into the counts and queue the new pairs.
-        Returns the number of distinct words each member touched."""
-        changes = merge_pass(self.layout, pos, left, right, new, self._length_filter())
-        # a large pass sorts its new pairs on the helper thread meanwhile (independent steps)
-        new_sorted = (side_thread().submit(sort_new_pairs, changes.new_keys,
-                                           changes.new_positions)
-                      if changes.new_keys.size >= PARALLEL_MIN else None)
-        # one vectorised update of the table for all changes (summed per pair first)
-        keys, sums = sum_by_key_arrays(changes.keys, changes.weights)
-        counts = self.pair_counts.add(keys, sums)
-        if changes.new_keys.size:
-            self._queue_new_pairs(new_sorted.result() if new_sorted is not None else
-                                  sort_new_pairs(changes.new_keys, changes.new_positions),
-                                  keys, counts)
+        """Merge every occurrence in `pos` into its member's new token at once (the members
+        of a pass never overlap; `left`, `right`, `new`: one id per member), fold the
+        pair-count changes into the counts and queue the new pairs. Returns the number of
+        distinct words each member touched."""
         # words touched: a new word (or member) starts wherever either changes
         word = self.layout.word_of[pos]
         starts = np.ones(pos.size, dtype=bool)
         starts[1:] = (word[1:] != word[:-1]) | (member[1:] != member[:-1])
-        return np.bincount(member[starts], minlength=n_members).tolist()
+        words = np.bincount(member[starts], minlength=n_members).tolist()
+        del word, starts
+        if n_members == 1:  # one id each: no per-position copies of them
+            keys, sums, new_pairs = summed_merge_pass(
+                self.layout, pos, int(left[0]), int(right[0]), int(new[0]),
+                allowed=self._length_filter())
+        else:
+            keys, sums, new_pairs = summed_merge_pass(self.layout, pos, left, right, new,
+                                                      member, self._length_filter())
+        # one vectorised update of the table for all changes (summed per pair)
+        counts = self.pair_counts.add(keys, sums)
+        if new_pairs is not None:
+            self._queue_new_pairs(new_pairs, keys, counts)
+        return words
 
     def _bounds(self, pos: np.ndarray, member: np.ndarray,
                 n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -604,8 +604,7 @@ class BpeTrainer:
             self.reused_token_in_pass = bool((news < tokens_before).any())
             # 5. one pass for the whole batch
             if pos.size:
-                words = self._apply(pos, lefts[member], rights[member], news[member], member,
-                                    len(batch))
+                words = self._apply(pos, lefts, rights, news, member, len(batch))
             else:
                 words = [0] * len(batch)
             record.words.extend(words)

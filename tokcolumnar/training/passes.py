@@ -9,8 +9,8 @@ tie-break order, and is named by the position of its left symbol. A loop
 2. merges a pair (or a batch of independent pairs) in one pass (`merge_pass`): rewrites the
    links and returns the pair-count changes — `-w` for each pair the merges destroy, `+w` for
    each pair with a new token — with the positions of the new pairs;
-3. folds the changes into its counts (`sum_by_key`) and indexes the new pairs' positions
-   (`group_new_pairs`): every occurrence of a new pair is created by the pass that created its
+3. folds the changes into its counts (`sum_by_key_arrays`) and indexes the new pairs' positions
+   (`sort_new_pairs`): every occurrence of a new pair is created by the pass that created its
    newer token, so one sorted array per pass, sliced per pair, is the whole index.
 
 Per-call overhead dominates here (a merge touches ~20 positions on average), so each step is a
@@ -186,16 +186,117 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
                        np.concatenate([plus_l, plus_r]), np.concatenate([p_l, p_r]))
 
 
+#: A merge pass over more occurrences than this runs in chunks of this many
+#: (`summed_merge_pass`): a pass's temporaries cost ~220 bytes per merged occurrence, so one
+#: pair merged everywhere in a long word (`aaaa...` of 50M characters: 25M merges) would take
+#: gigabytes at once, past --memory-limit and its estimate (issue 27, item 7).
+PASS_CHUNK = 1 << 18
+
+#: The pair-count changes of a pass summed per pair (keys ascending, int64 sums) and its new
+#: pairs as `sort_new_pairs` gives them (None: the pass made none).
+SummedPass = tuple[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray, np.ndarray] | None"]
+
+
+def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
+                      right: np.ndarray | int, new: np.ndarray | int,
+                      member: np.ndarray | None = None, allowed: PairFilter = None
+                      ) -> SummedPass:
+    """`merge_pass` with its changes summed per pair and its new pairs sorted. `left`, `right`
+    and `new` are one id each, or (with `member`, the member index of each position) one per
+    member.
+
+    A pass over more than `PASS_CHUNK` positions merges them in chunks, in ascending position
+    order: a merged occurrence's left neighbour is at a smaller position, so it is merged (in
+    this chunk or an earlier one) before the occurrence's changes are read, and its right
+    neighbour is at a larger one, so it still stands as before the pass — the changes of
+    `merge_pass` over the whole pass, chunk by chunk. Each chunk's changes are summed and its
+    new pairs sorted at once, so the pass holds only those (few distinct pairs, 4 bytes per new
+    pair) beyond one chunk's temporaries."""
+    if pos.size <= PASS_CHUNK:
+        return _summed(merge_pass(layout, pos, _of(left, member), _of(right, member),
+                                  _of(new, member), allowed))
+    if member is not None and not bool((pos[1:] > pos[:-1]).all()):
+        order = np.argsort(pos, kind="stable")
+        pos, member = pos[order], member[order]
+        del order
+    sums: list[tuple[np.ndarray, np.ndarray]] = []
+    made: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for start in range(0, pos.size, PASS_CHUNK):
+        chunk = pos[start:start + PASS_CHUNK]
+        m = None if member is None else member[start:start + PASS_CHUNK]
+        keys, counts, new_pairs = _summed(merge_pass(layout, chunk, _of(left, m),
+                                                     _of(right, m), _of(new, m), allowed))
+        sums.append((keys, counts))
+        if new_pairs is not None:
+            made.append(new_pairs)
+    keys, counts = sum_by_key_arrays(np.concatenate([k for k, _ in sums]),
+                                     np.concatenate([c for _, c in sums]))
+    return keys, counts, join_new_pairs(made)
+
+
+def _of(values: np.ndarray | int, member: np.ndarray | None) -> np.ndarray | int:
+    """One id, or the id of each position's member."""
+    return values if member is None else values[member]
+
+
+def _summed(changes: PassChanges) -> SummedPass:
+    """A pass's changes summed per pair and its new pairs sorted (a large pass sorts them on
+    the helper thread meanwhile: the two steps are independent)."""
+    n_new = changes.new_keys.size
+    new_sorted = (side_thread().submit(sort_new_pairs, changes.new_keys, changes.new_positions)
+                  if n_new >= PARALLEL_MIN else None)
+    keys, sums = sum_by_key_arrays(changes.keys, changes.weights)
+    if not n_new:
+        return keys, sums, None
+    return keys, sums, (new_sorted.result() if new_sorted is not None
+                        else sort_new_pairs(changes.new_keys, changes.new_positions))
+
+
+def join_new_pairs(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The new pairs of a chunked pass, from each chunk's (`sort_new_pairs`), as the whole
+    pass's: each key's slices in chunk order. Chunks run in ascending positions, and a
+    chunk's new pairs sit at its merged positions or at their left neighbours, which are at
+    or after the previous chunk's last merged position: a key's positions stay ascending, and
+    only that last position can repeat where two slices join (dropped, as `sort_new_pairs`
+    drops repeats). Empties `parts`."""
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    sizes = np.array([p.size for p, _, _ in parts], dtype=np.int64)
+    offsets = np.cumsum(sizes) - sizes
+    keys = np.concatenate([k for _, k, _ in parts])
+    chunk = np.repeat(np.arange(len(parts)), [k.size for _, k, _ in parts])
+    starts = np.concatenate([b[:-1].astype(np.int64) + o for (_, _, b), o in zip(parts, offsets)])
+    ends = np.concatenate([b[1:].astype(np.int64) + o for (_, _, b), o in zip(parts, offsets)])
+    flat = np.concatenate([p for p, _, _ in parts])
+    parts.clear()
+    order = np.lexsort((chunk, keys))  # by key, then chunk
+    keys, starts, ends = keys[order], starts[order], ends[order]
+    lengths = ends - starts
+    placed = np.cumsum(lengths) - lengths  # each slice's start in the joined array
+    # the gather index: int32 (positions, and so new pairs, are fewer than 2**31)
+    index = np.repeat((starts - placed).astype(np.int32), lengths)
+    index += np.arange(index.size, dtype=np.int32)
+    positions = flat[index]
+    del flat, index
+    same = np.zeros(keys.size, dtype=bool)
+    same[1:] = keys[1:] == keys[:-1]
+    repeat = np.zeros(keys.size, dtype=bool)
+    repeat[1:] = same[1:] & (positions[placed[1:]] == positions[placed[1:] - 1])
+    if repeat.any():
+        keep = np.ones(positions.size, dtype=bool)
+        keep[placed[repeat]] = False
+        positions = positions[keep]
+        lengths[repeat] -= 1
+    last = np.append(np.flatnonzero(~same)[1:] - 1, keys.size - 1)  # each key's last slice
+    bounds = np.zeros(last.size + 1, dtype=np.int32)
+    bounds[1:] = np.cumsum(lengths)[last]
+    return positions.astype(np.int32, copy=False), keys[~same], bounds
+
+
 def _full(value: np.ndarray | int, like: np.ndarray) -> np.ndarray:
     """`value` as an array of `like`'s length (a scalar id broadcast)."""
     return value if isinstance(value, np.ndarray) else np.full(like.size, value, np.int64)
-
-
-def sum_by_key(keys: np.ndarray, weights: np.ndarray) -> tuple[list[int], list[int]]:
-    """The distinct keys (ascending) and the sum of the weights of each, as Python lists (the
-    WordPiece loop folds them into dicts)."""
-    unique, sums = sum_by_key_arrays(keys, weights)
-    return unique.tolist(), sums.tolist()
 
 
 def sum_by_key_arrays(keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -277,10 +378,3 @@ def _packed(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, int, i
     packed <<= pbits
     packed |= positions
     return packed, pbits, rbits
-
-
-def group_new_pairs(keys: np.ndarray, positions: np.ndarray) -> NewPairs:
-    """`sort_new_pairs` with the keys and slices as lists."""
-    positions, keys, bounds = sort_new_pairs(keys, positions)
-    limits = bounds.tolist()
-    return NewPairs(positions, keys.tolist(), limits[:-1], limits[1:])

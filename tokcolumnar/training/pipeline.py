@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from ..config import TrainConfig
+from ..config import TrainConfig, run_notes
 from ..corpus.counts_file import load_counts, normalize_counts
 from ..corpus.sources import Source, expand_inputs, run_scope
 from ..corpus.spill import count_bounded, unit_bytes_for
@@ -35,6 +35,7 @@ from ..errors import (
     TokcolumnarTypeError,
     TokcolumnarValueError,
     environment_message,
+    warn,
 )
 from ..export import build_tokenizer, export, write_outputs
 from ..memory import (
@@ -181,6 +182,9 @@ class RunLimits:
     spilled_bytes: int = 0
     #: The counted words being saved into the work directory (`count_stage`), if any.
     saving: BackgroundWrite | None = None
+    #: What the run says once it succeeded (`tokcolumnar: note:` lines; a refused run says
+    #: one line, its error).
+    notes: list[str] = field(default_factory=list)
 
     def wait_saved(self) -> None:
         """Wait for the counted words' save (raising its error, if it failed)."""
@@ -259,6 +263,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
         with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
             result = _train(inputs, from_counts, cfg, limits)
         limits.work.remove()
+        _say_notes(cfg, limits.notes)
         return result
     with output_dir(out_dir, inputs=read, force=force) as tmp:
         with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
@@ -269,7 +274,15 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
             result.timings.update(timer.seconds)
             keep = limits.work
     keep.remove()  # after the output is in place: a kill before leaves it to --resume
+    _say_notes(cfg, limits.notes)
     return result
+
+
+def _say_notes(cfg: TrainConfig, notes: list[str]) -> None:
+    """The run's notes and its settings' (`config.run_notes`), once the run succeeded: a
+    refused run says one line, its error."""
+    for note in [*notes, *run_notes(cfg)]:
+        warn(note)
 
 
 def resumable_paths(inputs: Any, from_counts: Any, fmt: str | None
@@ -395,7 +408,7 @@ def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,
     if isinstance(from_counts, pl.DataFrame):
         return normalize_counts(from_counts, "from_counts")
     if from_counts is not None:
-        return load_counts(str(from_counts))
+        return load_counts(str(from_counts), cfg, limits.notes)
     if engine.name == "polars" and work is not None and isinstance(
             inputs, (str, os.PathLike, list, tuple)) and all(
             isinstance(x, (str, os.PathLike)) for x in input_list(inputs)):

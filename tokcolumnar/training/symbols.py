@@ -100,14 +100,24 @@ class Layout:
         """The positions among `pos` (sorted) where the pair (a, b) still occurs; in runs
         `a a a` only every other one, left to right, as HF merges them."""
         sym, nxt = self.sym, self.nxt
-        pos = pos[(sym[pos] == a) & (sym[nxt[pos]] == b)]
+        live = sym[pos] == a
+        live &= sym[nxt[pos]] == b
+        pos = pos[live]
+        del live
         if a == b and pos.size > 1:
+            # int32 and in place: a run of one symbol in a long word (`aaaa...`) makes this
+            # the size of the word (positions are below 2**31)
             n = pos.size
             chained = np.zeros(n, dtype=bool)
             chained[1:] = nxt[pos[:-1]] == pos[1:]
-            idx = np.arange(n)
-            run_start = np.maximum.accumulate(np.where(chained, 0, idx))
-            pos = pos[((idx - run_start) & 1) == 0]
+            idx = np.arange(n, dtype=np.int32)
+            step = np.where(chained, np.int32(0), idx)  # each run's start, carried forward:
+            del chained
+            np.maximum.accumulate(step, out=step)
+            np.subtract(idx, step, out=step)  # the place of each position in its run
+            del idx
+            step &= 1
+            pos = pos[step == 0]
         return pos
 
     def merge_at(self, pos: np.ndarray, new: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:

@@ -45,7 +45,7 @@ import polars as pl
 
 from ..progress import Progress
 from .bpe import MergeRecord
-from .passes import M32, NewPairs, group_new_pairs, group_pairs, merge_pass, sum_by_key
+from .passes import M32, NewPairs, group_pairs, summed_merge_pass
 from .symbols import REMOVED, Initial, Layout, Vocab
 
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
@@ -84,7 +84,7 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
                     ) -> tuple[int, int, tuple[list[int], list[int]] | None, NewPairs | None]:
     """`LikelihoodTrainer._apply` for a few candidate positions (ascending), in plain Python:
     the same live test, link rewrite and pair-count changes as `live_occurrences` +
-    `merge_pass` + `sum_by_key` + `group_new_pairs`, one position after the other.
+    `summed_merge_pass` (its changes summed, its new pairs sorted), one position after the other.
 
     Sequential left to right is the NumPy pass's semantics: an occurrence's left neighbour is
     read after the merges to its left (as the pass reads it after all merges, which never
@@ -578,7 +578,7 @@ class LikelihoodTrainer:
 
     def _apply(self, pos: np.ndarray, a: int, b: int,
                new: int) -> tuple[int, int, tuple[list[int], list[int]] | None, NewPairs | None]:
-        """The merge pass (`passes.merge_pass`) over the live occurrences of (a, b). Returns
+        """The merge pass (`passes.summed_merge_pass`) over the live occurrences of (a, b). Returns
         the merged weight, the words touched, the summed pair-count changes and the new pairs
         (None when the merges left no neighbours). A pass over at most `TINY` positions runs
         as `tiny_merge_pass` (plain Python over those positions only)."""
@@ -590,11 +590,13 @@ class LikelihoodTrainer:
         weight = self.layout.weights(pos)
         word = self.layout.word_of[pos]
         n_words = 1 + int(np.count_nonzero(word[1:] != word[:-1]))
-        changes = merge_pass(self.layout, pos, a, b, new)
-        if not changes.new_keys.size:
+        keys, sums, new_pairs = summed_merge_pass(self.layout, pos, a, b, new)
+        if new_pairs is None:
             return int(weight.sum()), n_words, None, None
-        return (int(weight.sum()), n_words, sum_by_key(changes.keys, changes.weights),
-                group_new_pairs(changes.new_keys, changes.new_positions))
+        positions, new_keys, bounds = new_pairs
+        limits = bounds.tolist()
+        return (int(weight.sum()), n_words, (keys.tolist(), sums.tolist()),
+                NewPairs(positions, new_keys.tolist(), limits[:-1], limits[1:]))
 
     def _record_new_pairs(self, new: NewPairs) -> list[int]:
         """Index the positions of the pairs with the new token (one sorted array for the
