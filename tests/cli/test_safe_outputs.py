@@ -548,3 +548,36 @@ def test_sql_allow_external(previous, workdir):
     assert proc.returncode == 0, proc.stderr
     assert "keep me" in proc.stdout
 
+
+#: Escapes by paths relative to the user's current directory (`sub`, beside the model `out`),
+#: which holds a `.tmp/mine.csv` of the user's: `.tmp` is DuckDB's default temporary
+#: directory, which DuckDB lets any query read and write whatever the sandbox says.
+RELATIVE_ESCAPES = [
+    "COPY (SELECT 1 AS x) TO '.tmp/mine.csv'",
+    "COPY (SELECT 1 AS x) TO '.tmp/x.csv'",
+    "ATTACH '.tmp/db.duckdb'",
+    "SELECT * FROM read_text('.tmp/mine.csv')",
+    "SELECT * FROM glob('.tmp/*')",
+    "ATTACH 'db.duckdb'",
+    "COPY (SELECT 1 AS x) TO 'x.csv'",
+    "SELECT * FROM read_csv('../c.txt')",
+    "COPY (SELECT 1 AS x) TO '../out/x.csv'",
+    "SELECT * FROM read_text('../out/run.json')",
+]
+
+
+@pytest.mark.parametrize("query", tiered(RELATIVE_ESCAPES, lambda q: ".tmp" in q))
+@pytest.mark.duckdb
+def test_sql_reaches_nothing_from_the_current_directory(previous, workdir, query):
+    """The sandbox holds for paths relative to where the user runs `sql`: nothing there, above
+    it, or in the model directory besides its tables is readable, nothing writable (the query
+    once overwrote a user's `.tmp/mine.csv` and created `.tmp/db.duckdb`)."""
+    user = workdir / "sub"
+    (user / ".tmp").mkdir()
+    (user / ".tmp" / "mine.csv").write_text("mine\n", encoding="utf-8")
+    scratch = workdir / "scratch"  # the query's own temporary directory, removed at the end
+    scratch.mkdir()
+    before = tree(workdir)
+    proc = run_cli("sql", "../out", query, cwd=user, env={"TMPDIR": str(scratch)})
+    assert_clean_error(proc, "SQL error")
+    assert tree(workdir) == before

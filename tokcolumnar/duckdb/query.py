@@ -14,7 +14,11 @@ file, no `COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD` or `EXPORT`. `allow_external=
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +31,20 @@ from . import ANALYSIS_DIR, QUERY_FORMATS, ready_queries
 VIEWS = ("words", "merges", "vocab", "encoded")
 
 
-def connect(directory: str | Path, allow_external: bool = False) -> Any:
+def connect(directory: str | Path, allow_external: bool = False,
+            temp_directory: str | None = None) -> Any:
     """A DuckDB connection with one view per Parquet table found in `directory`; unless
-    `allow_external`, sandboxed to those files (see the module docstring)."""
+    `allow_external`, sandboxed to those files (see the module docstring) and to
+    `temp_directory`, where DuckDB spills (`private_temp_directory`; None: DuckDB's own)."""
     d = Path(directory)
     if not d.is_dir():
         raise TokcolumnarError(f"not a directory: {directory}")
-    con = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False} if not allow_external
-                         else {})
+    config: dict[str, Any] = {}
+    if not allow_external:
+        config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    if temp_directory is not None:
+        config["temp_directory"] = temp_directory
+    con = duckdb.connect(config=config)
     found = []
     for name in VIEWS:
         f = d / f"{name}.parquet"
@@ -81,7 +90,30 @@ def query(directory: str | Path, sql: str, params: dict[str, Any] | None = None,
     """Run `sql` (one or more statements) over the directory's views; returns the last
     statement's rows as a Polars DataFrame (None if it returns no rows). `params` are bound as
     DuckDB variables (read them with getvariable('name'))."""
-    con = connect(directory, allow_external)
+    with private_temp_directory(allow_external) as temp_directory:
+        return _query(directory, sql, params, allow_external, temp_directory)
+
+
+@contextlib.contextmanager
+def private_temp_directory(allow_external: bool) -> Iterator[str | None]:
+    """Where a sandboxed query's DuckDB spills: a new directory of its own (mode 0700, removed
+    afterwards), as DuckDB lets a query read and write its temporary directory whatever the
+    sandbox says. Its default, `.tmp` under the current directory, was the user's: a
+    query could overwrite the files of a `./.tmp/` and create databases there. None (DuckDB's
+    default) with `allow_external`."""
+    if allow_external:
+        yield None
+        return
+    path = tempfile.mkdtemp(prefix="tokcolumnar-sql-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _query(directory: str | Path, sql: str, params: dict[str, Any] | None,
+           allow_external: bool, temp_directory: str | None) -> Any:
+    con = connect(directory, allow_external, temp_directory)
     try:
         for name, value in (params or {}).items():
             if not name.isidentifier():
