@@ -32,6 +32,7 @@ from ..errors import (
     interrupts_kept,
 )
 from ..malloc import configure_for_command, fix_mmap_threshold
+from ..stdout import escaping_stdout
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -231,8 +232,9 @@ def _run(argv: list[str] | None) -> int:
     if getattr(args, "quiet", False):
         os.environ["TOKCOLUMNAR_QUIET"] = "1"  # for this command only (restored below)
     try:
-        # (an error in place of the interrupt our handler raised is the interrupt)
-        with interrupts_kept(), notes_to_stderr(getattr(args, "quiet", False)):
+        # (an error in place of the interrupt our handler raised is the interrupt; what
+        # standard output's encoding cannot hold is printed as escapes: `tokcolumnar.stdout`)
+        with interrupts_kept(), escaping_stdout(), notes_to_stderr(getattr(args, "quiet", False)):
             return commands.COMMANDS[args.command_name](args)
     except TokcolumnarError as e:
         print(f"tokcolumnar: error: {e}", file=sys.stderr)

@@ -26,6 +26,7 @@ import duckdb
 
 from ..errors import TokcolumnarError
 from ..outputs import mark_file, output_file, write_parquet
+from ..stdout import escaped_for_stdout, holds, json_for_stdout, table_borders_fit
 from . import ANALYSIS_DIR, QUERY_FORMATS, ready_queries
 
 VIEWS = ("words", "merges", "vocab", "encoded")
@@ -145,7 +146,7 @@ def run_sql(directory: str, query_text: str, fmt: str = "table", output: str | N
     if not output:
         df = query(directory, query_text, params, allow_external)
         if df is not None:
-            sys.stdout.write(_render(df, fmt))
+            sys.stdout.write(_for_stdout(df, fmt))
         return
     with output_file(output, inputs=[directory], force=force, what="--output") as tmp:
         df = query(directory, query_text, params, allow_external)
@@ -158,13 +159,31 @@ def run_sql(directory: str, query_text: str, fmt: str = "table", output: str | N
             mark_file(tmp)
 
 
-def _render(df: Any, fmt: str) -> str:
+def _for_stdout(df: Any, fmt: str) -> str:
+    """`_render` for standard output, whose encoding may lack characters of the result
+    (`tokcolumnar.stdout`): a table then has ASCII borders, JSON has JSON escapes, and any
+    other character is written as an escape by the stream (`cli` makes it escape)."""
+    text = _render(df, fmt)
+    if fmt == "json":
+        return json_for_stdout(text)
+    if fmt != "table" or holds(text):
+        return text
+    # a table: its string columns escaped before it is drawn, so that its columns line up
+    import polars as pl
+
+    escaped = df.with_columns(pl.col(c).map_elements(escaped_for_stdout, return_dtype=pl.String)
+                              for c, t in df.schema.items() if t == pl.String)
+    return _render(escaped, fmt, ascii_borders=not table_borders_fit())
+
+
+def _render(df: Any, fmt: str, ascii_borders: bool = False) -> str:
     """The text of a result in a text format (table, csv, json)."""
     import polars as pl
 
     if fmt == "table":
+        borders = "ASCII_FULL_CONDENSED" if ascii_borders else "UTF8_FULL_CONDENSED"
         with pl.Config(tbl_rows=200, tbl_cols=20, fmt_str_lengths=60, tbl_width_chars=160,
-                       tbl_hide_dataframe_shape=False):
+                       tbl_hide_dataframe_shape=False, tbl_formatting=borders):
             return str(df) + "\n"
     if fmt == "csv":
         return _csv(df)
