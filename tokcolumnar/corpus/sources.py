@@ -502,7 +502,11 @@ class _PipeReader(io.RawIOBase):
                 break
             if ready:  # the signal's own exception is the main thread's handler's to raise
                 raise ReadStopped("a signal arrived")
-        return os.readv(self._fd, [b])
+        if hasattr(os, "readv"):
+            return os.readv(self._fd, [b])
+        data = os.read(self._fd, len(b))  # (Windows)
+        b[:len(data)] = data
+        return len(data)
 
     def close(self) -> None:
         if not self.closed and self._owned:
