@@ -106,12 +106,13 @@ BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
 def main(argv: list[str] | None = None) -> int:
     for name, value in BLAS_THREADS.items():  # read when NumPy loads, below
         os.environ.setdefault(name, value)
+    interrupt_raised(None)  # (none yet: an earlier `main` in this process may have had one)
+    watching = False
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     sys.unraisablehook = _on_unraisable
-    interrupt_raised(None)
-    watching = _watch_signals()
     try:  # (an interrupt from here on is reported as one, start-up included)
+        watching = _watch_signals()
         fix_mmap_threshold()  # freed arrays go back to the system (tokcolumnar.malloc)
         # the settings the command's work wants, before Polars loads (tokcolumnar.malloc)
         configure_for_command(sys.argv[1:] if argv is None else argv)
