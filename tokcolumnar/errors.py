@@ -10,10 +10,12 @@ Notes that do not stop a run (a side file that cannot be written exactly) are
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import warnings
+from collections.abc import Iterator
 
 
 class TokcolumnarError(Exception):
@@ -50,6 +52,40 @@ def warn(message: str) -> None:
 class Terminated(BaseException):
     """Raised by the CLI's SIGTERM handler (like KeyboardInterrupt for SIGINT), so that every
     `finally` removes its temporary files before the process exits with 143."""
+
+
+#: The interrupt the CLI's signal handler raised (KeyboardInterrupt or Terminated), if any.
+_raised_interrupt: type[BaseException] | None = None
+
+
+def interrupt_raised(kind: type[BaseException] | None) -> None:
+    """Record that the CLI's signal handler raised an interrupt of `kind` (None: forget it, a
+    new `main` in the same process)."""
+    global _raised_interrupt
+    _raised_interrupt = kind
+
+
+def lost_interrupt() -> BaseException | None:
+    """A new interrupt of the kind the CLI's signal handler raised, None when it raised none.
+    For an error that took its place: DuckDB's Python client looks for signals while a query
+    runs, and when our handler raises there, DuckDB ends the query and raises
+    `RuntimeError: Query interrupted` (or its `InterruptException`) instead, the interrupt
+    lost (it ran once: the handler ignores the signals from then on)."""
+    return None if _raised_interrupt is None else _raised_interrupt()
+
+
+@contextlib.contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """Raise the interrupt the CLI's handler raised in place of any error within that took
+    its place (`lost_interrupt`): an interrupted run ends as interrupted (exit 130 / 143, a
+    work directory kept for --resume), whatever failed once it was."""
+    try:
+        yield
+    except Exception:
+        interrupt = lost_interrupt()
+        if interrupt is not None:
+            raise interrupt from None
+        raise
 
 
 _ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,

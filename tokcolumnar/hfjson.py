@@ -122,6 +122,42 @@ class HFObject:
         return value
 
 
+#: The deepest a `tokenizer.json` may nest arrays and objects (the top-level object is level
+#: 1): HF's reader (serde_json) refuses a 128th level.
+MAX_DEPTH = 127
+#: Fields of the model that its reader checks entry by entry without recursing (`check_depth`
+#: does not walk their entries: a file's 50,000 merges would cost ~50 ms to walk).
+_FLAT_MODEL_FIELDS = ("vocab", "merges")
+
+
+def too_deep() -> TokcolumnarValueError:
+    return TokcolumnarValueError(f"arrays and objects nested more than {MAX_DEPTH} levels deep "
+                                 "(HF's tokenizers refuses them too)")
+
+
+def check_depth(d: Any) -> None:
+    """Refuse a parsed `tokenizer.json` nesting arrays and objects more than `MAX_DEPTH`
+    levels deep, as HF does, before its components are read: their readers recurse into
+    `Sequence`s, and a file nested thousands deep ended in a RecursionError. Walked level by
+    level, without recursion; the entries of the model's vocabulary and merges are left to
+    its reader, which refuses an entry that is not a string, number or pair of strings."""
+    model = d.get("model") if isinstance(d, dict) else None
+    level = [d] if isinstance(d, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise too_deep()
+        below: list[Any] = []
+        for node in level:
+            if node is model:
+                values: Any = [v for k, v in node.items() if k not in _FLAT_MODEL_FIELDS]
+            else:
+                values = node.values() if isinstance(node, dict) else node
+            below.extend(v for v in values if isinstance(v, (dict, list)))
+        level = below
+
+
 def component_type(d: Any, where: str) -> tuple[HFObject, str]:
     """A component object (`normalizer`, `decoder`, ...) and its `type` string."""
     obj = HFObject(d, where)

@@ -46,7 +46,7 @@ from .encode.offsets import (
 from .encode.offsets import check_supported as check_offsets_supported
 from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
-from .hfjson import HFObject
+from .hfjson import HFObject, check_depth, too_deep
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
@@ -195,6 +195,7 @@ class Tokenizer:
         and a BPE model with no merges although its vocabulary has tokens only merges make.
         `extras`: a training run's settings (end-of-word token, subword-nmt splitting, the
         jieba / MeCab segmenter)."""
+        check_depth(d)
         root = HFObject(d, "top level")
         model = model_from_hf(root.obj("model"))
         extras = extras or {}
@@ -922,6 +923,8 @@ def read_json(path: Path, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise TokcolumnarValueError(f"{path} is not valid JSON ({e}; truncated?)") from None
+    except RecursionError:  # nested deeper than Python's parser goes (~1,000 levels)
+        raise TokcolumnarValueError(f"{path}: {too_deep()}") from None
 
 
 def run_settings(path: Path) -> dict[str, Any]:

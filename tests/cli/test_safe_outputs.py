@@ -18,6 +18,7 @@ import polars as pl
 import pytest
 
 from tests.support.cli import assert_clean_error, cli_env, command, no_temporaries, run_cli, tree
+from tests.support.corpora import corpus
 from tests.support.markers import tiered
 from tokcolumnar import outputs, train
 from tokcolumnar.errors import TokcolumnarError
@@ -368,6 +369,131 @@ def test_a_ctrl_c_stops_the_main_thread_not_polars_queries(handler):
     assert proc.stdout.splitlines() == ["main: KeyboardInterrupt", f"worker: {worker}"]
 
 
+#: Runs that wait for input nobody writes: (command, input kind, format). A text pipe is read
+#: in a reader thread (`corpus.counting.prefetched`), or in the main thread with one Polars
+#: thread; a JSONL or CSV pipe by Arrow's own threads, the main thread waiting in Arrow
+#: (`encode`) or on the reader thread (`train`, `count`). The last: Polars' threads ("all", or
+#: one: then `train` reads in its main thread).
+IDLE_INPUTS = [
+    ("train", "fifo", "text", "all"),
+    ("train", "stdin", "text", "all"),
+    ("encode", "stdin", "jsonl", "all"),
+    ("train", "fifo", "jsonl", "all"),
+    ("count", "stdin", "csv", "all"),
+    ("train", "fifo", "text", "1"),
+    ("encode", "fifo", "text", "all"),
+]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("cmd, kind, fmt, threads", tiered(
+    IDLE_INPUTS, lambda case: case[:2] in (("train", "fifo"), ("encode", "stdin"))
+    and case[3] == "all", multi=True))
+def test_a_signal_ends_a_run_waiting_for_input(previous, workdir, sig, code, cmd, kind, fmt,
+                                               threads):
+    """A run reading a named pipe nobody writes to, or a standard input kept open and idle,
+    ends within a moment of SIGINT / SIGTERM (every read waiting for data gives up within
+    `sources.PIPE_WAIT_SECONDS` once the run stops), with the previous output intact and no
+    temporary files: a reader blocked in the read once left the main thread waiting for it
+    forever."""
+    source = "-"
+    if kind == "fifo":
+        source = f"in.{'txt' if fmt == 'text' else fmt}"
+        os.mkfifo(workdir / source)
+    out_name = {"train": "out", "encode": "enc.parquet", "count": "words.parquet"}[cmd]
+    if cmd == "encode":
+        assert run_cli("encode", "--tokenizer", "out", "c.txt", "--out", out_name,
+                       cwd=workdir).returncode == 0
+    if cmd == "count":
+        assert run_cli("count", "c.txt", "--out", out_name, cwd=workdir).returncode == 0
+    out = workdir / out_name
+    before = out.read_bytes() if out.is_file() else tree(out)
+    args = {"train": ["train", source, "--out", out_name, "--vocab-size", "100"],
+            "encode": ["encode", "--tokenizer", "out", source, "--out", out_name],
+            "count": ["count", source, "--out", out_name]}[cmd]
+    env = cli_env({} if threads == "all" else {"POLARS_MAX_THREADS": threads})
+    proc = subprocess.Popen(command(*args, "--format", fmt), cwd=workdir, stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(workdir.glob(f".{out_name}.tc-*.tmp")):  # its output started
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(1.0)  # waiting for input by now
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 3 s after {sig.name}")
+        err = proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdin:
+            proc.stdin.close()
+        if proc.stderr:
+            proc.stderr.close()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert (out.read_bytes() if out.is_file() else tree(out)) == before
+    assert no_temporaries(workdir)
+
+
+def _signal_in_the_duckdb_loop(args: list[str], cwd: Path, sig: int, env: dict[str, str]
+                               ) -> tuple[int, str, str]:
+    """Run the CLI with progress lines every 0.2 s, and send `sig` once DuckDB's merge loop has
+    drawn one (its passes are SQL queries: the signal lands in one): (exit code, stdout,
+    stderr)."""
+    proc = subprocess.Popen(command(*args), cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=cli_env({"TOKCOLUMNAR_PROGRESS_EVERY": "0.2", **env}))
+    lines: list[str] = []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("merging (duckdb)"):
+            break
+    else:
+        proc.wait()
+        pytest.fail(f"no merge loop seen: {''.join(lines)}")
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, "".join(lines) + err
+
+
+@pytest.mark.duckdb
+@pytest.mark.corpus
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "terminated"),
+                                             (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.parametrize("cmd", ["train", pytest.param("crosscheck", marks=SLOW)])
+def test_a_signal_in_the_duckdb_merge_loop_is_an_interrupt(previous, workdir, tmp_path, sig,
+                                                          code, said, cmd):
+    """DuckDB's Python client looks for signals while a query runs, and ends the query with
+    `RuntimeError: Query interrupted` in place of the interrupt our handler raised: the run
+    must still end as interrupted (130 / 143), the previous output intact, no temporary file
+    left, and for `train` its work directory kept for --resume."""
+    text = corpus("small/en_shakespeare_500k.txt")
+    scratch = tmp_path / "tmp"  # the temporary directories of crosscheck's runs
+    scratch.mkdir()
+    before = tree(previous)
+    args = ([cmd, str(text), "--engine", "duckdb", "--out", "out"] if cmd == "train"
+            else [cmd, str(text)])
+    rc, out, err = _signal_in_the_duckdb_loop([*args, "--vocab-size", "3000"], workdir, sig,
+                                              {"TMPDIR": str(scratch)})
+    assert rc == code, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert err.strip().splitlines()[-1] == f"tokcolumnar: {said} (outputs left as they were)"
+    assert out == ""  # crosscheck said nothing about a comparison it did not finish
+    assert tree(previous) == before
+    assert no_temporaries(workdir)
+    assert not list(scratch.iterdir())
+    if cmd == "train":  # what the count saved, for --resume
+        assert (workdir / "out.work" / "tokcolumnar-work.json").is_file()
+
+
 def test_recovery_when_killed_between_the_two_renames(previous, workdir, monkeypatch):
     """Where the OS cannot exchange two directories, the old result is moved aside first; a
     run killed then leaves it under a temporary name, and the next run puts it back."""
@@ -422,3 +548,37 @@ def test_sql_allow_external(previous, workdir):
                    "--allow-external", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
     assert "keep me" in proc.stdout
+
+
+#: Escapes by paths relative to the user's current directory (`sub`, beside the model `out`),
+#: which holds a `.tmp/mine.csv` of the user's: `.tmp` is DuckDB's default temporary
+#: directory, which DuckDB lets any query read and write whatever the sandbox says.
+RELATIVE_ESCAPES = [
+    "COPY (SELECT 1 AS x) TO '.tmp/mine.csv'",
+    "COPY (SELECT 1 AS x) TO '.tmp/x.csv'",
+    "ATTACH '.tmp/db.duckdb'",
+    "SELECT * FROM read_text('.tmp/mine.csv')",
+    "SELECT * FROM glob('.tmp/*')",
+    "ATTACH 'db.duckdb'",
+    "COPY (SELECT 1 AS x) TO 'x.csv'",
+    "SELECT * FROM read_csv('../c.txt')",
+    "COPY (SELECT 1 AS x) TO '../out/x.csv'",
+    "SELECT * FROM read_text('../out/run.json')",
+]
+
+
+@pytest.mark.parametrize("query", tiered(RELATIVE_ESCAPES, lambda q: ".tmp" in q))
+@pytest.mark.duckdb
+def test_sql_reaches_nothing_from_the_current_directory(previous, workdir, query):
+    """The sandbox holds for paths relative to where the user runs `sql`: nothing there, above
+    it, or in the model directory besides its tables is readable, nothing writable (the query
+    once overwrote a user's `.tmp/mine.csv` and created `.tmp/db.duckdb`)."""
+    user = workdir / "sub"
+    (user / ".tmp").mkdir()
+    (user / ".tmp" / "mine.csv").write_text("mine\n", encoding="utf-8")
+    scratch = workdir / "scratch"  # the query's own temporary directory, removed at the end
+    scratch.mkdir()
+    before = tree(workdir)
+    proc = run_cli("sql", "../out", query, cwd=user, env={"TMPDIR": str(scratch)})
+    assert_clean_error(proc, "SQL error")
+    assert tree(workdir) == before

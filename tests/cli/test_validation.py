@@ -397,6 +397,53 @@ def test_bad_tokenizer_json_is_refused(trained, text_file, tmp_path, case, messa
     assert line == f"tokcolumnar: error: {e.value}"
 
 
+#: Normalizers nested in `Sequence`s (each two levels: the object and its array), with the
+#: innermost one: (sequences, innermost, levels of the whole file). HF reads up to 127 levels
+#: (serde_json's recursion limit refuses a 128th).
+NESTED = [
+    (62, {"type": "Lowercase"}, 126),
+    (62, {"type": "Replace", "pattern": {"String": "a"}, "content": "b"}, 127),
+    (63, {"type": "Lowercase"}, 128),
+    (3000, {"type": "Lowercase"}, 6002),
+]
+
+
+@pytest.mark.parametrize("sequences, innermost, levels", NESTED, ids=[str(n[2]) for n in NESTED])
+def test_nesting_deeper_than_hf_reads_is_refused(trained, text_file, tmp_path, sequences,
+                                                innermost, levels):
+    """A tokenizer.json nested deeper than HF reads (3,000 levels once ended in an internal
+    RecursionError) is refused in one line, as HF refuses it; one at HF's limit loads."""
+    good = json.loads((trained / "tokenizer.json").read_text(encoding="utf-8"))
+    good["normalizer"] = "@nested@"
+    nested = ('{"type": "Sequence", "normalizers": [' * sequences + json.dumps(innermost)
+              + "]}" * sequences)
+    text = json.dumps(good).replace('"@nested@"', nested)
+    f = tmp_path / "tokenizer.json"
+    f.write_text(text, encoding="utf-8")
+    fits = levels <= 127
+    assert _hf_refuses(text) == (not fits)
+    proc = run_cli("encode", str(text_file), "--tokenizer", str(f), "--out",
+                   str(tmp_path / "e.parquet"))
+    if fits:
+        assert proc.returncode == 0, proc.stderr
+        return
+    line = assert_clean_error(proc, "nested more than 127 levels deep")
+    assert str(f) in line
+    with pytest.raises(ValueError, match="nested more than 127 levels deep"):
+        Tokenizer.from_file(f)
+
+
+def test_nesting_is_checked_in_a_tokenizer_given_as_a_dict(trained):
+    """`Tokenizer.from_hf_dict` refuses the same nesting in a dict from Python."""
+    d = json.loads((trained / "tokenizer.json").read_text(encoding="utf-8"))
+    normalizer: dict = {"type": "Lowercase"}
+    for _ in range(2000):
+        normalizer = {"type": "Sequence", "normalizers": [normalizer]}
+    d["normalizer"] = normalizer
+    with pytest.raises(ValueError, match="nested more than 127 levels deep"):
+        Tokenizer.from_hf_dict(d)
+
+
 @pytest.mark.parametrize("run_json, message", [
     ("{not json", "run.json is not valid JSON"),
     pytest.param("", "run.json is empty", marks=SLOW),

@@ -10,6 +10,7 @@ so an interruption during start-up is handled like any other."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import signal
@@ -21,8 +22,17 @@ from contextlib import contextmanager
 from importlib import import_module
 from typing import Any, NoReturn
 
-from ..errors import Terminated, TokcolumnarError, TokcolumnarWarning, environment_message
+from ..corpus import sources
+from ..errors import (
+    Terminated,
+    TokcolumnarError,
+    TokcolumnarWarning,
+    environment_message,
+    interrupt_raised,
+    interrupts_kept,
+)
 from ..malloc import configure_for_command, fix_mmap_threshold
+from ..stdout import escaping_stdout
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -30,9 +40,9 @@ def _on_signal(signum: int, frame: Any) -> None:
     second signal cannot interrupt that cleanup."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if signum == signal.SIGTERM:
-        raise Terminated()
-    raise KeyboardInterrupt()
+    interrupt = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    interrupt_raised(interrupt)  # (a library may lose it: `errors.lost_interrupt`)
+    raise interrupt()
 
 
 @contextmanager
@@ -96,10 +106,13 @@ BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
 def main(argv: list[str] | None = None) -> int:
     for name, value in BLAS_THREADS.items():  # read when NumPy loads, below
         os.environ.setdefault(name, value)
+    interrupt_raised(None)  # (none yet: an earlier `main` in this process may have had one)
+    watching = False
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     sys.unraisablehook = _on_unraisable
     try:  # (an interrupt from here on is reported as one, start-up included)
+        watching = _watch_signals()
         fix_mmap_threshold()  # freed arrays go back to the system (tokcolumnar.malloc)
         # the settings the command's work wants, before Polars loads (tokcolumnar.malloc)
         configure_for_command(sys.argv[1:] if argv is None else argv)
@@ -110,6 +123,37 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated:
         _report_interrupt("tokcolumnar: terminated (outputs left as they were)")
         return 143
+    finally:
+        if watching:
+            sources.wake_reads_on(None)
+            signal.set_wakeup_fd(-1)
+
+
+#: The pipe a signal writes its number to (`signal.set_wakeup_fd`): (read end, write end).
+_signal_pipe: tuple[int, int] | None = None
+
+
+def _watch_signals() -> bool:
+    """Make the pipe reads of the run give up when a signal arrives (`sources.wake_reads_on`):
+    the handler raises the interrupt in the main thread only once it runs Python, and a main
+    thread waiting in Arrow for a pipe nobody writes to (a JSONL or CSV input on standard
+    input, read in Arrow's threads) never would. False, and nothing changed, when the program
+    that called `main` watches signals with a descriptor of its own (asyncio does)."""
+    global _signal_pipe
+    if _signal_pipe is None:
+        _signal_pipe = os.pipe()
+        for fd in _signal_pipe:
+            os.set_blocking(fd, False)  # (Python writes to it from a signal handler)
+    read_end, write_end = _signal_pipe
+    with contextlib.suppress(OSError):
+        while os.read(read_end, 512):  # signals of an earlier `main` in this process
+            pass
+    theirs = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    if theirs != -1:
+        signal.set_wakeup_fd(theirs)
+        return False
+    sources.wake_reads_on(read_end)
+    return True
 
 
 #: Whether the cyclic garbage collector is paused for the program's start-up (`run`).
@@ -189,7 +233,9 @@ def _run(argv: list[str] | None) -> int:
     if getattr(args, "quiet", False):
         os.environ["TOKCOLUMNAR_QUIET"] = "1"  # for this command only (restored below)
     try:
-        with notes_to_stderr(getattr(args, "quiet", False)):
+        # (an error in place of the interrupt our handler raised is the interrupt; what
+        # standard output's encoding cannot hold is printed as escapes: `tokcolumnar.stdout`)
+        with interrupts_kept(), escaping_stdout(), notes_to_stderr(getattr(args, "quiet", False)):
             return commands.COMMANDS[args.command_name](args)
     except TokcolumnarError as e:
         print(f"tokcolumnar: error: {e}", file=sys.stderr)

@@ -26,6 +26,7 @@ from ..progress import READING, Progress, StageTimer
 from ..text.normalizers import Normalizer
 from ..text.pretokenizers import PreTokenizer
 from ..text.segmenters import Segmenter
+from .sources import stop_reads_on
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -299,24 +300,31 @@ def prefetched(items: Iterable[T]) -> Iterator[T]:
     """The items, each drawn in a thread while the caller works on the one before: reading
     and decoding the next batch overlap its count (a Polars plan, which releases the GIL).
     One item waits at most (memory: one more batch). An error of the drawing is raised here,
-    in order; when the caller stops early, the thread stops after its current item."""
+    in order; when the caller stops early, the thread stops after its current item, or
+    within a moment when that item waits for a pipe nobody writes to (`sources.stop_reads_on`:
+    the caller's cleanup waits for the thread)."""
     box: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
+    def hand(entry: tuple[bool, Any]) -> bool:
+        """Put `entry` in the box; False when the caller stopped meanwhile."""
+        while not stop.is_set():
+            try:
+                box.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def draw() -> None:
+        stop_reads_on(stop)  # (this thread's context only)
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        box.put((True, item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not hand((True, item)):
                     return
-            box.put((False, None))
+            hand((False, None))
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-            box.put((False, e))
+            hand((False, e))
 
     # the drawing runs in the caller's context: a generator drawn there sees the caller's
     # context variables (a run's scope, `sources.run_scope`), as if drawn in its thread

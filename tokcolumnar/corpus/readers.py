@@ -25,7 +25,7 @@ import polars as pl
 from ..errors import TokcolumnarError, word_too_long
 from ..progress import READING
 from ..text.pretokenizers import LineCut, PreTokenizer, WholeSequence
-from .sources import Source, expand_inputs, open_binary, parquet_file
+from .sources import ReadStopped, Source, expand_inputs, open_binary, parquet_file
 
 CHUNK_BYTES = 1 << 20
 PIECE_CHARS = 64 << 10
@@ -107,6 +107,8 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
             size = chunk_bytes if left is None else min(chunk_bytes, left + 1)
             try:
                 block = stream.read(size)
+            except ReadStopped:
+                raise  # the run is stopping: not the input's fault
             except (OSError, EOFError) as e:
                 raise TokcolumnarError(f"cannot read {src.label}: {e}") from None
             except Exception as e:  # noqa: BLE001 - ArrowException from a corrupt stream
@@ -230,7 +232,7 @@ def _column_batches(src: Source, column: str, max_row_bytes: int | None = None,
             check(reader.schema.names)
             for batch in reader:
                 yield out(batch, batch.column(reader.schema.get_field_index(column)))
-    except TokcolumnarError:
+    except (TokcolumnarError, ReadStopped):
         raise
     except (OSError, pa.ArrowException, ValueError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -27,7 +27,10 @@ import io
 import operator
 import os
 import re
+import select
 import stat
+import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -382,26 +385,133 @@ def open_binary(src: Source, arrow: bool = False) -> Any:
                 return pa.CompressedInputStream(pa.PythonFile(raw, "r"), src.compression)
             return pa.PythonFile(raw, "r") if arrow else raw
         if not arrow and src.compression in (None, "gzip"):
-            if src.kind == "stdin":
-                return open(0, "rb", closefd=False)  # noqa: SIM115 - closed by the caller
+            if src.kind == "file":
+                if src.compression == "gzip":
+                    import gzip
+
+                    return gzip.open(src.path, "rb")
+                return open(src.path, "rb")  # noqa: SIM115 - closed by the caller
+            stream = open_pipe(src)
             if src.compression == "gzip":
                 import gzip
 
-                return gzip.open(src.path, "rb")
-            return open(src.path, "rb")  # noqa: SIM115 - closed by the caller
+                unzipped = gzip.GzipFile(fileobj=stream, mode="rb")
+                unzipped.myfileobj = stream  # (closed with it, as `gzip.open`'s own file)
+                return unzipped
+            return stream
         import pyarrow as pa
 
         if src.kind == "file":
             raw = pa.OSFile(str(src.path))
-        elif src.kind == "stdin":
-            raw = pa.PythonFile(open(0, "rb", closefd=False), "r")  # noqa: SIM115
         else:
-            raw = pa.PythonFile(open(src.path, "rb"), "r")  # noqa: SIM115
+            raw = pa.PythonFile(open_pipe(src), "r")
         return pa.CompressedInputStream(raw, src.compression) if src.compression else raw
     except TokcolumnarError:
         raise
     except Exception as e:  # noqa: BLE001 - OSError or ArrowException
         raise TokcolumnarError(f"cannot open {src.label}: {_first_line(e)}") from None
+
+
+#: How long a read of a pipe waits for data before it looks whether the run is stopping.
+PIPE_WAIT_SECONDS = 0.2
+
+
+class ReadStopped(Exception):
+    """A read of a pipe or standard input given up while it waited for data: the run is
+    stopping (the reader's consumer stopped drawing: `stop_reads_on`; or a signal arrived:
+    `wake_reads_on`)."""
+
+
+#: The events that stop the pipe reads opened in this context (`stop_reads_on`).
+_READ_STOPS: ContextVar[tuple[threading.Event, ...]] = ContextVar("tokcolumnar_read_stops",
+                                                                   default=())
+#: A descriptor that becomes readable when the process receives a signal (`wake_reads_on`).
+_signal_wakeup: int | None = None
+
+
+def stop_reads_on(event: threading.Event) -> None:
+    """Make every pipe or standard input opened from now on in this context (a reader
+    thread's: `corpus.counting.prefetched`) give up a read waiting for data, with
+    `ReadStopped`, within `PIPE_WAIT_SECONDS` of `event` being set. A thread blocked in a
+    read of a pipe nobody writes to would otherwise never end, and the thread that waits for
+    it (to stop a run cleanly) neither."""
+    _READ_STOPS.set((*_READ_STOPS.get(), event))
+
+
+def wake_reads_on(fd: int | None) -> None:
+    """Make every pipe read waiting for data give up with `ReadStopped` once `fd` is
+    readable: the CLI's `signal.set_wakeup_fd`, which a signal makes readable. The signal's
+    handler raises the interrupt in the main thread, but only once that thread runs Python:
+    waiting in Arrow's reader (a JSONL or CSV pipe, which Arrow reads in threads of its own),
+    it would wait forever for a read that waits for data. None: no such descriptor."""
+    global _signal_wakeup
+    _signal_wakeup = fd
+
+
+def open_pipe(src: Source) -> io.BufferedReader:
+    """A named pipe or standard input as a binary stream whose reads wait for data in slices
+    of `PIPE_WAIT_SECONDS` (`_PipeReader`), so that a pipe nobody writes to never holds up a
+    stopping run. A named pipe is opened without waiting for a writer (the reads wait)."""
+    if src.kind == "stdin":
+        return io.BufferedReader(_PipeReader(0, owned=False))
+    if not hasattr(select, "poll") or not sys.platform.startswith("linux"):
+        # elsewhere a pipe with no writer yet may poll as ended: wait for one when opening
+        return open(src.path, "rb")  # noqa: SIM115 - closed by the caller
+    fd = os.open(src.path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        # blocking reads again (a read follows a poll that saw data); until a writer comes,
+        # Linux polls the pipe as empty, not as ended
+        os.set_blocking(fd, True)
+        return io.BufferedReader(_PipeReader(fd, owned=True))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _PipeReader(io.RawIOBase):
+    """A pipe's descriptor read after `poll` says it has data (or has ended): each wait lasts
+    at most `PIPE_WAIT_SECONDS`, after which the read gives up if the run is stopping
+    (`stop_reads_on`, `wake_reads_on`). In the main thread, a signal interrupts the wait
+    itself and its handler raises. The events and the signal descriptor are those of the
+    context that opened the pipe: Arrow reads it from threads of its own."""
+
+    def __init__(self, fd: int, owned: bool) -> None:
+        super().__init__()
+        self._fd = fd
+        self._owned = owned
+        self._stops = _READ_STOPS.get()
+        self._poll: Any = None
+        if hasattr(select, "poll"):
+            self._poll = select.poll()
+            self._poll.register(fd, select.POLLIN)
+            if _signal_wakeup is not None:
+                self._poll.register(_signal_wakeup, select.POLLIN)
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, b: Any) -> int:
+        while self._poll is not None:
+            if any(stop.is_set() for stop in self._stops):
+                raise ReadStopped("the run is stopping")
+            ready = [fd for fd, _ in self._poll.poll(PIPE_WAIT_SECONDS * 1000)]
+            if self._fd in ready:
+                break
+            if ready:  # the signal's own exception is the main thread's handler's to raise
+                raise ReadStopped("a signal arrived")
+        if hasattr(os, "readv"):
+            return os.readv(self._fd, [b])
+        data = os.read(self._fd, len(b))  # (Windows)
+        b[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed and self._owned:
+            os.close(self._fd)
+        super().close()
 
 
 #: The URI whose file `open_binary` opened last, and its stream as stored (not decompressed):

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from ..config import TrainConfig
+from ..errors import interrupts_kept
 from ..progress import StageTimer
 from ..training.checkpoint import MergeCheckpoint
 from ..training.tables import TrainTables
@@ -39,10 +40,12 @@ def scripts(memory_limit: int | None = None, temp_directory: str | None = None
             ) -> Iterator[Scripts]:
     """A fresh in-memory DuckDB with the text functions of stage 1, closed afterwards
     (`memory_limit` bytes and `temp_directory`: DuckDB's own settings, from --memory-limit and
-    the work directory)."""
+    the work directory). An interrupt ends a query with DuckDB's own error in its place:
+    raised as the interrupt again (`errors.interrupts_kept`), as the Polars engine's."""
     con = connect(memory_limit, temp_directory)
     try:
-        yield Scripts(con)
+        with interrupts_kept():
+            yield Scripts(con)
     finally:
         con.close()
 

@@ -14,7 +14,11 @@ file, no `COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD` or `EXPORT`. `allow_external=
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +26,26 @@ import duckdb
 
 from ..errors import TokcolumnarError
 from ..outputs import mark_file, output_file, write_parquet
+from ..stdout import escaped_for_stdout, holds, json_for_stdout, table_borders_fit
 from . import ANALYSIS_DIR, QUERY_FORMATS, ready_queries
 
 VIEWS = ("words", "merges", "vocab", "encoded", "rounds")  # rounds: a Unigram run's pruning
 
 
-def connect(directory: str | Path, allow_external: bool = False) -> Any:
+def connect(directory: str | Path, allow_external: bool = False,
+            temp_directory: str | None = None) -> Any:
     """A DuckDB connection with one view per Parquet table found in `directory`; unless
-    `allow_external`, sandboxed to those files (see the module docstring)."""
+    `allow_external`, sandboxed to those files (see the module docstring) and to
+    `temp_directory`, where DuckDB spills (`private_temp_directory`; None: DuckDB's own)."""
     d = Path(directory)
     if not d.is_dir():
         raise TokcolumnarError(f"not a directory: {directory}")
-    con = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False} if not allow_external
-                         else {})
+    config: dict[str, Any] = {}
+    if not allow_external:
+        config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    if temp_directory is not None:
+        config["temp_directory"] = temp_directory
+    con = duckdb.connect(config=config)
     found = []
     for name in VIEWS:
         f = d / f"{name}.parquet"
@@ -81,7 +91,30 @@ def query(directory: str | Path, sql: str, params: dict[str, Any] | None = None,
     """Run `sql` (one or more statements) over the directory's views; returns the last
     statement's rows as a Polars DataFrame (None if it returns no rows). `params` are bound as
     DuckDB variables (read them with getvariable('name'))."""
-    con = connect(directory, allow_external)
+    with private_temp_directory(allow_external) as temp_directory:
+        return _query(directory, sql, params, allow_external, temp_directory)
+
+
+@contextlib.contextmanager
+def private_temp_directory(allow_external: bool) -> Iterator[str | None]:
+    """Where a sandboxed query's DuckDB spills: a new directory of its own (mode 0700, removed
+    afterwards), as DuckDB lets a query read and write its temporary directory whatever the
+    sandbox says. Its default, `.tmp` under the current directory, was the user's: a
+    query could overwrite the files of a `./.tmp/` and create databases there. None (DuckDB's
+    default) with `allow_external`."""
+    if allow_external:
+        yield None
+        return
+    path = tempfile.mkdtemp(prefix="tokcolumnar-sql-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _query(directory: str | Path, sql: str, params: dict[str, Any] | None,
+           allow_external: bool, temp_directory: str | None) -> Any:
+    con = connect(directory, allow_external, temp_directory)
     try:
         for name, value in (params or {}).items():
             if not name.isidentifier():
@@ -113,7 +146,7 @@ def run_sql(directory: str, query_text: str, fmt: str = "table", output: str | N
     if not output:
         df = query(directory, query_text, params, allow_external)
         if df is not None:
-            sys.stdout.write(_render(df, fmt))
+            sys.stdout.write(_for_stdout(df, fmt))
         return
     with output_file(output, inputs=[directory], force=force, what="--output") as tmp:
         df = query(directory, query_text, params, allow_external)
@@ -126,13 +159,31 @@ def run_sql(directory: str, query_text: str, fmt: str = "table", output: str | N
             mark_file(tmp)
 
 
-def _render(df: Any, fmt: str) -> str:
+def _for_stdout(df: Any, fmt: str) -> str:
+    """`_render` for standard output, whose encoding may lack characters of the result
+    (`tokcolumnar.stdout`): a table then has ASCII borders, JSON has JSON escapes, and any
+    other character is written as an escape by the stream (`cli` makes it escape)."""
+    text = _render(df, fmt)
+    if fmt == "json":
+        return json_for_stdout(text)
+    if fmt != "table" or holds(text):
+        return text
+    # a table: its string columns escaped before it is drawn, so that its columns line up
+    import polars as pl
+
+    escaped = df.with_columns(pl.col(c).map_elements(escaped_for_stdout, return_dtype=pl.String)
+                              for c, t in df.schema.items() if t == pl.String)
+    return _render(escaped, fmt, ascii_borders=not table_borders_fit())
+
+
+def _render(df: Any, fmt: str, ascii_borders: bool = False) -> str:
     """The text of a result in a text format (table, csv, json)."""
     import polars as pl
 
     if fmt == "table":
+        borders = "ASCII_FULL_CONDENSED" if ascii_borders else "UTF8_FULL_CONDENSED"
         with pl.Config(tbl_rows=200, tbl_cols=20, fmt_str_lengths=60, tbl_width_chars=160,
-                       tbl_hide_dataframe_shape=False):
+                       tbl_hide_dataframe_shape=False, tbl_formatting=borders):
             return str(df) + "\n"
     if fmt == "csv":
         return _csv(df)

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import TokcolumnarError
+from ..stdout import json_for_stdout
 from ..tokenizer import Tokenizer
 from .metrics import METRIC_COLUMNS, metrics_table
 from .vocabulary import jaccard, merge_pairs, shared_merge_prefix, surfaces
@@ -55,7 +56,7 @@ def compare_tables(tokenizers: list[str], texts: list[str], fmt: str | None = No
 
 def print_table(met: pl.DataFrame, fmt: str) -> None:
     """The metrics table on standard output: JSON (a list of objects) or CSV."""
-    if fmt == "json":
-        sys.stdout.write(met.write_json() + "\n")
+    if fmt == "json":  # (in JSON's escapes what standard output's encoding cannot hold)
+        sys.stdout.write(json_for_stdout(met.write_json()) + "\n")
     else:
         sys.stdout.write(met.write_csv())
