@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..layout import Layout
 from ..progress import Progress
 from .pairtable import PairCounts
 from .passes import (
@@ -38,7 +39,7 @@ from .passes import (
     sort_new_pairs,
     sum_by_key_arrays,
 )
-from .symbols import Initial, Layout, Vocab
+from .symbols import Initial, Vocab
 
 M24 = (1 << 24) - 1
 M64 = (1 << 64) - 1

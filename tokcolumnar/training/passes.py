@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .symbols import Layout
+from ..layout import Layout
 
 M32 = (1 << 32) - 1
 #: Above this many changes, Polars' hash group-by beats NumPy's sort-based grouping.

@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from ..layout import REMOVED, Layout
 from ..progress import Progress
 from .bpe import MergeRecord
 from .passes import M32, NewPairs, group_new_pairs, group_pairs, merge_pass, sum_by_key
-from .symbols import REMOVED, Initial, Layout, Vocab
+from .symbols import Initial, Vocab
 
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
 HEAP_MIN = 1 << 15  # compact the heap once it holds 4x its live entries (and at least this)
