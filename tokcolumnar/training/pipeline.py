@@ -17,7 +17,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +30,7 @@ from ..corpus.sources import Source, expand_inputs, run_scope
 from ..corpus.spill import count_bounded, unit_bytes_for
 from ..distributed.units import plan_units
 from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
-from ..export import build_tokenizer, export, write_outputs
+from ..export import TrainResult, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
     MemoryLimitError,
@@ -41,9 +41,6 @@ from ..memory import (
 )
 from ..outputs import output_dir
 from ..progress import StageTimer
-from ..text.normalizers import Normalizer
-from ..text.pretokenizers import PreTokenizer
-from ..tokenizer import Tokenizer
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
 from .tables import TrainTables
@@ -83,30 +80,6 @@ def engine_of_run(inputs: Any, cfg: TrainConfig) -> Engine:
     if module.startswith("pyspark.sql") and type(inputs).__name__ == "DataFrame":
         return engine_for("spark")
     return engine_for(cfg.engine)
-
-
-@dataclass
-class TrainResult:
-    """Everything a run produced: the three tables, the settings and the stage timings."""
-
-    config: TrainConfig
-    words: pl.DataFrame
-    merges: pl.DataFrame
-    vocab: pl.DataFrame
-    normalizer: Normalizer | None
-    pretokenizer: PreTokenizer
-    timings: dict[str, float] = field(default_factory=dict)
-    inputs: list[str] = field(default_factory=list)
-    #: Bytes the count spilled to the work directory (0: it fitted in memory).
-    spilled_bytes: int = 0
-
-    def tokenizer(self) -> Tokenizer:
-        """The trained tokenizer (the one `tokenizer.json` holds)."""
-        return build_tokenizer(self.config, self.vocab, self.merges)
-
-    def save(self, out_dir: str | Path, force: bool = False) -> Path:
-        """Write the output files into `out_dir` (see `train`'s `out_dir` for the rules)."""
-        return export(self, out_dir, force=force)
 
 
 def resolve_config(options: dict[str, Any]) -> TrainConfig:
