@@ -248,6 +248,10 @@ class RayEngine(PolarsEngine):
     the whole words table, is the Polars engine's, on the driver."""
 
     name = "ray"
+    counts_in_units = False  # counted on Ray, whatever the inputs
+
+    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+        """Not checked (as before the engines made this call: only Polars engine runs were)."""
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

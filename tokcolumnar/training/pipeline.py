@@ -34,7 +34,6 @@ from ..export import TrainResult, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
     MemoryLimitError,
-    check_merge_memory,
     default_limit,
     keep_most_frequent,
     parse_size,
@@ -50,9 +49,19 @@ class Engine(Protocol):
     """What an engine does: count the words of the inputs, and train on a words table."""
 
     name: str
+    #: Whether the pipeline counts the engine's file inputs itself when the run has a work
+    #: directory: unit by unit within --memory-limit, spilling there (`corpus.spill`).
+    counts_in_units: bool
+
+    def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
+        """Take the run's memory limit (bytes) and work directory for the engine's own work."""
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame: ...
+
+    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+        """Refuse, before the merge loop starts, words whose loop would not fit in
+        `memory_limit` bytes."""
 
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
               checkpoint: MergeCheckpoint | None = None) -> TrainTables: ...
@@ -296,17 +305,13 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     no work directory)."""
     limits = limits or RunLimits(default_limit())
     engine = engine_of_run(inputs, cfg)
-    if engine.name == "duckdb":  # DuckDB spills by itself, within the same limit
-        engine.memory_limit = limits.memory_limit  # type: ignore[attr-defined]
-        if limits.work is not None:
-            engine.temp_directory = str(limits.work.file("duckdb"))  # type: ignore[attr-defined]
+    engine.use_limits(limits.memory_limit, limits.work)
     timer = StageTimer()
     with timer.stage("count"):
         words = count_stage(engine, inputs, from_counts, cfg, limits, timer)
     try:
         words = keep_most_frequent(words, cfg.max_words)
-        if engine.name == "polars":
-            check_merge_memory(words, limits.memory_limit)
+        engine.check_memory(words, limits.memory_limit)
         # every engine's loop checkpoints into the work directory, when there is one; its
         # first checkpoint (or test kill point) waits for the counted words' save
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
@@ -338,7 +343,7 @@ def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,
         return normalize_counts(from_counts, "from_counts")
     if from_counts is not None:
         return load_counts(str(from_counts))
-    if engine.name == "polars" and work is not None and isinstance(
+    if engine.counts_in_units and work is not None and isinstance(
             inputs, (str, os.PathLike, list, tuple)) and all(
             isinstance(x, (str, os.PathLike)) for x in input_list(inputs)):
         budget = int(limits.memory_limit * COUNT_TABLE_SHARE)
