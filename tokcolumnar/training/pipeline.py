@@ -28,7 +28,7 @@ from ..config import TrainConfig
 from ..corpus.counts_file import load_counts, normalize_counts
 from ..corpus.sources import Source, expand_inputs, run_scope
 from ..corpus.spill import count_bounded, unit_bytes_for
-from ..distributed.units import plan_units
+from ..corpus.units import plan_units
 from ..errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from ..export import TrainResult, write_outputs
 from ..memory import (
