@@ -108,10 +108,12 @@ def _dict_values(tree: ast.Module, name: str) -> list[str]:
 
 
 class ImportCollector(ast.NodeVisitor):
-    """The tokcolumnar imports of one module: import statements at any depth (not under
-    `if TYPE_CHECKING:`) and `import_module(...)` calls."""
+    """The tokcolumnar imports of one module: import statements at any depth (under
+    `if TYPE_CHECKING:` only with `type_only`) and `import_module(...)` calls."""
 
-    def __init__(self, source: str, file: str, modules: dict[str, Path]):
+    def __init__(self, source: str, file: str, modules: dict[str, Path],
+                 type_only: bool = False):
+        self.type_only = type_only
         self.tree = ast.parse(source)
         self.file = file
         self.module = module_name(ROOT / file)
@@ -144,7 +146,7 @@ class ImportCollector(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_If(self, node: ast.If) -> None:
-        if _is_type_checking(node.test):  # annotations only: never imported at run time
+        if _is_type_checking(node.test) and not self.type_only:  # never imported at run time
             for child in node.orelse:
                 self.visit(child)
             return
@@ -187,11 +189,12 @@ class ImportCollector(ast.NodeVisitor):
         return [prefix + v for v in _dict_values(self.tree, dict_name)]
 
 
-def all_imports() -> list[Import]:
+def all_imports(type_only: bool = False) -> list[Import]:
+    """Every import of the package (`type_only`: with those under `if TYPE_CHECKING:`)."""
     modules = package_modules()
     return [i for path in modules.values()
             for i in ImportCollector(path.read_text(encoding="utf-8"),
-                                     str(path.relative_to(ROOT)), modules).found]
+                                     str(path.relative_to(ROOT)), modules, type_only).found]
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -263,10 +266,15 @@ def test_the_walker_sees_every_kind_of_import():
     assert ("tokcolumnar", "tokcolumnar.training.pipeline") in seen  # PEP 562 names
 
 
-def test_no_import_cycle():
+@pytest.mark.parametrize("type_only", [False, True], ids=["run-time", "type-only-included"])
+def test_no_import_cycle(type_only):
+    """No cycle among the imports made at run time, nor once the imports made for type hints
+    only (`if TYPE_CHECKING:`) are counted: two modules that need each other's names, even
+    for annotations only, belong in one module or below a third (a cycle through
+    TYPE_CHECKING is a layering that runs backwards, hidden from the interpreter)."""
     edges: dict[str, set[str]] = {}
     where: dict[tuple[str, str], Import] = {}
-    for i in all_imports():
+    for i in all_imports(type_only):
         edges.setdefault(i.source, set()).add(i.target)
         where.setdefault((i.source, i.target), i)
     cycle = find_cycle(edges)
@@ -284,6 +292,58 @@ def test_imports_inside_functions_are_the_documented_ones():
                              f"{undocumented} (import at the top, or document it in this test)"
     assert sites == set(FUNCTION_IMPORTS), f"documented but gone: " \
                                            f"{sorted(set(FUNCTION_IMPORTS) - sites)}"
+
+
+def test_type_only_imports_are_seen_with_type_only():
+    source = ("from typing import TYPE_CHECKING\n"
+              "if TYPE_CHECKING:\n    from .config import TrainConfig\n")
+    modules = package_modules()
+    assert not ImportCollector(source, "tokcolumnar/presets.py", modules).found
+    found = ImportCollector(source, "tokcolumnar/presets.py", modules, type_only=True).found
+    assert [(i.source, i.target) for i in found] == [("tokcolumnar.presets", "tokcolumnar.config")]
+    # a two-module cycle through TYPE_CHECKING (config <-> presets once was one) is a cycle
+    assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+
+
+# The engines' own modules: the only places that may tell one engine from another. Everywhere
+# else an engine is used through the protocol (`training.pipeline.Engine`).
+ENGINE_FILES = ("tokcolumnar/duckdb/", "tokcolumnar/training/polars_engine.py")
+ENGINE_NAMES = {"polars", "duckdb", "ray", "spark"}
+
+
+def engine_name_tests(source: str) -> list[int]:
+    """The lines comparing an engine's name: `<...engine...>.name == ...`, or any `.name`
+    compared with an engine's name (`x.name != "duckdb"`)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        names = [o for o in operands if isinstance(o, ast.Attribute) and o.attr == "name"]
+        engine_like = any("engine" in ast.unparse(o.value).lower() for o in names)
+        engine_const = any(isinstance(o, ast.Constant) and o.value in ENGINE_NAMES
+                           for o in operands)
+        if names and (engine_like or engine_const):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_engine_name_finder_finds_name_tests():
+    assert engine_name_tests('if engine.name == "duckdb":\n    pass\n') == [1]
+    assert engine_name_tests('x = self.engine.name != "polars"\n') == [1]
+    assert engine_name_tests('ok = run.name == "spark"\n') == [1]
+    assert engine_name_tests('ok = path.name == "run.json"\n') == []
+    assert engine_name_tests('engine.count(inputs, cfg)\n') == []
+
+
+def test_only_the_engines_tell_engines_apart():
+    """The pipeline and the rest use the engine protocol (its calls and attributes); no
+    `engine.name == ...` outside the engines' own modules."""
+    found = [f"{path.relative_to(ROOT)}:{line}"
+             for path in sorted(PACKAGE.rglob("*.py"))
+             if not str(path.relative_to(ROOT)).startswith(ENGINE_FILES)
+             for line in engine_name_tests(path.read_text(encoding="utf-8"))]
+    assert not found, f"an engine's name tested outside the engines: {found}"
 
 
 # -- a non-editable install ----------------------------------------------------------------------
@@ -375,3 +435,17 @@ def test_non_editable_install_runs_every_command_outside_the_repository(installe
     got = pl.read_csv(out.encode())
     assert got["merges"].sum() == merges.height
     assert got["max_count"].max() == merges["count"].max()
+
+
+def test_the_architecture_map_names_every_module():
+    """docs/architecture.md's map has a line for every module of the package (a newcomer finds
+    each stage from it): a module added without its line fails here."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = text.index("## The map")
+    block = text[text.index("```", start) + 3:]
+    block = block[:block.index("```")]
+    names = {line.split("── ", 1)[1].split()[0] for line in block.splitlines() if "── " in line}
+    package = ROOT / "tokcolumnar"
+    missing = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                     if "sql" not in p.parts and p.name not in names)
+    assert not missing, f"modules without a line in docs/architecture.md's map: {missing}"

@@ -22,7 +22,7 @@ _PUBLIC = {
     "Encoding": "tokenizer", "Tokenizer": "tokenizer", "TokcolumnarError": "errors",
     "TokcolumnarTypeError": "errors", "TokcolumnarValueError": "errors",
     "TokcolumnarWarning": "errors", "TrainConfig": "config",
-    "TrainResult": "training.pipeline", "train": "training.pipeline",
+    "TrainResult": "export", "train": "training.pipeline",
     "count_words": "training.pipeline",
 }
 __all__ = sorted(_PUBLIC)

@@ -13,13 +13,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import shlex
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from .corpus.sources import FORMATS
 from .errors import TokcolumnarTypeError, TokcolumnarValueError
-from .presets import BERT_PRESETS, PRESETS, ROLES, apply_preset, flag, role_name
+from .presets import BERT_PRESETS, PRESET_RULES, PRESETS, ROLES, flag, role_name
+from .text.bytelevel import BYTE_ALPHABET
 from .text.normalizers import NORMALIZER_NAMES, BertNormalizer, Normalizer, build_normalizer
 from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretokenizer
 from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
@@ -232,6 +234,56 @@ def check_roles(cfg: TrainConfig) -> None:
             raise TokcolumnarValueError(
                 f"--preset {cfg.preset}'s template is [CLS] ... [SEP]: --special-token-roles "
                 f"{role.removesuffix('_token')} must be {fixed}, got {token}")
+
+
+def _same(name: str, a: Any, b: Any) -> bool:
+    if name == "initial_alphabet":  # a set of characters: the order does not matter
+        return set(a) == set(b)
+    return a == b
+
+
+def _show(name: str, value: Any) -> str:
+    """An option as it would be written on the command line (for messages)."""
+    if value is None or value is False:
+        return f"no {flag(name)}"
+    if value is True:
+        return flag(name)
+    if name == "initial_alphabet":
+        if set(value) == set(BYTE_ALPHABET):
+            return f"{flag(name)} (the 256 byte-level characters)"
+        return f"{flag(name)} {shlex.quote(''.join(value))}"
+    if isinstance(value, list):
+        return f"{flag(name)} {shlex.quote(','.join(value))}"
+    return f"{flag(name)} {shlex.quote(str(value))}"
+
+
+def apply_preset(cfg: TrainConfig, default_vocab_size: int) -> None:
+    """Set what the preset fixes, refusing a given value that differs, and fill its defaults."""
+    if cfg.preset is None:
+        return
+    if cfg.preset not in PRESET_RULES:
+        raise TokcolumnarValueError(f"unknown preset {cfg.preset!r} "
+                                    f"(choose from {', '.join(PRESETS)})")
+    rules = PRESET_RULES[cfg.preset]
+    for name, fixed in rules.fixed.items():
+        given = getattr(cfg, name)
+        if given is not None and not _same(name, given, fixed):
+            verb = "uses" if fixed is None or fixed is False else "fixes"
+            raise TokcolumnarValueError(f"--preset {cfg.preset} {verb} {_show(name, fixed)}; "
+                                        f"got {_show(name, given)}")
+        setattr(cfg, name, list(fixed) if isinstance(fixed, list) else fixed)
+    for name, default in rules.defaults.items():
+        if getattr(cfg, name) is None:
+            setattr(cfg, name, list(default) if isinstance(default, list) else default)
+    if cfg.preset == "subword-nmt" and cfg.max_merges is None:
+        cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else default_vocab_size
+        cfg.vocab_size = 1 << 40
+    if cfg.preset in BERT_PRESETS:
+        missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
+        if missing:
+            raise TokcolumnarValueError(
+                f"--preset {cfg.preset} needs {', '.join(missing)} among --special-tokens (the "
+                "[CLS] ... [SEP] template and the unknown token)")
 
 
 def apply_model_rules(cfg: TrainConfig) -> None:

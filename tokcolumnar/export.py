@@ -14,9 +14,10 @@ import os
 import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -31,15 +32,13 @@ from .models.wordpiece import WordPieceModel
 from .outputs import output_dir, write_parquet
 from .presets import BERT_PRESETS
 from .text.decoders import BPEDecoder, ByteLevelDecoder, Decoder, WordPieceDecoder
+from .text.normalizers import Normalizer
 from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
 from .unigram_export import sentencepiece_file, unigram_tokenizer
 from .version import package_version
-
-if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
-    from .training.pipeline import TrainResult
 
 # A token the line-based side files cannot hold exactly. merges.txt and codes.txt lines are
 # `left right`: HF splits each line on " " and needs two parts, skips lines that start with
@@ -48,6 +47,33 @@ if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
 # trailing whitespace (Rust's `trim_end`, the same set as the regex `\s`).
 PAIR_FILE_BREAKERS = r"[ \n\r]"
 LINE_FILE_BREAKERS = r"[\n\r]|\s$"
+
+
+@dataclass
+class TrainResult:
+    """Everything a run produced: the three tables, the settings and the stage timings."""
+
+    config: TrainConfig
+    words: pl.DataFrame
+    merges: pl.DataFrame
+    vocab: pl.DataFrame
+    normalizer: Normalizer | None
+    pretokenizer: PreTokenizer
+    timings: dict[str, float] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    #: Bytes the count spilled to the work directory (0: it fitted in memory).
+    spilled_bytes: int = 0
+    #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
+    rounds: pl.DataFrame | None = None
+
+    def tokenizer(self) -> Tokenizer:
+        """The trained tokenizer (the one `tokenizer.json` holds)."""
+        return build_tokenizer(self.config, self.vocab, self.merges)
+
+    def save(self, out_dir: str | Path, force: bool = False) -> Path:
+        """Write the output files into `out_dir` (see `train`'s `out_dir` for the rules)."""
+        return export(self, out_dir, force=force)
+
 
 def hf_merges(merges: pl.DataFrame) -> list[tuple[str, str]]:
     """Merges in HF order: a pair merged twice (HF does this when a token id is reused) keeps

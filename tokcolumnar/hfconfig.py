@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import TrainConfig
-from .presets import BERT_PRESETS, PRESET_MAX_LENGTH, ROLES, special_token_roles
+from .presets import BERT_PRESETS, PRESET_MAX_LENGTH, PRESET_ROLES, ROLES
 
 #: The files, in the order they are written.
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -26,6 +26,18 @@ SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 #: What `BertTokenizer` (transformers 5) builds around the vocabulary.
 _BERT_PRE_TOKENIZER = {"type": "BertPreTokenizer"}
 _BERT_DECODER = {"type": "WordPiece", "prefix": "##", "cleanup": True}
+
+
+def special_token_roles(cfg: TrainConfig) -> dict[str, str]:
+    """The roles of a run's special tokens (ROLES order): the preset's (those whose token is a
+    special token of the run), the model's unknown token as `unk_token`, then
+    --special-token-roles (checked by `config.check_values`)."""
+    roles = {role: token for role, token in PRESET_ROLES.get(cfg.preset or "", {}).items()
+             if token in (cfg.special_tokens or ())}
+    if cfg.unk_token is not None:
+        roles["unk_token"] = cfg.unk_token
+    roles.update(cfg.special_token_roles or {})
+    return {role: roles[role] for role in ROLES if role in roles}
 
 
 def _is_bert_tokenizer(tok: dict[str, Any]) -> bool:

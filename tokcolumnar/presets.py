@@ -2,19 +2,14 @@
 segmenting BERTs `bert-zh-wwm`, `bert-ja`) stand for
 (docs/architecture.md, "Presets"). A preset *fixes* some options — a different value given by
 the user is refused, naming both — and gives *defaults* to others, which the user may
-replace."""
+replace. `config.apply_preset` applies them to a `TrainConfig`."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import TokcolumnarValueError
 from .text.bytelevel import BYTE_ALPHABET
-
-if TYPE_CHECKING:  # the settings object presets are applied to (config imports this module)
-    from .config import TrainConfig
 
 BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -40,7 +35,7 @@ PRESET_RULES: dict[str, Preset] = {
         fixed={"model": "wordpiece", "pre_tokenizer": "bert", "normalizer": "bert"},
         defaults={"lowercase": True, "continuing_subword_prefix": "##",
                   "special_tokens": BERT_SPECIAL_TOKENS, "unk_token": "[UNK]"}),
-    # `--vocab-size N` is read as subword-nmt's `-s N`: N merge operations (see apply_preset)
+    # `--vocab-size N` is read as subword-nmt's `-s N`: N merge operations (see config.apply_preset)
     "subword-nmt": Preset(
         fixed={"model": "bpe", "pre_tokenizer": "subword-nmt", "normalizer": "none",
                "lowercase": False, "end_of_word_suffix": "</w>", "end_of_word_token": None,
@@ -88,66 +83,5 @@ def role_name(name: str) -> str:
     return name if name.endswith("_token") else name + "_token"
 
 
-def special_token_roles(cfg: TrainConfig) -> dict[str, str]:
-    """The roles of a run's special tokens (ROLES order): the preset's (those whose token is a
-    special token of the run), the model's unknown token as `unk_token`, then
-    --special-token-roles (checked by `config.check_values`)."""
-    roles = {role: token for role, token in PRESET_ROLES.get(cfg.preset or "", {}).items()
-             if token in (cfg.special_tokens or ())}
-    if cfg.unk_token is not None:
-        roles["unk_token"] = cfg.unk_token
-    roles.update(cfg.special_token_roles or {})
-    return {role: roles[role] for role in ROLES if role in roles}
-
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
-
-
-def _same(name: str, a: Any, b: Any) -> bool:
-    if name == "initial_alphabet":  # a set of characters: the order does not matter
-        return set(a) == set(b)
-    return a == b
-
-
-def _show(name: str, value: Any) -> str:
-    """An option as it would be written on the command line (for messages)."""
-    if value is None or value is False:
-        return f"no {flag(name)}"
-    if value is True:
-        return flag(name)
-    if name == "initial_alphabet":
-        if set(value) == set(BYTE_ALPHABET):
-            return f"{flag(name)} (the 256 byte-level characters)"
-        return f"{flag(name)} {shlex.quote(''.join(value))}"
-    if isinstance(value, list):
-        return f"{flag(name)} {shlex.quote(','.join(value))}"
-    return f"{flag(name)} {shlex.quote(str(value))}"
-
-
-def apply_preset(cfg: TrainConfig, default_vocab_size: int) -> None:
-    """Set what the preset fixes, refusing a given value that differs, and fill its defaults."""
-    if cfg.preset is None:
-        return
-    if cfg.preset not in PRESET_RULES:
-        raise TokcolumnarValueError(f"unknown preset {cfg.preset!r} "
-                                    f"(choose from {', '.join(PRESETS)})")
-    rules = PRESET_RULES[cfg.preset]
-    for name, fixed in rules.fixed.items():
-        given = getattr(cfg, name)
-        if given is not None and not _same(name, given, fixed):
-            verb = "uses" if fixed is None or fixed is False else "fixes"
-            raise TokcolumnarValueError(f"--preset {cfg.preset} {verb} {_show(name, fixed)}; "
-                                        f"got {_show(name, given)}")
-        setattr(cfg, name, list(fixed) if isinstance(fixed, list) else fixed)
-    for name, default in rules.defaults.items():
-        if getattr(cfg, name) is None:
-            setattr(cfg, name, list(default) if isinstance(default, list) else default)
-    if cfg.preset == "subword-nmt" and cfg.max_merges is None:
-        cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else default_vocab_size
-        cfg.vocab_size = 1 << 40
-    if cfg.preset in BERT_PRESETS:
-        missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
-        if missing:
-            raise TokcolumnarValueError(
-                f"--preset {cfg.preset} needs {', '.join(missing)} among --special-tokens (the "
-                "[CLS] ... [SEP] template and the unknown token)")

@@ -167,7 +167,7 @@ class InputMeter:
 
     def position(self) -> int:
         """Bytes consumed (called at most once per redraw or log interval). The inputs may be
-        read in another thread (a reader ahead of the count: `distributed.units.unit_chunks`,
+        read in another thread (a reader ahead of the count: `corpus.units.unit_chunks`,
         `corpus.counting.prefetched`), which can change the current input while this reads
         it: then the position of the finished inputs (progress never fails a run)."""
         try:

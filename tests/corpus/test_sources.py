@@ -27,7 +27,7 @@ from tokcolumnar.corpus.sources import (
     filesystem_of,
     run_scope,
 )
-from tokcolumnar.distributed.units import count_units, plan_units
+from tokcolumnar.corpus.units import count_units, plan_units
 from tokcolumnar.workdir import input_fingerprint
 
 #: Bytes of the corpus each test file holds (several units of `UNIT`).

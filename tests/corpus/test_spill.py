@@ -15,7 +15,7 @@ from tests.support.corpora import corpus
 from tokcolumnar import count_words
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.corpus.spill import MANIFEST, count_bounded, unit_bytes_for
-from tokcolumnar.distributed.units import plan_units
+from tokcolumnar.corpus.units import plan_units
 from tokcolumnar.memory import keep_most_frequent
 from tokcolumnar.workdir import WorkDir
 

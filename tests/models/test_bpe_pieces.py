@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models
 
-from tokcolumnar.models import BPEModel, bpe
-from tokcolumnar.models.bpe import SPLIT_MIN_SYMBOLS, distinct_pieces
+from tokcolumnar.models import BPEModel
+from tokcolumnar.models.bpe import model as bpe
+from tokcolumnar.models.bpe.model import SPLIT_MIN_SYMBOLS, distinct_pieces
 
 ALPHABET = "abcdé中文"
 

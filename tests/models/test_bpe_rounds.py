@@ -16,10 +16,10 @@ from tokenizers import models
 
 from tests.support.corpora import PRIMER
 from tokcolumnar import Tokenizer, train
+from tokcolumnar.layout import Layout
 from tokcolumnar.models import BPEModel
-from tokcolumnar.models.bpe import NO_PAIR, PairIndex
+from tokcolumnar.models.bpe.pair_index import NO_PAIR, PairIndex
 from tokcolumnar.text.bytelevel import bytes_to_unicode
-from tokcolumnar.training.symbols import Layout
 
 
 def hf_ids(vocab: dict[str, int], merges: list[tuple[str, str]], words: list[str]

@@ -9,7 +9,8 @@ from typing import Any
 import polars as pl
 
 from tokcolumnar.config import TrainConfig
-from tokcolumnar.training.pipeline import TrainResult, engine_for, train
+from tokcolumnar.export import TrainResult
+from tokcolumnar.training.pipeline import engine_for, train
 
 
 def polars_count(inputs: Any, cfg: TrainConfig) -> pl.DataFrame:

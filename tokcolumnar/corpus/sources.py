@@ -55,7 +55,7 @@ _FILE_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block dev
 class Source:
     """One input with its detected format and compression. `kind`: "file" (a regular file),
     "pipe" (a named pipe: read once, front to back) or "stdin" (`-`). A part of a regular
-    file (a unit of a distributed count, `distributed.units`): `byte_range` (start, end) of an
+    file (a unit of a distributed count, `corpus.units`): `byte_range` (start, end) of an
     uncompressed text or JSONL file, cut at line starts; `row_groups` of a Parquet file.
     A file read through an Arrow filesystem (kind "file") has its `uri`, and `path` is its
     path inside that filesystem (`filesystem_of`). `listed`: a local regular file's (size,

@@ -1,5 +1,5 @@
 """Counting in bounded memory, resumable: the corpus is counted in the ordered units of
-`distributed.units` (64 MiB byte ranges of text / JSONL, groups of Parquet row groups, other
+`corpus.units` (64 MiB byte ranges of text / JSONL, groups of Parquet row groups, other
 inputs whole), one after the other in this process. Each unit's partial table (word, count,
 key = unit << 40 | local first position) is folded into a running table — the same sum / min
 as every other count — while the running table stays under its budget; when it does not, or
@@ -25,12 +25,12 @@ from pathlib import Path
 import polars as pl
 
 from ..config import TrainConfig
-from ..distributed.units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count
 from ..memory import keep_most_frequent
 from ..outputs import writing
 from ..progress import READING, Progress, StageTimer
 from ..workdir import WorkDir, kill_point
 from .sources import file_size
+from .units import UNIT_BYTES, UNIT_SHIFT, Unit, count_unit, finish_count
 
 #: Files per run: a word's rows of every run are in the same partition, summed together.
 RUN_PARTITIONS = 16

@@ -1,2 +1,2 @@
-"""Counting and encoding on distributed engines: ordered units (`units`, no engine import)
+"""Counting and encoding on distributed engines: ordered units (`corpus.units`, no engine import)
 and Ray Data (`ray`, imports Ray when used)."""

@@ -12,11 +12,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from ..corpus.units import UNIT_BYTES, Unit, unit_chunks, worker_units
 from ..encode.dataset import encode_table
 from ..errors import TokcolumnarError
 from ..outputs import PARQUET_MARKER, PARTS_LAYOUT, output_dir
 from ..tokenizer import Tokenizer
-from .units import UNIT_BYTES, Unit, unit_chunks, worker_units
 
 #: An engine's run: (tokenizer, units, output directory, column, keep_newlines) -> rows.
 EngineRun = Callable[[Tokenizer, list[Unit], str, str, bool], int]

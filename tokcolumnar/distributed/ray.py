@@ -30,10 +30,7 @@ import pyarrow as pa
 
 from ..config import TrainConfig
 from ..corpus.readers import iter_sequences
-from ..errors import TokcolumnarError
-from ..progress import StageTimer
-from ..training.polars_engine import PolarsEngine
-from .units import (
+from ..corpus.units import (
     UNIT_BYTES,
     UNIT_SHIFT,
     Unit,
@@ -43,6 +40,9 @@ from .units import (
     sum_partials,
     worker_units,
 )
+from ..errors import TokcolumnarError
+from ..progress import StageTimer
+from ..training.polars_engine import PolarsEngine
 
 RAY_MISSING = "needs Ray: pip install 'tokcolumnar[ray]'"
 #: Ray's settings for a quiet, offline local run (a user's own values win): no usage report,
@@ -248,6 +248,10 @@ class RayEngine(PolarsEngine):
     the whole words table, is the Polars engine's, on the driver."""
 
     name = "ray"
+    counts_in_units = False  # counted on Ray, whatever the inputs
+
+    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+        """Not checked (as before the engines made this call: only Polars engine runs were)."""
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..corpus.units import UNIT_BYTES, Unit
 from ..tokenizer import Tokenizer
 from .encode_units import encode_files_with, encode_unit
 from .ray import WORKER_ENV, cluster_cpus, import_ray, ray_session, share, shared
-from .units import UNIT_BYTES, Unit
 
 
 class _EncodeUnits:

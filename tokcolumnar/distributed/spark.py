@@ -35,12 +35,7 @@ import pyarrow as pa
 
 from ..config import TrainConfig
 from ..corpus.readers import iter_sequences
-from ..errors import TokcolumnarError
-from ..progress import StageTimer
-from ..tokenizer import Tokenizer
-from ..training.polars_engine import PolarsEngine
-from .encode_units import encode_files_with, encode_unit
-from .units import (
+from ..corpus.units import (
     UNIT_BYTES,
     UNIT_SHIFT,
     Unit,
@@ -49,6 +44,11 @@ from .units import (
     partial_table,
     worker_units,
 )
+from ..errors import TokcolumnarError
+from ..progress import StageTimer
+from ..tokenizer import Tokenizer
+from ..training.polars_engine import PolarsEngine
+from .encode_units import encode_files_with, encode_unit
 
 SPARK_MISSING = "needs Spark: pip install 'tokcolumnar[spark]' (and Java 17 or later)"
 #: A partial table in Spark: the sentinels' word is "" with `sunit` = their unit (a word's
@@ -200,6 +200,10 @@ class SparkEngine(PolarsEngine):
     driver, as the Polars engine runs it."""
 
     name = "spark"
+    counts_in_units = False  # counted on Spark, whatever the inputs
+
+    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+        """Not checked (as before the engines made this call: only Polars engine runs were)."""
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

@@ -19,6 +19,7 @@ from ..errors import interrupts_kept
 from ..progress import StageTimer
 from ..training.checkpoint import MergeCheckpoint
 from ..training.tables import TrainTables
+from ..workdir import WorkDir
 from .bpe import train_bpe
 from .count import count_into, counted_words, load_words
 from .runner import THREADS_VARIABLE, Scripts, connect
@@ -55,6 +56,17 @@ class DuckDBEngine:
     #: DuckDB's `memory_limit` (bytes) and `temp_directory`, set by the pipeline for a run.
     memory_limit: int | None = None
     temp_directory: str | None = None
+    #: DuckDB counts every input itself (and spills by itself, within the same limit).
+    counts_in_units = False
+
+    def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
+        """DuckDB's `memory_limit`, and its `temp_directory` inside the work directory."""
+        self.memory_limit = memory_limit
+        if work is not None:
+            self.temp_directory = str(work.file("duckdb"))
+
+    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+        """Nothing to check: DuckDB's merge loop spills within its `memory_limit`."""
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

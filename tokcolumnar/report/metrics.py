@@ -25,11 +25,11 @@ import polars as pl
 from ..buffers import lists_from_flat
 from ..corpus.readers import iter_sequences
 from ..errors import warn
+from ..layout import Layout
 from ..models.bpe import BPEModel
 from ..models.wordpiece import WordPieceModel
 from ..text.pretokenizers import Whitespace, WhitespaceSplit
 from ..tokenizer import Tokenizer
-from ..training.symbols import Layout
 
 # Scripts written without spaces: each of their characters (with its combining marks) is a word;
 # every other maximal run of non-space characters is a word (tokka-bench's rule, without having

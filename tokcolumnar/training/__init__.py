@@ -1,4 +1,4 @@
-"""Stages 3-5: initial symbols and the flat layout (`symbols`), the shared merge-pass kernels
-(`passes`), the BPE and WordPiece merge loops (`bpe`, `wordpiece`), the result tables
-(`tables`), the Polars engine (`polars_engine`) and the pipeline that runs an engine end to end
-(`pipeline`)."""
+"""Stages 3-5: initial symbols laid out flat (`symbols`, on `tokcolumnar.layout`), the shared
+merge-pass kernels (`passes`), the BPE and WordPiece merge loops (`bpe`, `wordpiece`), the
+result tables (`tables`), the Polars engine (`polars_engine`) and the pipeline that runs an
+engine end to end (`pipeline`)."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..layout import Layout
 from ..progress import Progress
 from .pairtable import PairCounts
 from .passes import (
@@ -36,7 +37,7 @@ from .passes import (
     side_thread,
     summed_merge_pass,
 )
-from .symbols import Initial, Layout, Vocab
+from .symbols import Initial, Vocab
 
 M24 = (1 << 24) - 1
 M64 = (1 << 64) - 1

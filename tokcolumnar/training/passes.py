@@ -1,5 +1,5 @@
 """The NumPy kernels both merge loops (BPE and WordPiece) are built from, on the flat symbol
-layout (`symbols.Layout`; docs/architecture.md, "The flat layout").
+layout (`tokcolumnar.layout.Layout`; docs/architecture.md, "The flat layout").
 
 A pair is keyed `left_id << 32 | right_id` (`pair_key`), so ascending key order is the `id`
 tie-break order, and is named by the position of its left symbol. A loop
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .symbols import Layout
+from ..layout import Layout
 
 M32 = (1 << 32) - 1
 #: Above this many changes, Polars' hash group-by beats NumPy's sort-based grouping.

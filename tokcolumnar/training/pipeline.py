@@ -28,7 +28,7 @@ from ..config import TrainConfig, run_notes
 from ..corpus.counts_file import load_counts, normalize_counts
 from ..corpus.sources import Source, expand_inputs, run_scope
 from ..corpus.spill import count_bounded, unit_bytes_for
-from ..distributed.units import plan_units
+from ..corpus.units import plan_units
 from ..errors import (
     TokcolumnarEnvironmentError,
     TokcolumnarError,
@@ -37,20 +37,16 @@ from ..errors import (
     environment_message,
     warn,
 )
-from ..export import build_tokenizer, export, write_outputs
+from ..export import TrainResult, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
     MemoryLimitError,
-    check_merge_memory,
     default_limit,
     keep_most_frequent,
     parse_size,
 )
 from ..outputs import output_dir, writing
 from ..progress import StageTimer
-from ..text.normalizers import Normalizer
-from ..text.pretokenizers import PreTokenizer
-from ..tokenizer import Tokenizer
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
 from .tables import TrainTables
@@ -61,9 +57,19 @@ class Engine(Protocol):
     """What an engine does: count the words of the inputs, and train on a words table."""
 
     name: str
+    #: Whether the pipeline counts the engine's file inputs itself when the run has a work
+    #: directory: unit by unit within --memory-limit, spilling there (`corpus.spill`).
+    counts_in_units: bool
+
+    def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
+        """Take the run's memory limit (bytes) and work directory for the engine's own work."""
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame: ...
+
+    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+        """Refuse, before the merge loop starts, words whose loop would not fit in
+        `memory_limit` bytes."""
 
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
               checkpoint: MergeCheckpoint | None = None) -> TrainTables: ...
@@ -91,32 +97,6 @@ def engine_of_run(inputs: Any, cfg: TrainConfig) -> Engine:
     if module.startswith("pyspark.sql") and type(inputs).__name__ == "DataFrame":
         return engine_for("spark")
     return engine_for(cfg.engine)
-
-
-@dataclass
-class TrainResult:
-    """Everything a run produced: the three tables, the settings and the stage timings."""
-
-    config: TrainConfig
-    words: pl.DataFrame
-    merges: pl.DataFrame
-    vocab: pl.DataFrame
-    normalizer: Normalizer | None
-    pretokenizer: PreTokenizer
-    timings: dict[str, float] = field(default_factory=dict)
-    inputs: list[str] = field(default_factory=list)
-    #: Bytes the count spilled to the work directory (0: it fitted in memory).
-    spilled_bytes: int = 0
-    #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
-    rounds: pl.DataFrame | None = None
-
-    def tokenizer(self) -> Tokenizer:
-        """The trained tokenizer (the one `tokenizer.json` holds)."""
-        return build_tokenizer(self.config, self.vocab, self.merges)
-
-    def save(self, out_dir: str | Path, force: bool = False) -> Path:
-        """Write the output files into `out_dir` (see `train`'s `out_dir` for the rules)."""
-        return export(self, out_dir, force=force)
 
 
 def resolve_config(options: dict[str, Any]) -> TrainConfig:
@@ -367,17 +347,13 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         result.rounds = rounds
         return result
     engine = engine_of_run(inputs, cfg)
-    if engine.name == "duckdb":  # DuckDB spills by itself, within the same limit
-        engine.memory_limit = limits.memory_limit  # type: ignore[attr-defined]
-        if limits.work is not None:
-            engine.temp_directory = str(limits.work.file("duckdb"))  # type: ignore[attr-defined]
+    engine.use_limits(limits.memory_limit, limits.work)
     timer = StageTimer()
     with timer.stage("count"):
         words = count_stage(engine, inputs, from_counts, cfg, limits, timer)
     try:
         words = keep_most_frequent(words, cfg.max_words)
-        if engine.name == "polars":
-            check_merge_memory(words, limits.memory_limit)
+        engine.check_memory(words, limits.memory_limit)
         # every engine's loop checkpoints into the work directory, when there is one; its
         # first checkpoint (or test kill point) waits for the counted words' save
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
@@ -409,7 +385,7 @@ def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,
         return normalize_counts(from_counts, "from_counts")
     if from_counts is not None:
         return load_counts(str(from_counts), cfg, limits.notes)
-    if engine.name == "polars" and work is not None and isinstance(
+    if engine.counts_in_units and work is not None and isinstance(
             inputs, (str, os.PathLike, list, tuple)) and all(
             isinstance(x, (str, os.PathLike)) for x in input_list(inputs)):
         budget = int(limits.memory_limit * COUNT_TABLE_SHARE)

@@ -13,7 +13,9 @@ from ..config import TrainConfig
 from ..corpus.counting import count_chunks
 from ..corpus.readers import iter_sequences
 from ..malloc import merging_heap
+from ..memory import check_merge_memory
 from ..progress import StageTimer
+from ..workdir import WorkDir
 from .bpe import BpeSettings, BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
 from .symbols import Initial, build_initial, check_vocab_size
@@ -23,6 +25,17 @@ from .wordpiece import LikelihoodTrainer, WordPieceSettings
 
 class PolarsEngine:
     name = "polars"
+    #: File inputs of a run with a work directory are counted by the pipeline, unit by unit
+    #: (`corpus.spill`), with this engine's counting functions.
+    counts_in_units = True
+
+    def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
+        """Nothing to set: the pipeline bounds the count, `check_memory` the merge loop."""
+
+    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+        """The merge loop's layout and tables, estimated from the words, within the limit
+        (`memory.check_merge_memory`)."""
+        check_merge_memory(words, memory_limit)
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

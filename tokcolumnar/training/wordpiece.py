@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from ..layout import REMOVED, Layout
 from ..progress import Progress
 from .bpe import MergeRecord
 from .passes import M32, NewPairs, group_pairs, summed_merge_pass
-from .symbols import REMOVED, Initial, Layout, Vocab
+from .symbols import Initial, Vocab
 
 NONE_SCORE = -1.0  # "no entry in the heap" (real scores are > 0)
 HEAP_MIN = 1 << 15  # compact the heap once it holds 4x its live entries (and at least this)
@@ -247,8 +248,8 @@ class LikelihoodTrainer:
         self.ref = np.zeros(cap, dtype=np.int64)
         self.stale: set[int] = set()  # tokens with ref > count
         self.slack = settings.slack
+        # how far a heap entry's score may sit below its pair's exact score (stale tokens)
         self.phi = (1.0 + settings.slack) ** 2 * (1.0 + 1e-9)
-        self.phi2 = self.phi * self.phi
         #: a pair is eligible when its count is > 0 (no --min-frequency above 1, no
         #: --max-token-length)
         self.count_only = settings.min_frequency <= 1 and settings.max_token_length is None
@@ -257,7 +258,7 @@ class LikelihoodTrainer:
         self.index: dict[int, set[int]] = {}  # token id -> slots of the pairs containing it
         self.heap: list[tuple[float, int, int, int]] = []
         self.heap_limit = HEAP_MIN
-        self.rec = LikelihoodRecord()
+        self.rec = LikelihoodRecord()  # the merges made so far (the merges table's columns)
         self.hot = np.zeros(0, dtype=np.int64)  # slots rescored exactly at every selection
         self.recent: deque[float] = deque(maxlen=HOLD)  # the scores of the last merges
 
@@ -403,8 +404,8 @@ class LikelihoodTrainer:
         None when the heap is empty. The pair leaves the heap (pushed key cleared)."""
         heap, pairs, count_f = self.heap, self.pairs, self.token_count_f
         while heap:
-            ns, nc, key, slot = heapq.heappop(heap)
-            if -ns != pairs.pscore.item(slot) or -nc != pairs.pcount.item(slot):
+            neg_score, neg_count, key, slot = heapq.heappop(heap)
+            if -neg_score != pairs.pscore.item(slot) or -neg_count != pairs.pcount.item(slot):
                 continue  # an outdated duplicate: the pair has a better entry (or none)
             pairs.pscore[slot] = NONE_SCORE
             pairs.pcount[slot] = 0
@@ -459,7 +460,8 @@ class LikelihoodTrainer:
         # that a cluster of ties (below) is not sent back to the heap, and popped again in
         # full, when a few new pairs score far above it for a few merges
         level = min(m, min(self.recent)) if self.recent else m
-        low = score < level / self.phi2
+        phi_squared = self.phi * self.phi
+        low = score < level / phi_squared
         if low.any():
             out = hot[low]
             pairs.hot[out] = False
@@ -501,11 +503,11 @@ class LikelihoodTrainer:
         popped = []
         while heap:
             if best is not None:
-                ns, nc, key, _ = heap[0]
-                if exact:
-                    if (ns, nc, key) > best[:3]:
+                neg_score, neg_count, key, _ = heap[0]
+                if exact:  # the top entry's key is exact: it cannot beat a greater key
+                    if (neg_score, neg_count, key) > best[:3]:
                         break
-                elif -ns * phi < -best[0]:
+                elif -neg_score * phi < -best[0]:  # even its bound times phi is below best
                     break
             item = self._pop_exact()
             if item is None:
@@ -630,9 +632,9 @@ class LikelihoodTrainer:
         """Drop outdated duplicates (entries that are not their pair's pushed key)."""
         heap, pairs = self.heap, self.pairs
         slots = np.fromiter((e[3] for e in heap), dtype=np.int64, count=len(heap))
-        ns = np.fromiter((e[0] for e in heap), dtype=np.float64, count=len(heap))
-        nc = np.fromiter((e[1] for e in heap), dtype=np.int64, count=len(heap))
-        keep = (-ns == pairs.pscore[slots]) & (-nc == pairs.pcount[slots])
+        neg_score = np.fromiter((e[0] for e in heap), dtype=np.float64, count=len(heap))
+        neg_count = np.fromiter((e[1] for e in heap), dtype=np.int64, count=len(heap))
+        keep = (-neg_score == pairs.pscore[slots]) & (-neg_count == pairs.pcount[slots])
         heap[:] = [e for e, k in zip(heap, keep.tolist()) if k]
         heapq.heapify(heap)
         self.heap_limit = max(HEAP_MIN, 4 * len(heap))
@@ -642,37 +644,46 @@ class LikelihoodTrainer:
         """Run the loop (continue it, `resumed`, on a trainer restored from a checkpoint).
         `on_pass(self)` runs before each merge, when every field is the loop's state (the
         checkpoint writer of `--resume`)."""
-        if not resumed:
+        if not resumed:  # pair counts, token counts and the first scores (a resumed run has them)
             self.count_initial()
-        settings, vocab, rec, pairs = self.settings, self.vocab, self.rec, self.pairs
+        settings, vocab, record, pairs = self.settings, self.vocab, self.rec, self.pairs
         target = settings.vocab_size - len(vocab)
         if settings.max_merges is not None:
             target = min(target, settings.max_merges)
         bar = Progress("merging", total=target, unit="merges", enabled=settings.show_progress)
         while len(vocab) < settings.vocab_size:
-            if settings.max_merges is not None and len(rec.left) >= settings.max_merges:
+            # --max-merges: the merges made, not the tokens, are counted
+            if settings.max_merges is not None and len(record.left) >= settings.max_merges:
                 break
+            # the state is whole here: the checkpoint writer may save it
             if on_pass is not None:
                 on_pass(self)
+            # outdated duplicates dropped once the heap has grown past its limit
             if len(self.heap) > self.heap_limit:
                 self._compact_heap()
+            # the pair with the best exact score (ties: higher count, then smaller key)
             best = self._next_best()
-            if best is None:
+            if best is None:  # no eligible pair left
                 break
             score, count, slot = best
             if settings.min_score is not None and score < settings.min_score:
                 break
-            a, b = int(pairs.left[slot]), int(pairs.right[slot])
-            new = vocab.add(self._new_token(a, b), "merge", vocab.base_len[a] + vocab.base_len[b])
+            # the new token: the two parts joined (the right one without its ## prefix)
+            left, right = int(pairs.left[slot]), int(pairs.right[slot])
+            new = vocab.add(self._new_token(left, right), "merge",
+                            vocab.base_len[left] + vocab.base_len[right])
             self.token_length[new] = vocab.base_len[new]
-            rec.left.append(a)
-            rec.right.append(b)
-            rec.new.append(new)
-            rec.count.append(count)
-            rec.score.append(score)
-            rec.left_count.append(int(self.token_count[a]))
-            rec.right_count.append(int(self.token_count[b]))
-            rec.words.append(self._merge(slot, a, b, new))
-            bar.update(len(rec.left), pair=count)  # a clock check between lines
-        bar.close(len(rec.left))
-        return rec
+            # the merge recorded with the counts its score was computed from
+            record.left.append(left)
+            record.right.append(right)
+            record.new.append(new)
+            record.count.append(count)
+            record.score.append(score)
+            record.left_count.append(int(self.token_count[left]))
+            record.right_count.append(int(self.token_count[right]))
+            # every occurrence merged (`_merge`, which updates the counts and scores); the number
+            # of words it touched is recorded
+            record.words.append(self._merge(slot, left, right, new))
+            bar.update(len(record.left), pair=count)  # a clock check between lines
+        bar.close(len(record.left))
+        return record

@@ -32,9 +32,12 @@ from typing import Any
 import polars as pl
 
 from ..config import TrainConfig
-from ..corpus.counting import check_words, fold_chunks, map_words, prefetched, sort_words
-from ..corpus.readers import CHUNK_BYTES, iter_source, line_aligned_pieces, lines_of, metered
-from ..corpus.sources import (
+from ..errors import TokcolumnarError
+from ..progress import READING, Progress, StageTimer
+from ..text.pretokenizers import PreTokenizer
+from .counting import check_words, fold_chunks, map_words, prefetched, sort_words
+from .readers import CHUNK_BYTES, iter_source, line_aligned_pieces, lines_of, metered
+from .sources import (
     Source,
     digests_recorder,
     expand_inputs,
@@ -42,9 +45,6 @@ from ..corpus.sources import (
     open_seekable,
     parquet_metadata,
 )
-from ..errors import TokcolumnarError
-from ..progress import READING, Progress, StageTimer
-from ..text.pretokenizers import PreTokenizer
 
 #: The target size of a unit of text / JSONL / Parquet.
 UNIT_BYTES = 64 << 20

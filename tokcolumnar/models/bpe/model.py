@@ -1,14 +1,14 @@
 """The BPE model (the encode side): `BPEModel` applies merges exactly as HF's BPE model does:
 in every word, repeatedly merge the adjacent pair with the lowest merge rank (leftmost first).
-All words advance together in rounds, as NumPy passes over a flat layout: a round merges every
-occurrence of each word's lowest-rank pair when the merge table is well formed (one merge per
-word otherwise), and only visits the positions that start a pair with a merge, whose ranks are
-kept and looked up again (in a hashed `PairIndex`) only where a merge changed them.
+All words advance together in rounds, as NumPy passes over a flat layout (`tokcolumnar.layout`):
+a round merges every occurrence of each word's lowest-rank pair when the merge table is well
+formed (one merge per word otherwise), and only visits the positions that start a pair with a
+merge, whose ranks are kept and looked up again (in a hashed `pair_index.PairIndex`) only where
+a merge changed them.
 
 Long words are first cut where the merge table proves that no merge can ever join the two
-sides (`CrossingFilter`): the pieces merge exactly as the whole word would, and they repeat
-across words (a run of CJK characters, one byte-level pre-token, is mostly a handful of short
-pieces seen many times), so only the distinct pieces go through the merge loop."""
+sides (`crossing.CrossingFilter`), and only their distinct pieces go through the merge loop;
+a byte-level model starts from whole characters where that is exact (`char_tokens`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import polars as pl
 
-from ..buffers import (
+from ...buffers import (
     gather_runs,
     lists_from_flat,
     repeat_runs,
@@ -29,391 +29,18 @@ from ..buffers import (
     strings_from_parts,
     utf8_chars,
 )
-from ..errors import TokcolumnarError, TokcolumnarValueError
-from ..hfjson import HFObject
-from ..text.bytelevel import BYTES_TO_UNICODE, UNICODE_TO_BYTES
-from ..training.symbols import Layout, code_points
-from .base import Model, explode_chars, vocab_from_hf
-from .cache import WordCache, distinct_words, group_hashes
+from ...errors import TokcolumnarError, TokcolumnarValueError
+from ...hfjson import HFObject
+from ...layout import Layout, code_points
+from ...text.bytelevel import BYTES_TO_UNICODE, UNICODE_TO_BYTES
+from ..base import Model, explode_chars
+from ..cache import WordCache, distinct_words, group_hashes
+from .char_tokens import CharTokens
+from .crossing import CrossingFilter
+from .hf import fields_from_hf, hf_object
+from .pair_index import NO_PAIR, PairIndex
 
-NO_PAIR = np.int64(np.iinfo(np.int64).max)  # rank of a pair no merge joins
-PAIR_INDEX_SLOTS_PER_KEY = 8  # the pair index's load: 1/8, lookups mostly one probe
 SPLIT_MIN_SYMBOLS = 8  # words with fewer initial symbols go through the merge loop whole
-CROSSING_FILTER_BITS = 22  # the crossing filter's table: 4 Mi flags (4 MiB)
-SIDE_TABLE_MAX_BITS = 22  # the crossing filter's tables of one side: at most 4 Mi flags each
-_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing of the packed windows
-
-
-@dataclass
-class CrossingFilter:
-    """Where a word may be cut: before symbol p, if no merge `(a, b)` can have `a` ending and
-    `b` starting there. Such a merge needs `a`'s last characters right before p and `b`'s
-    first ones from p on; with `a`'s last `k <= K` and `b`'s first `m <= K` characters (all of
-    them when shorter than K) as the pattern of class (k, m), a boundary that matches no
-    pattern of any class can never be crossed, and cutting there changes no merge: each side
-    merges alone exactly as inside the word (the lowest-rank pair of a side is the lowest of
-    the word whenever the word merges on that side).
-
-    The patterns sit in a hashed table of flags: a false positive only keeps a boundary uncut,
-    so the table needs no exact check. Characters are packed `bits` each into 64-bit windows
-    of K symbols left and K right of the boundary (code 0: outside the word, or a symbol no
-    merge uses, which no pattern contains)."""
-
-    code: np.ndarray  # symbol id -> code (0 when no merge pattern has it)
-    bits: int
-    k: int  # K: characters kept on each side
-    classes: list[tuple[int, int]]  # (k, m) present, the shortest first
-    table: np.ndarray  # bool, 2**CROSSING_FILTER_BITS flags
-    # [k]: per packed k symbols, whether they are the last k of some pattern's left side of
-    # length k (`tails`) or the first k of its right side of length k (`heads`); None where
-    # 2**(bits*k) flags would be too many (the side is then not tested alone)
-    tails: list[np.ndarray | None] = field(default_factory=list)
-    heads: list[np.ndarray | None] = field(default_factory=list)
-    # per class, the boundaries it closed so far (the order classes are tried in)
-    closed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-
-    def __post_init__(self) -> None:
-        if len(self.closed) != len(self.classes):
-            # the static order first: shortest patterns, then the most numerous
-            self.closed = -np.arange(1, len(self.classes) + 1, dtype=np.int64)
-
-    @classmethod
-    def build(cls, vocab: dict[str, int], merges: list[tuple[str, str]]
-              ) -> CrossingFilter | None:
-        """The filter of a BPE without prefix, suffix or end-of-word token (the initial
-        symbols are then the characters); None when the characters are too many to pack.
-        NumPy over the merges' edge characters (built before the first batch: a Python loop
-        over the merges was a tenth of a second of every encoding run's start-up)."""
-        single = {t: i for t, i in vocab.items() if len(t) == 1}
-        # each merge's last 3 characters of its left part and first 3 of its right part, as
-        # code points in (n, 3) arrays: the tails right-aligned, the heads left-aligned, 0
-        # where a part is shorter (no character is U+0000 in both a merge and the padding's
-        # place: the lengths say which cells are characters)
-        tail_cps, tail_len = _edge_code_points([a[-3:] for a, _ in merges], right=True)
-        head_cps, head_len = _edge_code_points([b[:3] for _, b in merges], right=False)
-        # code point -> symbol id of the one-character token (-1: none), over the code
-        # points the edges hold
-        cps = np.array([ord(t) for t in single], dtype=np.int64)
-        ids = np.array(list(single.values()), dtype=np.int64)
-        order = np.argsort(cps)
-        cps, ids = cps[order], ids[order]
-
-        def symbol_of(cp: np.ndarray) -> np.ndarray:
-            if not len(cps):
-                return np.full(cp.shape, -1, dtype=np.int64)
-            at = np.minimum(np.searchsorted(cps, cp), len(cps) - 1)
-            return np.where(cps[at] == cp, ids[at], -1)
-
-        tail_sym, head_sym = symbol_of(tail_cps), symbol_of(head_cps)
-        in_tail = np.arange(3) >= 3 - tail_len[:, None]  # the cells holding a character
-        in_head = np.arange(3) < head_len[:, None]
-        used = np.unique(np.concatenate([tail_sym[in_tail & (tail_sym >= 0)],
-                                         head_sym[in_head & (head_sym >= 0)]]))
-        bits = max(1, len(used).bit_length())
-        k_max = min(3, 63 // (2 * bits))
-        if k_max == 0 or not len(used):
-            return None
-        code = np.zeros(max(vocab.values(), default=0) + 1, dtype=np.uint64)
-        code[used] = np.arange(1, len(used) + 1, dtype=np.uint64)
-        # the last k_max characters of the tail, the first k_max of the head
-        tail_sym, in_tail = tail_sym[:, 3 - k_max:], in_tail[:, 3 - k_max:]
-        head_sym, in_head = head_sym[:, :k_max], in_head[:, :k_max]
-        k = np.minimum(tail_len, k_max)
-        m = np.minimum(head_len, k_max)
-        tail_code = np.where(in_tail & (tail_sym >= 0), code[np.maximum(tail_sym, 0)],
-                             np.uint64(0))
-        head_code = np.where(in_head & (head_sym >= 0), code[np.maximum(head_sym, 0)],
-                             np.uint64(0))
-        # a character that is not a symbol (code 0 inside a part): the merge never applies
-        valid = ~(((tail_code == 0) & in_tail).any(axis=1) | ((head_code == 0) & in_head).any(
-            axis=1))
-        # packed most significant first: tail then head, `bits` per character
-        key = np.zeros(len(merges), dtype=np.uint64)
-        for j in range(k_max):
-            key = (key << np.uint64(bits)) | tail_code[:, j]
-        head_key = np.zeros(len(merges), dtype=np.uint64)
-        for j in range(k_max):
-            head_key = (head_key << np.uint64(bits)) | head_code[:, j]
-        head_key >>= (np.uint64(bits) * (k_max - m).astype(np.uint64))
-        key = (key << (np.uint64(bits) * m.astype(np.uint64))) | head_key
-        key, k, m = key[valid], k[valid], m[valid]
-        tags = np.array([_class_tag(kk, mm) for kk in range(4) for mm in range(4)],
-                        dtype=np.uint64)[k * 4 + m]
-        table = np.zeros(1 << CROSSING_FILTER_BITS, dtype=bool)
-        table[_window_hash(key, tags)] = True
-        # short patterns first: they match most boundaries (inside characters, for a
-        # byte-level BPE), so fewer boundaries are left for the longer classes; then the most
-        # numerous, then the first seen
-        present, first, count = np.unique(k * 4 + m, return_index=True, return_counts=True)
-        ranked = sorted(range(len(present)), key=lambda c: (
-            int(present[c]) // 4 + int(present[c]) % 4, -int(count[c]), int(first[c])))
-        classes = [(int(present[c]) // 4, int(present[c]) % 4) for c in ranked]
-        # each side alone, as direct tables: a boundary whose k symbols on the left end no
-        # pattern's left side of length k cannot match a class (k, m), whatever the right
-        tails: list[np.ndarray | None] = [None] * (k_max + 1)
-        heads: list[np.ndarray | None] = [None] * (k_max + 1)
-        for n in range(1, k_max + 1):
-            if bits * n > SIDE_TABLE_MAX_BITS:
-                continue
-            tails[n] = np.zeros(1 << (bits * n), dtype=bool)
-            tails[n][(key[k == n] >> (np.uint64(bits) * m[k == n].astype(np.uint64))
-                      ).astype(np.int64)] = True
-            heads[n] = np.zeros(1 << (bits * n), dtype=bool)
-            heads[n][(key[m == n] & np.uint64((1 << (bits * n)) - 1)).astype(np.int64)] = True
-        return cls(code, bits, k_max, classes, table, tails=tails, heads=heads)
-
-    def piece_starts(self, lengths: np.ndarray, ids: np.ndarray, eligible: np.ndarray,
-                     cuttable: np.ndarray | None = None,
-                     symbol_word: np.ndarray | None = None) -> np.ndarray:
-        """Per flat symbol, True where a piece starts: each word's first symbol, and the
-        boundaries of `eligible` words that no merge can cross. `cuttable` (per flat symbol,
-        optional): only the boundaries before a True symbol are tested (leaving a boundary
-        uncut never changes the ids, so any subset is exact). `symbol_word`: each symbol's
-        word (`run_index(lengths)`), when the caller has it."""
-        n_words, k_max, bits = len(lengths), self.k, np.uint64(self.bits)
-        word_start = np.zeros(n_words + 1, dtype=np.int64)
-        np.cumsum(lengths, out=word_start[1:])
-        starts = np.zeros(len(ids), dtype=bool)
-        starts[word_start[:-1][lengths > 0]] = True
-        # the boundaries to test: before every (cuttable) symbol but a word's first, in the
-        # eligible words
-        boundary = np.flatnonzero(~starts if cuttable is None else cuttable & ~starts)
-        word = (run_index(lengths) if symbol_word is None else symbol_word)[boundary]
-        if not eligible.all():
-            in_eligible = eligible[word]
-            boundary, word = boundary[in_eligible], word[in_eligible]
-        # each boundary's window, K symbols left of it and K from it on, most significant
-        # first, over the codes with K zeros at both ends (`padded[b + j]` is symbol
-        # b - K + j): where boundaries are few (byte-level BPE on CJK text: one per 3 bytes)
-        # gathered at the boundaries, else built at every position from contiguous slices
-        # (no gathers) and then picked
-        padded = np.zeros(len(ids) + 2 * k_max, dtype=np.uint64)
-        padded[k_max:k_max + len(ids)] = self.code[ids]
-        if 2 * len(boundary) < len(ids):
-            window = np.zeros(len(boundary), dtype=np.uint64)
-            for j in range(2 * k_max):
-                window <<= bits
-                window |= padded[boundary + j]
-        else:
-            size = len(ids) + 1
-            window = np.zeros(size, dtype=np.uint64)
-            for j in range(2 * k_max):
-                window <<= bits
-                window |= padded[j:j + size]
-            window = window[boundary]
-        # without the symbols of the words before and after it (a mask by the symbols its
-        # word has on each side, up to K)
-        left = np.minimum(boundary - word_start[word], k_max)
-        right = np.minimum(word_start[word + 1] - boundary, k_max)
-        window &= self.edge_masks()[left, right]
-        # a boundary matched by a pattern of some class may be crossed: not cut. The open
-        # boundaries and their windows are compressed after a class that closed a quarter of
-        # them or more; a class closing few only clears their flags, as compressing would
-        # cost more than testing them once more. The classes that closed the most boundaries
-        # so far go first (which is first depends on the text and on `cuttable`: inside
-        # characters, for a byte-level BPE tested everywhere, the shortest; between CJK
-        # characters the longest), so that fewer boundaries are left for the others
-        still_open = np.ones(len(boundary), dtype=bool)
-        # each side tested alone first, with the direct tables (one gather per side and
-        # length, made when a class first needs it): a class (k, m) is looked up in the
-        # hashed table only where both of its sides can match
-        tail_ok: dict[int, np.ndarray] = {}
-        head_ok: dict[int, np.ndarray] = {}
-        order = np.argsort(-self.closed, kind="stable")
-        for c in order:
-            k, m = self.classes[c]
-            if k not in tail_ok:
-                tail_ok[k] = self._side_ok(window, k, tail=True)
-            if m not in head_ok:
-                head_ok[m] = self._side_ok(window, m, tail=False)
-            at = np.flatnonzero(still_open & tail_ok[k] & head_ok[m])
-            if not len(at):
-                continue
-            key = (window[at] >> (bits * np.uint64(k_max - m))) & np.uint64(
-                (1 << (self.bits * (k + m))) - 1)
-            crossed = at[self.table[_window_hash(key, _class_tag(k, m))]]
-            still_open[crossed] = False
-            self.closed[c] += len(crossed)  # racing threads may lose a count: harmless
-            n_open = np.count_nonzero(still_open)
-            if 4 * n_open <= 3 * len(still_open):
-                window, boundary = window[still_open], boundary[still_open]
-                tail_ok = {n: ok[still_open] for n, ok in tail_ok.items()}
-                head_ok = {n: ok[still_open] for n, ok in head_ok.items()}
-                still_open = np.ones(n_open, dtype=bool)
-        starts[boundary[still_open]] = True
-        return starts
-
-    def _side_ok(self, window: np.ndarray, n: int, tail: bool) -> np.ndarray:
-        """Per boundary (its window), whether its `n` symbols on the left can end a pattern's
-        left side of length n (`tail`), or its `n` on the right start a right side of length
-        n; all True where that side has no direct table."""
-        tables = self.tails if tail else self.heads
-        table = tables[n] if n < len(tables) else None
-        if table is None:
-            return np.ones(len(window), dtype=bool)
-        shift = self.bits * self.k if tail else self.bits * (self.k - n)
-        return table[((window >> np.uint64(shift)) & np.uint64((1 << (self.bits * n)) - 1)
-                      ).astype(np.int64)]
-
-    def edge_masks(self) -> np.ndarray:
-        """[l, r]: the bits of a window's last `l` symbols left of its boundary and first `r`
-        from it on (l, r in 0..K; the window's symbols sit `bits` apart, the leftmost most
-        significant)."""
-        k_max, bits = self.k, self.bits
-        masks = np.zeros((k_max + 1, k_max + 1), dtype=np.uint64)
-        for left in range(k_max + 1):
-            for right in range(k_max + 1):
-                mask = 0
-                for j in range(k_max - left, k_max + right):  # symbol j of 2K
-                    mask |= ((1 << bits) - 1) << (bits * (2 * k_max - 1 - j))
-                masks[left, right] = mask
-        return masks
-
-
-@dataclass
-class PairIndex:
-    """Pair key (`left << 32 | right`) -> merge rank, as an open-addressing hash table probed
-    with NumPy: `PAIR_INDEX_SLOTS_PER_KEY` slots per key keep nearly every lookup at one probe
-    (about twice as fast as a binary search of the sorted keys, which the merge loop did for
-    every pair it looked at). Linear probing: a key sits at the first free slot from its home
-    slot on, so a lookup stops at its key, at a free slot (absent), or after `max_probe`."""
-
-    keys: np.ndarray  # int64 per slot, -1 when free (a key is never negative)
-    ranks: np.ndarray  # int64 per slot
-    bits: int  # log2 of the slot count
-    max_probe: int  # the farthest any key sits from its home slot
-
-    @classmethod
-    def build(cls, keys: np.ndarray, ranks: np.ndarray) -> PairIndex:
-        size = 1 << max(10, int(keys.size * PAIR_INDEX_SLOTS_PER_KEY - 1).bit_length())
-        bits = size.bit_length() - 1
-        slot_keys = np.full(size, -1, dtype=np.int64)
-        slot_ranks = np.zeros(size, dtype=np.int64)
-        home = cls.home(keys, bits)
-        slot = home.copy()
-        todo = np.arange(keys.size)
-        while todo.size:
-            # each key not placed yet tries its current slot; of the keys aiming at one free
-            # slot the first takes it, the others (and keys finding it taken) try the next
-            aim = slot[todo]
-            free = slot_keys[aim] == -1
-            taken, first = np.unique(aim[free], return_index=True)
-            winner = todo[free][first]
-            slot_keys[taken] = keys[winner]
-            slot_ranks[taken] = ranks[winner]
-            placed = np.zeros(keys.size, dtype=bool)
-            placed[winner] = True
-            todo = todo[~placed[todo]]
-            slot[todo] = (slot[todo] + 1) & (size - 1)
-        max_probe = int(((slot - home) & (size - 1)).max(initial=0))
-        return cls(slot_keys, slot_ranks, bits, max_probe)
-
-    @staticmethod
-    def home(keys: np.ndarray, bits: int) -> np.ndarray:
-        """Each key's home slot: Fibonacci hashing (the top bits of key * 2**64/phi)."""
-        mixed = keys.astype(np.uint64) * _HASH_MUL  # wraps modulo 2**64, as hashing wants
-        return (mixed >> np.uint64(64 - bits)).astype(np.int64)
-
-    def lookup(self, pairs: np.ndarray) -> np.ndarray:
-        """The rank of each pair key (NO_PAIR when no merge has it, and for a negative key:
-        a pair with a SEP or a removed symbol on either side)."""
-        mask = self.keys.size - 1
-        home = self.home(pairs, self.bits)
-        found = self.keys[home]
-        valid = pairs >= 0  # -1 would match a free slot
-        out = np.where((found == pairs) & valid, self.ranks[home], NO_PAIR)
-        # the pairs whose home slot holds another key go on probing, fewer at every step
-        todo = np.flatnonzero((found != pairs) & (found != -1) & valid)
-        for step in range(1, self.max_probe + 1):
-            if not todo.size:
-                break
-            at = (home[todo] + step) & mask
-            found = self.keys[at]
-            hit = found == pairs[todo]
-            out[todo[hit]] = self.ranks[at[hit]]
-            todo = todo[~hit & (found != -1)]
-        return out
-
-
-@dataclass
-class CharTokens:
-    """Which multi-byte characters a byte-level BPE may start from as one token: the pieces'
-    bytes of such a character become its token before the merge loop, which then skips the
-    rounds that join the bytes of every character (two of a CJK character's three bytes).
-
-    Exact when the merge table is well formed (`merges_well_formed`), for a character c whose
-    bytes alone merge into one token T, if every merge whose right part is a proper prefix of
-    c's bytes, or whose left part a proper suffix, has a rank above `made[T]` (the highest rank
-    producing T). In a well-formed table the ranks a word merges in never decrease (a merge of
-    rank r creates only pairs of higher rank), so inside any word the pair c's own merges are
-    at (rank <= made[T]) always comes before a merge joining a part of c with a neighbour
-    (whose left or right part is then such a prefix or suffix: rank > made[T]): c becomes T
-    exactly as alone, before anything crosses its edges; the other merges below made[T] do
-    not touch c, and every merge with T has a rank above made[T]. So starting from T gives
-    the same merges. `tests/models/test_bpe_bytes.py` checks the ids against HF.
-
-    `token[cp]`: T for such a character, -1 for another (or a one-byte one), -2 not yet
-    looked at (characters are looked at the first time a batch holds them)."""
-
-    token: np.ndarray  # int32 per code point
-    made: np.ndarray  # per token id, the highest rank producing it (-1: none)
-    min_as_left: np.ndarray  # per token id, the lowest rank of a merge with it on the left
-    min_as_right: np.ndarray  # ... on the right (NO_PAIR when none)
-    short_keys: np.ndarray  # sorted packed byte strings (1-3 bytes) that are tokens
-    short_ids: np.ndarray  # their token ids
-
-    @staticmethod
-    def pack(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-        """The byte strings `data[start:start+length]` (length 1-3) as int64 keys."""
-        key = length.astype(np.int64) << 24
-        for j in range(3):
-            inside = j < length
-            key[inside] |= data[(start + j)[inside]].astype(np.int64) << (16 - 8 * j)
-        return key
-
-    def lookup(self, keys: np.ndarray) -> np.ndarray:
-        """The token id of each packed byte string, -1 when it is no token."""
-        at = np.minimum(np.searchsorted(self.short_keys, keys), len(self.short_keys) - 1)
-        return np.where(self.short_keys[at] == keys, self.short_ids[at], -1) if len(
-            self.short_keys) else np.full(len(keys), -1, dtype=np.int64)
-
-    def tokens_of(self, bpe: BPEModel, code: np.ndarray) -> np.ndarray:
-        """`token` of each code point, looking at the characters not seen before (a race
-        only writes the same values twice)."""
-        found = self.token[code]
-        new = np.unique(code[found == -2])
-        if len(new):
-            self.token[new] = self._look_at(bpe, new)
-            found = self.token[code]
-        return found
-
-    def _look_at(self, bpe: BPEModel, new: np.ndarray) -> np.ndarray:
-        """`token` of the code points `new` (see the class's docstring)."""
-        data = np.frombuffer("".join(map(chr, new.tolist())).encode("utf-8", "surrogatepass"),
-                             dtype=np.uint8)
-        length = np.where(new < 0x80, 1, np.where(new < 0x800, 2, np.where(new < 0x10000, 3, 4)))
-        start = np.zeros(len(new), dtype=np.int64)
-        np.cumsum(length[:-1], out=start[1:])
-        byte_ids = bpe.byte_ids()
-        assert byte_ids is not None
-        word_of, ids = bpe.merge_symbols(length.astype(np.int64), byte_ids[data])
-        alone = np.bincount(word_of, minlength=len(new)) == 1
-        token = np.full(len(new), -1, dtype=np.int64)
-        token[word_of[alone[word_of]]] = ids[alone[word_of]]
-        ok = (token >= 0) & (length > 1)
-        limit = np.where(ok, self.made[np.maximum(token, 0)], -1)
-        # every proper prefix that is a token: merges with it on the right above the limit;
-        # every proper suffix that is a token: merges with it on the left above the limit
-        for n in range(1, 4):
-            # (where there is no such part, a one-byte string stands in and is ignored)
-            has = ok & (length > n)
-            prefix = self.lookup(self.pack(data, start, np.where(has, n, 1)))
-            bad = has & (prefix >= 0) & (self.min_as_right[np.maximum(prefix, 0)] <= limit)
-            suffix = self.lookup(self.pack(data, np.where(has, start + length - n, start),
-                                           np.where(has, n, 1)))
-            bad |= has & (suffix >= 0) & (self.min_as_left[np.maximum(suffix, 0)] <= limit)
-            ok &= ~bad
-        return np.where(ok, token, -1)
 
 
 _PIECE_CACHE_LOCK = threading.Lock()  # one piece cache per model, however many threads ask
@@ -480,30 +107,6 @@ def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
         return None
     return first, uniq_hash, index
 
-
-def _edge_code_points(parts: list[str], right: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Strings of at most 3 characters as an (n, 3) array of code points (int64), each
-    right-aligned (`right`) or left-aligned, 0 in the other cells; and their lengths."""
-    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-    flat = np.frombuffer("".join(parts).encode("utf-32-le", "surrogatepass"),
-                         dtype=np.uint32).astype(np.int64)
-    row = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
-    within = np.arange(len(flat), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths,
-                                                               lengths)
-    out = np.zeros((len(parts), 3), dtype=np.int64)
-    out[row, within + (3 - lengths[row]) if right else within] = flat
-    return out, lengths
-
-
-def _class_tag(k: int, m: int) -> np.uint64:
-    """The hash tag of class (k, m) (a 64-bit odd multiple: classes land apart)."""
-    return np.uint64(((k * 4 + m) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF)
-
-
-def _window_hash(keys: np.ndarray, tags: np.ndarray | np.uint64) -> np.ndarray:
-    """Slot of each (packed characters, class tag) in the crossing filter's table."""
-    mixed = (keys ^ tags) * _HASH_MUL  # wraps modulo 2**64, as hashing wants
-    return (mixed >> np.uint64(64 - CROSSING_FILTER_BITS)).astype(np.int64)
 
 
 @dataclass
@@ -953,17 +556,8 @@ class BPEModel(Model):
                 active = np.insert(active, np.searchsorted(active, fresh), fresh)
 
     def to_hf(self) -> dict[str, Any]:
-        return {
-            "type": "BPE", "dropout": None, "unk_token": self.unk_token,
-            "continuing_subword_prefix": self.continuing_subword_prefix,
-            "end_of_word_suffix": self.end_of_word_suffix, "fuse_unk": False,
-            "byte_fallback": False, "ignore_merges": False,
-            "vocab": self.vocab, "merges": [[a, b] for a, b in self.merges],
-            # not an HF field: only in the tokenizer file of an --end-of-word-token run, which
-            # is never written as tokenizer.json (export.inexact_side_files)
-            **({"end_of_word_token": self.end_of_word_token}
-               if self.end_of_word_token is not None else {}),
-        }
+        return hf_object(self.vocab, self.merges, self.continuing_subword_prefix,
+                         self.end_of_word_suffix, self.end_of_word_token, self.unk_token)
 
     def tokens_needing_merges(self) -> list[str]:
         """Vocabulary tokens that are not an initial symbol (one character, with the prefix
@@ -986,39 +580,10 @@ class BPEModel(Model):
 
     @classmethod
     def from_hf(cls, d: dict[str, Any]) -> BPEModel:
-        """The `model` object of a `tokenizer.json`, checked: the fields HF requires (vocab,
-        merges) and their types; every merge as HF reads it (`"a b"` split on its one space,
-        or `["a", "b"]`) naming known tokens and producing one; the options that change
-        encoding and that this encoder does not implement (dropout, byte_fallback, fuse_unk,
-        ignore_merges) refused rather than ignored."""
+        """The `model` object of a `tokenizer.json`, checked (`hf.fields_from_hf`), every merge
+        naming known tokens and producing one."""
         obj = HFObject(d, "model BPE")
-        vocab = vocab_from_hf(obj)
-        merges = []
-        for rank, m in enumerate(obj.list("merges")):
-            text = isinstance(m, str)
-            pair = m.split(" ") if text else m
-            # (a split string holds strings: only lists need their items checked; the
-            # checks run once per merge, tens of thousands, before the first batch)
-            if not (isinstance(pair, list) and len(pair) == 2
-                    and (text or (isinstance(pair[0], str) and isinstance(pair[1], str)))):
-                raise obj.error(f"merge {rank} must be \"left right\" or [left, right], "
-                                f"got {m!r}")
-            merges.append((pair[0], pair[1]))
-        dropout = obj.number("dropout", None, nullable=True)
-        if dropout is not None and not 0 <= dropout <= 1:
-            raise obj.error(f"'dropout' must be between 0 and 1, got {dropout}")
-        if dropout:
-            raise obj.error(f"dropout {dropout} is not supported (tokcolumnar encodes "
-                            "deterministically; set it to null)")
-        for name in ("fuse_unk", "byte_fallback", "ignore_merges"):
-            if obj.bool(name, False):
-                raise obj.error(f"{name}=true is not supported by tokcolumnar's encoder")
-        model = cls(vocab=vocab, merges=merges,
-                    continuing_subword_prefix=obj.str("continuing_subword_prefix", None,
-                                                      nullable=True),
-                    end_of_word_suffix=obj.str("end_of_word_suffix", None, nullable=True),
-                    end_of_word_token=obj.str("end_of_word_token", None, nullable=True),
-                    unk_token=obj.str("unk_token", None, nullable=True))
+        model = cls(**fields_from_hf(obj))
         try:
             model.merge_table()
         except TokcolumnarError as e:

@@ -1,4 +1,4 @@
-"""Counting in ordered units (`distributed.units`, no Ray): the words table — counts and
+"""Counting in ordered units (`corpus.units`, no Ray): the words table — counts and
 first_seen — is the single-machine count's, whatever the cut into units, for text, JSONL and
 Parquet inputs, compressed ones and lists of mixed inputs."""
 
@@ -22,7 +22,7 @@ from tests.support.examples import examples
 from tokcolumnar import count_words
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.corpus.sources import expand_inputs, file_digests, run_scope
-from tokcolumnar.distributed.units import count_units, plan_units
+from tokcolumnar.corpus.units import count_units, plan_units
 from tokcolumnar.errors import TokcolumnarError
 
 PRETOKENIZERS = ["whitespace", "byte-level", "metaspace", "bert", "none"]

@@ -1,0 +1,119 @@
+"""The flat symbol layout: every word's symbols in one array, with the links the merge loops
+follow (docs/architecture.md, "The flat layout"). The trainer (`training.symbols`,
+`training.passes`, the loops) and the encoder (`models.bpe`) both merge over it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from .errors import TokcolumnarError
+
+SEP = -1  # word boundary in the flat layout
+REMOVED = -2  # right half of a merged pair
+
+
+@dataclass
+class Layout:
+    """All words in one flat array: `[SEP] w0 symbols [SEP] w1 symbols ... [SEP]`.
+
+    `nxt`/`prv` link the live symbols of each word; `word_of` gives each position's word
+    index and `word_count` each word's count (`weights(pos)`: the count of each position's
+    word). A pair is named by the position of its left symbol.
+
+    Memory (docs/architecture.md, "Memory"): `sym`, `nxt`, `prv` and `word_of` are int32, so
+    16 bytes per position (a symbol, or the SEP before each word) plus 8 per word for its
+    count; a training layout keeps ids as int32 (`sym_dtype`), the encoders' int64."""
+
+    sym: np.ndarray
+    nxt: np.ndarray
+    prv: np.ndarray
+    word_of: np.ndarray
+    word_count: np.ndarray
+
+    @classmethod
+    def from_symbols(cls, lengths: np.ndarray, ids: np.ndarray, counts: np.ndarray,
+                     sym_dtype: type = np.int64) -> Layout:
+        """Lay out words given their symbol counts, the flat symbol ids and the word counts.
+        Symbol k of the flat array (word w) sits at position k + w + 1: one SEP before each
+        word. Links and word indexes are int32 (positions must stay below 2**31)."""
+        n_words = len(lengths)
+        size = int(lengths.sum()) + n_words + 1
+        if size >= 1 << 31:
+            raise TokcolumnarError(
+                f"the corpus has {size:,} symbols in its distinct words, over the 2**31 the "
+                "merge loop's int32 positions hold")
+        word_index = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
+        positions = np.arange(1, len(ids) + 1, dtype=np.int32)
+        positions += word_index
+        sym = np.full(size, SEP, dtype=sym_dtype)
+        sym[positions] = ids
+        nxt = np.arange(1, size + 1, dtype=np.int32)
+        nxt[-1] = size - 1
+        prv = np.arange(-1, size - 1, dtype=np.int32)
+        prv[0] = 0
+        word_of = np.full(size, -1, dtype=np.int32)
+        word_of[positions] = word_index
+        return cls(sym, nxt, prv, word_of, np.asarray(counts, dtype=np.int64))
+
+    def weights(self, pos: np.ndarray) -> np.ndarray:
+        """The count of the word of each of `pos` (int64; positions of symbols, not SEPs)."""
+        return self.word_count[self.word_of[pos]]
+
+    def live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
+        """The positions among `pos` (sorted) where the pair (a, b) still occurs; in runs
+        `a a a` only every other one, left to right, as HF merges them."""
+        sym, nxt = self.sym, self.nxt
+        live = sym[pos] == a
+        live &= sym[nxt[pos]] == b
+        pos = pos[live]
+        del live
+        if a == b and pos.size > 1:
+            # int32 and in place: a run of one symbol in a long word (`aaaa...`) makes this
+            # the size of the word (positions are below 2**31)
+            n = pos.size
+            chained = np.zeros(n, dtype=bool)
+            chained[1:] = nxt[pos[:-1]] == pos[1:]
+            idx = np.arange(n, dtype=np.int32)
+            step = np.where(chained, np.int32(0), idx)  # each run's start, carried forward:
+            del chained
+            np.maximum.accumulate(step, out=step)
+            np.subtract(idx, step, out=step)  # the place of each position in its run
+            del idx
+            step &= 1
+            pos = pos[step == 0]
+        return pos
+
+    def merge_at(self, pos: np.ndarray, new: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+        """Merge the symbol at each of `pos` (non-overlapping) with its right neighbour into
+        `new`. Returns each merged symbol's left neighbour position (as it stands after the
+        merge) and its right neighbour's symbol as it stood before."""
+        sym, nxt, prv = self.sym, self.nxt, self.prv
+        q = nxt[pos]
+        r = nxt[q]
+        rs = sym[r]
+        sym[pos] = new
+        sym[q] = REMOVED
+        nxt[pos] = r
+        prv[r] = pos
+        return prv[pos], rs
+
+    def segmentation(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
+        """Final symbols: (offsets per word, flat ids in the layout's id dtype) in word order.
+        A boolean mask selects them, not int64 positions: 1 byte per position instead of 8,
+        and no int64 copy of the ids (medium/en bert: 462k final tokens, ~5 MiB less)."""
+        live = self.sym >= 0
+        lengths = np.bincount(self.word_of[live], minlength=n_words)
+        offsets = np.zeros(n_words + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return offsets, self.sym[live]
+
+
+def code_points(words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Every character of every word as one flat array of code points, and each word's length
+    in characters (UTF-32 of the concatenation: one C-level pass, no per-word Python)."""
+    lengths = words.str.len_chars().to_numpy().astype(np.int64)
+    flat = np.frombuffer("".join(words.to_list()).encode("utf-32-le"), dtype=np.int32)
+    return flat, lengths
