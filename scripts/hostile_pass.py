@@ -2,7 +2,7 @@
 engine is run under each hostile condition and judged by the safety rules.
 
 Conditions:
-- full-disk: the output on a 512 KiB tmpfs;
+- full-disk: the output on a 96 KiB tmpfs;
 - read-only: the output in a read-only mount;
 - fifo / idle-stdin: the input a named pipe nobody opens, or standard input a pipe held open
   with nothing written, SIGTERM after 1.5 s;
@@ -73,7 +73,11 @@ def finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[int | None, st
     """Wait for the process; its exit code, stderr and peak RSS (MiB)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped by subprocess already (its returncode is set)
+            err = proc.stderr.read() if proc.stderr else ""
+            return proc.returncode, err, 0.0
         if pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
             err = proc.stderr.read() if proc.stderr else ""
@@ -182,7 +186,7 @@ def run_cell(name: str, spec: dict, condition: str, work: Path, corpus: Path,
     if condition in ("full-disk", "read-only"):
         if spec["out"] is None:
             return Result(name, condition, None, 0, "no output", [], "n/a")
-        with Mount(work, "512k", ro=condition == "read-only") as mnt:
+        with Mount(work, "96k", ro=condition == "read-only") as mnt:
             t = time.monotonic()
             code, err, peak = finish(start(argv(corpus, mnt / spec["out"]), folder))
             secs = time.monotonic() - t
@@ -218,7 +222,7 @@ def run_cell(name: str, spec: dict, condition: str, work: Path, corpus: Path,
             os.close(reader)
         time.sleep(1.5)
         t = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGTERM)
         code, err, peak = finish(proc, timeout=10)
         secs = time.monotonic() - t
         if condition == "idle-stdin":
@@ -243,7 +247,7 @@ def run_cell(name: str, spec: dict, condition: str, work: Path, corpus: Path,
         proc = start(args, folder)
         time.sleep(fraction * base_seconds)
         t = time.monotonic()
-        proc.send_signal(sig)
+        os.kill(proc.pid, sig)
         code, err, peak = finish(proc, timeout=60)
         secs = time.monotonic() - t
         verdict = judge_exit(code, err, (0, expect))
