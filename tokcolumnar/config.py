@@ -21,7 +21,13 @@ from .corpus.sources import FORMATS
 from .errors import TokcolumnarTypeError, TokcolumnarValueError
 from .presets import PRESETS, apply_preset, flag
 from .text.normalizers import NORMALIZER_NAMES, BertNormalizer, Normalizer, build_normalizer
-from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretokenizer
+from .text.patterns import named_pattern, pattern_name_or_regex
+from .text.pretokenizers import (
+    PRETOKENIZER_NAMES,
+    PatternByteLevel,
+    PreTokenizer,
+    build_pretokenizer,
+)
 from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
@@ -49,7 +55,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 CASE_INSENSITIVE = ("pre_tokenizer", "normalizer")  # as the builders always read them
 TEXTS = ("end_of_word_suffix", "end_of_word_token", "continuing_subword_prefix", "unk_token",
-         "column")
+         "column", "pattern")
 BOOLS = ("lowercase", "show_progress")
 STRING_LISTS = ("special_tokens", "variant_order")
 WORDPIECE_ONLY = ("min_score", "wordpiece_scoring")
@@ -89,10 +95,15 @@ class TrainConfig:
     cjk_split: str | None = None
     # --max-words N: train on the N most frequent words only (`memory.keep_most_frequent`)
     max_words: int | None = None
+    # --pattern NAME|REGEX: byte-level BPE's pre-tokenization pattern (text/patterns.py; a
+    # named pattern's regex is stored as its name)
+    pattern: str | None = None
 
     def __post_init__(self) -> None:
         check_types(self)
+        name_pattern(self)
         apply_preset(self, DEFAULTS["vocab_size"])
+        apply_pattern_rules(self)
         for name, value in DEFAULTS.items():
             if getattr(self, name) is None:
                 setattr(self, name, list(value) if isinstance(value, list) else value)
@@ -108,6 +119,9 @@ class TrainConfig:
         a segmenter, `bert` is BERT's normalizer without the spaces around CJK ideographs (which
         would cut the text into characters before the segmenter sees it)."""
         normalizer = build_normalizer(self.normalizer, self.lowercase)
+        if self.pattern not in (None, "gpt2"):
+            return normalizer, PatternByteLevel(use_regex=False,
+                                                pattern=named_pattern(self.pattern))
         if self.pre_tokenizer not in SEGMENTER_NAMES:
             return normalizer, build_pretokenizer(self.pre_tokenizer)
         if isinstance(normalizer, BertNormalizer):
@@ -173,6 +187,34 @@ def check_types(cfg: TrainConfig) -> None:
                 raise TokcolumnarValueError(f"initial alphabet entries must be single "
                                             f"characters, got {c!r}")
         cfg.initial_alphabet = list(dict.fromkeys(chars))
+
+
+def name_pattern(cfg: TrainConfig) -> None:
+    """--pattern as a name when it is one of the named patterns (or its regex)."""
+    if cfg.pattern is not None:
+        name, regex = pattern_name_or_regex(cfg.pattern)
+        cfg.pattern = name if name is not None else regex
+
+
+def apply_pattern_rules(cfg: TrainConfig) -> None:
+    """--pattern belongs to byte-level BPE (and implies `--pre-tokenizer byte-level`); a
+    pattern other than GPT-2's is split by the Polars engine only."""
+    if cfg.pattern is None:
+        if cfg.pre_tokenizer == "byte-level":
+            cfg.pattern = "gpt2"
+        return
+    if cfg.pre_tokenizer is None:
+        cfg.pre_tokenizer = "byte-level"
+    if cfg.pre_tokenizer != "byte-level":
+        raise TokcolumnarValueError(f"--pattern applies to --pre-tokenizer byte-level only "
+                                    f"(got --pre-tokenizer {cfg.pre_tokenizer})")
+    if cfg.pattern not in ("gpt2", "cl100k", "o200k", "qwen2"):
+        raise TokcolumnarValueError(f"--pattern {cfg.pattern!r}: only the named patterns "
+                                    "(gpt2, cl100k, o200k, qwen2, llama3, gpt4, gpt4o) are "
+                                    "supported for training")
+    if cfg.pattern != "gpt2" and cfg.engine == "duckdb":
+        raise TokcolumnarValueError(f"--pattern {cfg.pattern} is split by the Polars engine "
+                                    "only: use --engine polars")
 
 
 def apply_model_rules(cfg: TrainConfig) -> None:

@@ -34,7 +34,7 @@ PRESET_RULES: dict[str, Preset] = {
         fixed={"model": "bpe", "pre_tokenizer": "byte-level", "normalizer": "none",
                "lowercase": False, "initial_alphabet": list(BYTE_ALPHABET),
                "end_of_word_suffix": None, "end_of_word_token": None,
-               "continuing_subword_prefix": None, "tie_break": "id"},
+               "continuing_subword_prefix": None, "tie_break": "id", "pattern": "gpt2"},
         defaults={"special_tokens": ["<|endoftext|>"]}),
     "bert": Preset(
         fixed={"model": "wordpiece", "pre_tokenizer": "bert", "normalizer": "bert"},

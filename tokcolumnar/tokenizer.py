@@ -56,6 +56,7 @@ from .text.normalizers import Normalizer, normalizer_from_hf
 from .text.postprocessors import ByteLevelProcessing, offset_trimming, post_processor_from_hf
 from .text.pretokenizers import (
     ByteLevel,
+    PatternByteLevel,
     PreTokenizer,
     SubwordNmtSplit,
     WholeSequence,
@@ -413,7 +414,7 @@ class Tokenizer:
         """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
         if self._cache is None:
             pre, model = self.pre_tokenizer, self.model
-            if (type(pre) is ByteLevel and isinstance(model, BPEModel)
+            if (type(pre) in (ByteLevel, PatternByteLevel) and isinstance(model, BPEModel)
                     and model.byte_ids() is not None):
                 # a byte-level BPE's initial symbols are the words' UTF-8 bytes: read from
                 # the text itself, without mapping each byte to its character first

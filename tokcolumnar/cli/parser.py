@@ -46,6 +46,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pre-tokenizer", default=None,
                    help=f"{', '.join(PRETOKENIZER_NAMES + SEGMENTER_NAMES)} (default "
                    "whitespace; jieba needs tokcolumnar[zh], mecab tokcolumnar[ja])")
+    g.add_argument("--pattern", default=None, metavar="NAME|REGEX",
+                   help="byte-level BPE's split pattern: gpt2 (default), cl100k (= llama3, "
+                   "gpt4), o200k (= gpt4o), qwen2 (implies --pre-tokenizer byte-level)")
     g.add_argument("--normalizer", default=None,
                    help=f"{', '.join(NORMALIZER_NAMES)} (default none)")
     g.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
