@@ -32,6 +32,7 @@ from .text.decoders import BPEDecoder, ByteLevelDecoder, Decoder, WordPieceDecod
 from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
+from .tiktoken_format import TIKTOKEN_FILE, tiktoken_ranks, tiktoken_record, tiktoken_text
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
@@ -252,6 +253,7 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
     elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
         _write_text(directory / "vocab.txt", "".join(t + "\n" for t, _ in tokens))
+    tiktoken = _write_tiktoken(tokenizer, directory)
     run = {
         "tool": "tokcolumnar", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": cfg.to_dict(), "versions": versions(tokenizer.pre_tokenizer),
@@ -263,9 +265,27 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
                   "spilled_bytes": result.spilled_bytes},
         "skipped_files": skipped,
     }
+    if tiktoken is not None:  # the pattern and special tokens tiktoken users need
+        run["tiktoken"] = tiktoken
     _write_text(directory / "run.json", run_json_text(run))
     for name, reason in skipped.items():
         warn(f"{name} not written: {reason}")
+
+
+def _write_tiktoken(tokenizer: Tokenizer, directory: Path) -> dict[str, Any] | None:
+    """`tokenizer.tiktoken` of a byte-level BPE that tiktoken can run (`tiktoken_format`);
+    returns run.json's `tiktoken` record (None: not such a run). A vocabulary tiktoken cannot
+    hold (a byte without a token: trained without the 256 bytes as initial alphabet) is not
+    written, the record saying why (quietly: the user did not ask for tiktoken's file)."""
+    record = tiktoken_record(tokenizer)
+    if record is None:
+        return None
+    try:
+        ranks = tiktoken_ranks(tokenizer)
+    except TokcolumnarError as e:
+        return {"file": None, "not_written": str(e)}
+    _write_text(directory / TIKTOKEN_FILE, tiktoken_text(ranks))
+    return record
 
 
 #: Stands in `run.json`'s text for its list of inputs, written one input a line.

@@ -49,6 +49,7 @@ OUTPUT_DIR_FILES = frozenset({
     "tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "codes.txt", "merges.parquet",
     "vocab.parquet", "words.parquet", "run.json",
     "tokenizer.tokcolumnar.json",  # instead of tokenizer.json when HF cannot express the run
+    "tokenizer.tiktoken",  # a byte-level BPE's ranks in tiktoken's format
 })
 #: A directory of Parquet parts (`encode --rows-per-file`): `part-00000.parquet`, ... and the
 #: marker written last, `_SUCCESS`, holding `{"tool": "tokcolumnar", ...}`.

@@ -254,6 +254,13 @@ class Tokenizer:
         """`tokenizer.json` as text."""
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
+    def to_tiktoken(self, name: str = "tokcolumnar") -> Any:
+        """This byte-level BPE as a `tiktoken.Encoding` (its ranks, split pattern and special
+        tokens; needs the optional `tiktoken` package): see `tiktoken_format`."""
+        from .tiktoken_format import to_tiktoken
+
+        return to_tiktoken(self, name)
+
     # -- encoding ------------------------------------------------------------------------------
     def get_vocab_size(self) -> int:
         return len(self._id_to_token)
