@@ -79,5 +79,5 @@ def test_not_byte_level_has_no_tiktoken(tmp_path):
     train([str(tmp_path / "c.txt")], out_dir=out, vocab_size=50)
     assert not (out / "tokenizer.tiktoken").exists()
     assert "tiktoken" not in json.loads((out / "run.json").read_text(encoding="utf-8"))
-    with pytest.raises(ValueError, match="byte-level BPE on raw text"):
+    with pytest.raises(ValueError, match="byte-level BPE only"):
         Tokenizer.from_dir(out).to_tiktoken()

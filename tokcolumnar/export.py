@@ -23,6 +23,7 @@ import polars as pl
 from .config import TrainConfig
 from .corpus.sources import Source, expand_inputs, file_digests
 from .errors import TokcolumnarError, warn
+from .llm_presets import llm_post_processor
 from .models.base import Model
 from .models.bpe import BPEModel
 from .models.wordpiece import WordPieceModel
@@ -73,7 +74,7 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
             decoder = ByteLevelDecoder(add_prefix_space=True, trim_offsets=True, use_regex=True)
         elif cfg.end_of_word_suffix:
             decoder = BPEDecoder(suffix=cfg.end_of_word_suffix)
-    post = None
+    post = llm_post_processor(cfg.preset, ids)
     if cfg.model == "wordpiece" and cfg.preset in BERT_PRESETS:
         post = bert_template(ids)
     specials = vocab.filter(pl.col("kind") == "special")

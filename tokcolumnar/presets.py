@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import TokcolumnarValueError
+from .llm_presets import LLM_PRESETS, check_llm_preset
 from .text.bytelevel import BYTE_ALPHABET
 
 if TYPE_CHECKING:  # the settings object presets are applied to (config imports this module)
@@ -61,6 +62,9 @@ PRESET_RULES: dict[str, Preset] = {
                   "continuing_subword_prefix": "##", "special_tokens": BERT_SPECIAL_TOKENS,
                   "unk_token": "[UNK]"}),
 }
+# today's byte-level BPE LLMs: gpt4, gpt4o, llama3, qwen2 (llm_presets.py)
+PRESET_RULES.update({name: Preset(fixed, defaults)
+                     for name, (fixed, defaults) in LLM_PRESETS.items()})
 # the presets with BERT's [CLS] ... [SEP] template
 BERT_PRESETS = ("bert", "bert-zh-wwm", "bert-ja")
 PRESETS = tuple(PRESET_RULES)
@@ -111,6 +115,7 @@ def apply_preset(cfg: TrainConfig, default_vocab_size: int) -> None:
     if cfg.preset == "subword-nmt" and cfg.max_merges is None:
         cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else default_vocab_size
         cfg.vocab_size = 1 << 40
+    check_llm_preset(cfg.preset, cfg.special_tokens or [])
     if cfg.preset in BERT_PRESETS:
         missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
         if missing:

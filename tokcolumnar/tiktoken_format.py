@@ -28,10 +28,11 @@ TIKTOKEN_FILE = "tokenizer.tiktoken"
 
 def tiktoken_pattern(tokenizer: Tokenizer) -> str | None:
     """The split pattern tiktoken needs for this tokenizer's pieces, None when tiktoken cannot
-    reproduce its pre-tokenization (not a byte-level BPE on raw text: a normalizer, a prefix
-    space, another pre-tokenizer or model)."""
+    reproduce its pre-tokenization (not a byte-level BPE: a prefix space, another
+    pre-tokenizer or model). tiktoken has no normalizer: a tokenizer with one (Qwen2's NFC)
+    gives tiktoken's ids on normalized text (`tiktoken_record` names the normalizer)."""
     pre = tokenizer.pre_tokenizer
-    if not isinstance(tokenizer.model, BPEModel) or tokenizer.normalizer is not None:
+    if not isinstance(tokenizer.model, BPEModel):
         return None
     if isinstance(pre, PatternByteLevel):
         return pre.pattern.regex
@@ -77,7 +78,11 @@ def tiktoken_record(tokenizer: Tokenizer) -> dict[str, Any] | None:
     pattern = tiktoken_pattern(tokenizer)
     if pattern is None:
         return None
-    return {"file": TIKTOKEN_FILE, "pat_str": pattern, "special_tokens": special_tokens(tokenizer)}
+    record = {"file": TIKTOKEN_FILE, "pat_str": pattern,
+              "special_tokens": special_tokens(tokenizer)}
+    if tokenizer.normalizer is not None:  # tiktoken has none: normalize the text first
+        record["normalize_first"] = tokenizer.normalizer.to_hf()
+    return record
 
 
 def read_tiktoken(path: str) -> dict[bytes, int]:
@@ -107,12 +112,12 @@ def read_tiktoken(path: str) -> dict[bytes, int]:
 
 def to_tiktoken(tokenizer: Tokenizer, name: str = "tokcolumnar") -> Any:
     """A `tiktoken.Encoding` with this tokenizer's ranks, pattern and special tokens (needs
-    the optional `tiktoken` package)."""
+    the optional `tiktoken` package). tiktoken has no normalizer: with one (Qwen2's NFC), give
+    it normalized text."""
     pattern = tiktoken_pattern(tokenizer)
     if pattern is None:
-        raise TokcolumnarValueError("tiktoken runs byte-level BPE on raw text only (no "
-                                    "normalizer, ByteLevel without a prefix space or a named "
-                                    "pattern's split)")
+        raise TokcolumnarValueError("tiktoken runs byte-level BPE only (ByteLevel without a "
+                                    "prefix space, or a named pattern's split)")
     try:
         import tiktoken
     except ImportError:
