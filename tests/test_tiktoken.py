@@ -81,3 +81,36 @@ def test_not_byte_level_has_no_tiktoken(tmp_path):
     assert "tiktoken" not in json.loads((out / "run.json").read_text(encoding="utf-8"))
     with pytest.raises(ValueError, match="byte-level BPE only"):
         Tokenizer.from_dir(out).to_tiktoken()
+
+
+@pytest.mark.corpus
+def test_cli_encode_with_a_tiktoken_file(tmp_path):
+    """`encode --tokenizer FILE.tiktoken --pattern NAME --special-tokens ...`: our ids (and
+    tiktoken's) from the vocabulary alone."""
+    from tests.support.cli import run_cli
+    from tests.support.hf_text import encoded_rows
+
+    path = corpus("small/udhr_multiscript.txt")
+    out = tmp_path / "tok"
+    train([str(path)], out_dir=out, pattern="o200k", vocab_size=8000,
+          initial_alphabet=list(BYTE_ALPHABET), special_tokens=["<|endoftext|>"])
+    ids = tmp_path / "ids.parquet"
+    proc = run_cli("encode", str(path), "--tokenizer", str(out / "tokenizer.tiktoken"),
+                   "--pattern", "gpt4o", "--special-tokens", "<|endoftext|>=0", "--out",
+                   str(ids), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    import polars as pl
+
+    got = pl.read_parquet(ids).get_column("ids").to_list()
+    rows = encoded_rows(path)
+    assert got == Tokenizer.from_dir(out).encode_ids(rows).get_column("ids").to_list()
+    enc = tiktoken.Encoding("t", pat_str=PATTERNS["o200k"].regex,
+                            mergeable_ranks=load.load_tiktoken_bpe(str(out / "tokenizer.tiktoken")),
+                            special_tokens={"<|endoftext|>": 0})
+    assert got == enc.encode_ordinary_batch(rows)
+    # without --pattern, or --pattern with a tokenizer.json: one error line
+    for args in ((str(out / "tokenizer.tiktoken"),), (str(out), "--pattern", "cl100k")):
+        bad = run_cli("encode", str(path), "--tokenizer", *args, "--out",
+                      str(tmp_path / "x.parquet"), "--quiet")
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+        assert bad.stderr.startswith("tokcolumnar: error: ")

@@ -18,7 +18,7 @@ from .errors import TokcolumnarValueError
 from .models import BPEModel
 from .text.bytelevel import BYTES_TO_UNICODE, token_bytes
 from .text.patterns import GPT2
-from .text.pretokenizers import ByteLevel, PatternByteLevel
+from .text.pretokenizers import ByteLevel, PatternByteLevel, PreTokenizer
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
@@ -125,3 +125,68 @@ def to_tiktoken(tokenizer: Tokenizer, name: str = "tokcolumnar") -> Any:
                                     "(pip install tiktoken)") from None
     return tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=tiktoken_ranks(tokenizer),
                              special_tokens=special_tokens(tokenizer))
+
+
+def merges_of_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """The merges of a tiktoken vocabulary, in an order HF's BPE reproduces tiktoken with:
+    every split of each token into two tokens, by the token's rank (tiktoken merges the
+    adjacent pair whose joined bytes rank lowest, whichever two tokens they were; splits of
+    one token never compete, as two of them cannot be adjacent pairs at once)."""
+    merges: list[tuple[int, bytes, bytes]] = []
+    for token, rank in ranks.items():
+        for cut in range(1, len(token)):
+            left, right = token[:cut], token[cut:]
+            if left in ranks and right in ranks:
+                merges.append((rank, left, right))
+    merges.sort(key=lambda m: (m[0], ranks[m[1]], ranks[m[2]]))
+    return [(a, b) for _, a, b in merges]
+
+
+def parse_special_tokens(items: list[str], ranks: dict[bytes, int]) -> dict[str, int]:
+    """`--special-tokens` for a tiktoken vocabulary: `NAME=ID` items, or names, numbered
+    after the highest rank in order (as tiktoken's encodings number theirs)."""
+    out: dict[str, int] = {}
+    nxt = max(ranks.values()) + 1
+    for item in items:
+        name, eq, value = item.rpartition("=")
+        if eq and name and value.isdigit():
+            out[name] = int(value)
+        else:
+            out[item] = nxt
+            nxt += 1
+    taken = {r: b for b, r in ranks.items()}
+    for name, i in out.items():
+        if i in taken:
+            raise TokcolumnarValueError(f"special token {name!r}: id {i} is the rank of "
+                                        f"{taken[i]!r}")
+    return out
+
+
+def tokenizer_from_tiktoken(path: str, pattern: str, special: dict[str, int] | None = None
+                            ) -> Tokenizer:
+    """The tokenizer of a `tokenizer.tiktoken` file with a split pattern (a named pattern or its
+    regex: `patterns.py`) and special tokens: a byte-level BPE whose ids are the ranks."""
+    from .models import BPEModel
+    from .text.bytelevel import byte_map_bytes
+    from .text.decoders import ByteLevelDecoder
+    from .text.patterns import named_pattern, pattern_name_or_regex
+    from .tokenizer import AddedToken, Tokenizer
+
+    name, regex = pattern_name_or_regex(pattern)
+    if name is None:
+        raise TokcolumnarValueError(f"--pattern {pattern!r}: only the named patterns (gpt2, "
+                                    "cl100k, o200k, qwen2, llama3, gpt4, gpt4o) are supported")
+    ranks = read_tiktoken(path)
+    vocab = {byte_map_bytes(b): r for b, r in ranks.items()}
+    merges = [(byte_map_bytes(a), byte_map_bytes(b)) for a, b in merges_of_ranks(ranks)]
+    special = special or {}
+    for token, i in special.items():
+        vocab[token] = i
+    pre: PreTokenizer = (ByteLevel(add_prefix_space=False) if name == "gpt2" else
+                         PatternByteLevel(use_regex=False, pattern=named_pattern(name)))
+    model = BPEModel(vocab, merges)
+    tokenizer = Tokenizer(model, None, pre, ByteLevelDecoder(add_prefix_space=True,
+                                                             trim_offsets=True, use_regex=True),
+                          None, [AddedToken(t, i) for t, i in special.items()])
+    tokenizer.source_file = path  # an output must not replace it (encode.dataset)
+    return tokenizer

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 from ..config import TrainConfig
 from ..encode import DEFAULT_COLUMNS
@@ -88,6 +89,30 @@ def cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def tiktoken_tokenizer(args: argparse.Namespace) -> Any:
+    """`--tokenizer FILE.tiktoken --pattern P [--special-tokens ...]`: the tokenizer of that
+    vocabulary (`tiktoken_format`); any other --tokenizer as given (--pattern and
+    --special-tokens belong to a .tiktoken file)."""
+    from ..tiktoken_format import parse_special_tokens, read_tiktoken, tokenizer_from_tiktoken
+
+    path = str(args.tokenizer)
+    if not path.endswith(".tiktoken"):
+        for flag, value in (("--pattern", args.pattern), ("--special-tokens",
+                                                          args.special_tokens)):
+            if value is not None:
+                raise TokcolumnarError(f"{flag} applies to a .tiktoken --tokenizer only (a "
+                                       "tokenizer.json has its own)")
+        return args.tokenizer
+    if args.pattern is None:
+        raise TokcolumnarError("a .tiktoken --tokenizer needs --pattern (its split pattern: "
+                               "gpt2, cl100k, o200k, qwen2, ...)")
+    if args.engine != "polars":
+        raise TokcolumnarError(f"a .tiktoken --tokenizer is not available with --engine "
+                               f"{args.engine}")
+    special = parse_special_tokens(args.special_tokens or [], read_tiktoken(path))
+    return tokenizer_from_tiktoken(path, args.pattern, special)
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
     # the encoder loads here, not with the module: `train` does not need it, and it pulls in
     # pyarrow.parquet (~0.05 s); the Ray and Spark glue only with their engine
@@ -99,6 +124,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     fix_mmap_threshold(ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD)
     if args.max_line_bytes < 1:
         raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
+    args.tokenizer = tiktoken_tokenizer(args)
     columns = args.columns
     if args.word_ids and "word_ids" not in (columns or ()):
         columns = [*(columns or DEFAULT_COLUMNS), "word_ids"]

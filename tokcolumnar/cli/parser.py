@@ -202,7 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("encode", help="tokenize a dataset into a Parquet column of ids")
     e.add_argument("inputs", nargs="+", metavar="INPUT")
-    e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json")
+    e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json|FILE.tiktoken")
+    e.add_argument("--pattern", default=None, metavar="NAME|REGEX",
+                   help="with a .tiktoken --tokenizer: its split pattern (gpt2, cl100k, o200k, "
+                   "qwen2, llama3, gpt4, gpt4o, or one of their regexes)")
+    e.add_argument("--special-tokens", type=_csv_list, default=None, metavar="A,B=ID,...",
+                   help="with a .tiktoken --tokenizer: its special tokens (NAME=ID, or names "
+                   "numbered after the last rank)")
     e.add_argument("--out", required=True, metavar="FILE.parquet|DIR")
     e.add_argument("--force", action="store_true", help=FORCE_HELP)
     e.add_argument("--keep-newlines", action="store_true",
