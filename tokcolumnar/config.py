@@ -21,7 +21,7 @@ from .corpus.sources import FORMATS
 from .errors import TokcolumnarTypeError, TokcolumnarValueError
 from .presets import PRESETS, apply_preset, flag
 from .text.normalizers import NORMALIZER_NAMES, BertNormalizer, Normalizer, build_normalizer
-from .text.patterns import named_pattern, pattern_name_or_regex
+from .text.patterns import pattern_name_or_regex, pattern_of
 from .text.pretokenizers import (
     PRETOKENIZER_NAMES,
     PatternByteLevel,
@@ -120,8 +120,7 @@ class TrainConfig:
         would cut the text into characters before the segmenter sees it)."""
         normalizer = build_normalizer(self.normalizer, self.lowercase)
         if self.pattern not in (None, "gpt2"):
-            return normalizer, PatternByteLevel(use_regex=False,
-                                                pattern=named_pattern(self.pattern))
+            return normalizer, PatternByteLevel(use_regex=False, pattern=pattern_of(self.pattern))
         if self.pre_tokenizer not in SEGMENTER_NAMES:
             return normalizer, build_pretokenizer(self.pre_tokenizer)
         if isinstance(normalizer, BertNormalizer):
@@ -209,9 +208,15 @@ def apply_pattern_rules(cfg: TrainConfig) -> None:
         raise TokcolumnarValueError(f"--pattern applies to --pre-tokenizer byte-level only "
                                     f"(got --pre-tokenizer {cfg.pre_tokenizer})")
     if cfg.pattern not in ("gpt2", "cl100k", "o200k", "qwen2"):
-        raise TokcolumnarValueError(f"--pattern {cfg.pattern!r}: only the named patterns "
-                                    "(gpt2, cl100k, o200k, qwen2, llama3, gpt4, gpt4o) are "
-                                    "supported for training")
+        # a user's regex: split as HF's Split does (refused with look-around, whose only
+        # exact split here is the named patterns' `\s+(?!\S)`: docs/patterns.md)
+        try:
+            PatternByteLevel(use_regex=False, pattern=pattern_of(cfg.pattern))
+        except TokcolumnarValueError as e:
+            why = " ".join(str(e).split())  # the regex crate's message spans lines
+            if "look-around" in why:
+                why += " (of the patterns with look-ahead, the named ones are supported)"
+            raise TokcolumnarValueError(f"--pattern: {why}") from None
     if cfg.pattern != "gpt2" and cfg.engine == "duckdb":
         raise TokcolumnarValueError(f"--pattern {cfg.pattern} is split by the Polars engine "
                                     "only: use --engine polars")

@@ -80,5 +80,34 @@ def test_pattern_option_rules():
         TrainConfig(pattern="cl100k", preset="gpt2")
     with pytest.raises(ValueError, match="Polars engine"):
         TrainConfig(pattern="qwen2", engine="duckdb")
-    with pytest.raises(ValueError, match="unknown pattern|only the named"):
+    with pytest.raises(ValueError, match="unknown pattern 'gpt5'"):  # a name, misspelt
         TrainConfig(pattern="gpt5")
+
+
+CUSTOM = r"\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+"  # no look-around; leaves nothing unmatched
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("regex", [CUSTOM, r"[\p{L}']+| ?\p{N}{1,2}"])  # the second has gaps
+def test_custom_regex_without_look_around_identical_to_hf(regex, tmp_path):
+    """A user's regex without look-around: HF's Split run by Polars' engine, exact."""
+    path = corpus("small/en_taylorswift_wiki.txt")
+    out = tmp_path / "ours"
+    train([str(path)], out_dir=out, pattern=regex, vocab_size=5000,
+          initial_alphabet=list(BYTE_ALPHABET))
+    hf = hf_pattern_bpe(path, regex, 5000)
+    (tmp_path / "hf").mkdir()
+    hf.model.save(str(tmp_path / "hf"))
+    assert (out / "merges.txt").read_bytes() == (tmp_path / "hf" / "merges.txt").read_bytes()
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    got = Tokenizer.from_dir(out).encode_ids(lines).get_column("ids").to_list()
+    want = [e.ids for e in HFTokenizer.from_file(str(out / "tokenizer.json")).encode_batch(lines)]
+    assert got == want
+
+
+def test_custom_regex_rules():
+    assert TrainConfig(pattern=CUSTOM).pattern == CUSTOM
+    with pytest.raises(ValueError, match="look-around .* the named ones are supported"):
+        TrainConfig(pattern=r"\p{L}+|\s+(?!\S)|\s+")
+    with pytest.raises(ValueError, match="^--pattern: invalid regex '\\[a': [^\n]*$"):
+        TrainConfig(pattern="[a")

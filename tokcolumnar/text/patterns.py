@@ -30,6 +30,7 @@ look-around left) with Polars' regex engine on the pieces between the cuts."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import TokcolumnarValueError
@@ -65,9 +66,10 @@ CUT_TAIL = r"|\s+"
 class NamedPattern:
     """A named pattern: its published string (`regex`, written to tokenizer.json and given to
     tiktoken) and the same split for Polars' regex engine once the text is cut at the
-    look-ahead's cuts (`cut_regex`)."""
+    look-ahead's cuts (`cut_regex`). `name` None: a user's regex (`custom_pattern`), split
+    as HF's Split does it (`pretokenizers.PatternByteLevel`)."""
 
-    name: str
+    name: str | None
     regex: str
 
     @property
@@ -95,6 +97,13 @@ def named_pattern(name: str) -> NamedPattern:
     return PATTERNS[key]
 
 
+def pattern_of(value: str) -> NamedPattern:
+    """The pattern a (resolved) `--pattern` value stands for: a named one, or a user's regex."""
+    if value.lower() in PATTERN_NAMES:
+        return named_pattern(value)
+    return recognise(value) or NamedPattern(None, value)
+
+
 def recognise(regex: str) -> NamedPattern | None:
     """The named pattern whose published string is exactly `regex`, if any."""
     return _BY_REGEX.get(regex)
@@ -108,5 +117,7 @@ def pattern_name_or_regex(value: str) -> tuple[str | None, str]:
         return p.name, p.regex
     if not value:
         raise TokcolumnarValueError("--pattern must not be empty")
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", value):  # a misspelt name, not a regex
+        named_pattern(value)
     found = recognise(value)
     return (found.name if found else None), value

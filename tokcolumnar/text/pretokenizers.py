@@ -868,19 +868,27 @@ class PatternByteLevel(ByteLevel):
         if self.add_prefix_space or self.use_regex:
             raise TokcolumnarValueError("a pattern's ByteLevel step takes add_prefix_space=False, "
                                         "use_regex=False")
+        # a user's regex (no name): HF's Split itself, translated to Polars' engine (exact for
+        # a regex without look-around, which the translation refuses), on whole texts
+        self._custom = (None if self.pattern.name is not None
+                        else Split(self.pattern.regex, "isolated", False, True))
 
     def line_cut(self) -> LineCut | None:
         # no piece of these patterns holds a non-whitespace character followed by a space
         # (`llm_split`); unlike GPT-2's, a CJK mark before a letter joins the letter's piece
-        return BEFORE_SPACE_AFTER_ASCII
+        return BEFORE_SPACE_AFTER_ASCII if self._custom is None else None
 
     def split_expr(self, col: pl.Expr) -> pl.Expr:
+        if self._custom is not None:
+            return self._custom.split_expr(col)
         return llm_split_expr(col, self.pattern)
 
     def encode_split_flat(self, texts: pl.Series) -> tuple[np.ndarray, pl.Series] | None:
-        return llm_pieces(texts, self.pattern)
+        return None if self._custom is not None else llm_pieces(texts, self.pattern)
 
     def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        if self._custom is not None:  # no cut is known to be exact for any regex
+            return None
         """Each line cut before every ASCII space, as ByteLevel's (`ByteLevel.chunk_expr`),
         and exact for the same reasons: no piece of these patterns holds a non-whitespace
         character followed by a space (a space only ever starts a piece or stands in a
