@@ -50,7 +50,9 @@ from .hfjson import HFObject
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
+from .models.whole_words import split_option, whole_words_first
 from .progress import StageTimer
+from .text.bytelevel import byte_map_expr
 from .text.decoders import DecodeTable, decode_rows, decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
 from .text.postprocessors import ByteLevelProcessing, offset_trimming, post_processor_from_hf
@@ -163,6 +165,8 @@ class Tokenizer:
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
+        #: HF's BPE `ignore_merges`: a word that is a token is that token (whole_words.py)
+        self.ignore_merges = False
         # the code-point split of a BERT pipeline (None inside: the pipeline has none), with
         # the ids of the components it was made for
         self._char_split: tuple[tuple[int, ...], CharSplit | None] | None = None
@@ -197,7 +201,9 @@ class Tokenizer:
         `extras`: a training run's settings (end-of-word token, subword-nmt splitting, the
         jieba / MeCab segmenter)."""
         root = HFObject(d, "top level")
-        model = model_from_hf(root.obj("model"))
+        # HF's ignore_merges, applied around the word cache (models/whole_words.py)
+        model_json, ignore_merges = split_option(root.obj("model"))
+        model = model_from_hf(model_json)
         extras = extras or {}
         if extras.get("end_of_word_token") and hasattr(model, "end_of_word_token"):
             model.end_of_word_token = extras["end_of_word_token"]  # type: ignore[attr-defined]
@@ -218,7 +224,9 @@ class Tokenizer:
                 raise TokcolumnarValueError(
                     f"model BPE: no merges, but {len(lost):,} vocabulary tokens (e.g. "
                     f"{lost[0]!r}) can only be made by merges: the merges are missing")
-        return cls(model, normalizer, pre, decoder, post, added)
+        tokenizer = cls(model, normalizer, pre, decoder, post, added)
+        tokenizer.ignore_merges = ignore_merges
+        return tokenizer
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> Tokenizer:
@@ -248,7 +256,8 @@ class Tokenizer:
                 "pre_tokenizer": self.pre_tokenizer.to_hf(),
                 "post_processor": self.post_processor.to_hf() if self.post_processor else None,
                 "decoder": self.decoder.to_hf() if self.decoder else None,
-                "model": self.model.to_hf()}
+                "model": {**self.model.to_hf(),
+                          **({"ignore_merges": True} if self.ignore_merges else {})}}
 
     def to_str(self) -> str:
         """`tokenizer.json` as text."""
@@ -425,8 +434,16 @@ class Tokenizer:
                     and model.byte_ids() is not None):
                 # a byte-level BPE's initial symbols are the words' UTF-8 bytes: read from
                 # the text itself, without mapping each byte to its character first
-                self._cache = WordCache(model, pre.text_word_expr,
-                                        encode_kept=model.encode_byte_words_kept)
+                encode = model.encode_byte_words_kept
+                if self.ignore_merges:  # the word's token: its bytes as characters
+                    encode = whole_words_first(model.vocab, byte_map_expr, encode)
+                self._cache = WordCache(model, pre.text_word_expr, encode_kept=encode)
+            elif self.ignore_merges and isinstance(model, BPEModel):
+                def encode_all(words: pl.Series) -> tuple[pl.Series, np.ndarray]:
+                    return model.encode_words(words), np.ones(len(words), dtype=bool)
+
+                self._cache = WordCache(model, pre.word_expr, encode_kept=whole_words_first(
+                    model.vocab, lambda w: w, encode_all))
             else:
                 self._cache = WordCache(model, pre.word_expr)
         return self._cache

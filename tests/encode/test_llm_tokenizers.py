@@ -81,3 +81,34 @@ def test_cli_encode_with_an_hf_llama3_style_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = pl.read_parquet(out).get_column("ids").to_list()
     assert got == [e.ids for e in hf.encode_batch(encoded_rows(path))]
+
+
+@pytest.mark.parametrize("byte_level", [True, False])
+def test_ignore_merges_as_hf(byte_level, tmp_path):
+    """HF's `ignore_merges` (Llama 3's tokenizer.json, transformers' TikTokenConverter): a word
+    that is a token is that token, though the merges make something else of it ("abc" here:
+    the merges stop at a + bc). Ids, offsets and the option written back."""
+    from tokcolumnar.text.bytelevel import BYTE_ALPHABET
+
+    alphabet = list(BYTE_ALPHABET) if byte_level else list("abcx")
+    vocab = {c: i for i, c in enumerate(alphabet)}
+    for t in ("bc", "ab", "abc", "Ġabc") if byte_level else ("bc", "ab", "abc"):
+        vocab[t] = len(vocab)
+    merges = [("b", "c"), ("a", "b"), ("ab", "c"), ("Ġ", "abc")][:4 if byte_level else 3]
+    lines = ["abc abc xabc", "abcabc", " abc", "", "ab c abc"]
+    for ignore in (False, True):
+        hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=ignore))
+        if byte_level:
+            hf.pre_tokenizer = hfp.Sequence([
+                hfp.Split(Regex(PATTERNS["cl100k"].regex), "isolated"),
+                hfp.ByteLevel(add_prefix_space=False, use_regex=False)])
+            hf.decoder = decoders.ByteLevel()
+        else:
+            hf.pre_tokenizer = hfp.Whitespace()
+        hf.save(str(tmp_path / "t.json"))
+        ours = Tokenizer.from_file(tmp_path / "t.json")
+        got, want = ours.encode_batch(lines), hf.encode_batch(lines)
+        assert [(e.ids, e.offsets) for e in got] == [(e.ids, e.offsets) for e in want]
+        assert ours.encode_ids(lines).get_column("ids").to_list() == [e.ids for e in want]
+        assert ours.to_dict()["model"].get("ignore_merges", False) is ignore
+    assert want[0].ids[0] == vocab["abc"]  # the option mattered
