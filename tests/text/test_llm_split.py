@@ -115,3 +115,33 @@ def test_names_and_aliases() -> None:
     assert recognise(PATTERNS["qwen2"].regex) is PATTERNS["qwen2"]
     with pytest.raises(ValueError, match="unknown pattern"):
         named_pattern("gpt5")
+
+
+CHUNK_TEXT = st.lists(st.sampled_from(
+    [" ", "  ", "\n", "\r\n", "\t", "\u00a0", "\u3000", "\u2028", "\x0b", "a", "B", "É", "東",
+     "。", ".", ",", "/", "'", "'s", "'LL", "1", "-", "\u0301", "\ufdd0"]),
+    max_size=30).map("".join)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(texts=st.lists(st.one_of(CHUNK_TEXT, EDGES), min_size=1, max_size=10),
+       offset=st.integers(0, 50))
+def test_counting_through_chunks_gives_hf_pieces(name, texts, offset):
+    """Training counts the distinct chunks (lines cut before ASCII spaces, `chunk_expr`):
+    the words, counts and first positions are those of HF's pieces of the whole texts."""
+    from collections import Counter
+
+    from tokcolumnar.corpus.counting import count_chunk
+    from tokcolumnar.text.pretokenizers import PatternByteLevel
+
+    pre = PatternByteLevel(use_regex=False, pattern=PATTERNS[name])
+    series = pl.Series("text", [*texts, None], dtype=pl.String)
+    assert pre.chunk_expr(pl.col("text")) is not None
+    direct = [p for pieces in hf_pieces(name, [*texts, None]) for p in pieces]
+    want_first: dict[str, int] = {}
+    for position, word in enumerate(direct):
+        want_first.setdefault(word, offset + position)
+    part, n = count_chunk(series, None, pre, offset)
+    assert n == len(direct)
+    assert dict(zip(part["word"], part["count"])) == Counter(direct)
+    assert dict(zip(part["word"], part["first_seen"])) == want_first
