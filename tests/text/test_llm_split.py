@@ -145,3 +145,17 @@ def test_counting_through_chunks_gives_hf_pieces(name, texts, offset):
     assert n == len(direct)
     assert dict(zip(part["word"], part["count"])) == Counter(direct)
     assert dict(zip(part["word"], part["first_seen"])) == want_first
+
+
+def test_tiktoken_possessive_cl100k_is_refused_by_name():
+    """tiktoken 0.7+ ships cl100k_base with possessive quantifiers and `\\s++$`: not the same
+    split (and HF reads it otherwise again), refused with a message saying so."""
+    import regex
+
+    from tokcolumnar.text.patterns import CL100K, CL100K_TIKTOKEN_POSSESSIVE
+    from tokcolumnar.text.pretokenizers import Split
+
+    text = "a  \n  "
+    assert regex.findall(CL100K, text) != regex.findall(CL100K_TIKTOKEN_POSSESSIVE, text)
+    with pytest.raises(ValueError, match="possessive rewrite"):
+        Split(CL100K_TIKTOKEN_POSSESSIVE, "isolated", False, True)

@@ -50,7 +50,7 @@ from ..hfjson import HFObject, component_type
 from .bytelevel import byte_map_expr
 from .gpt2_split import gpt2_pieces
 from .llm_split import llm_pieces, llm_split_expr
-from .patterns import NamedPattern, named_pattern, recognise
+from .patterns import CL100K_TIKTOKEN_POSSESSIVE, NamedPattern, named_pattern, recognise
 from .regex import check_regex, escape_regex, onig_to_rust, pattern_from_hf
 from .unicode_tables import class_body, ranges
 
@@ -658,6 +658,11 @@ class Split(PreTokenizer):
                 raise TokcolumnarValueError("Split with the GPT-2 pattern: only behavior=isolated, "
                                             "invert=False is supported")
             self._rust = ""
+        elif self.regex and self.pattern == CL100K_TIKTOKEN_POSSESSIVE:
+            raise TokcolumnarValueError(
+                "Split: tiktoken 0.7+'s possessive rewrite of cl100k_base's pattern is not "
+                "supported (HF and tiktoken split it differently: `{1,3}+` and `$` mean other "
+                "things to Oniguruma); the original string (Llama 3's, --pattern cl100k) is")
         elif self.regex:
             self._rust = check_regex(onig_to_rust(self.pattern))
         else:
