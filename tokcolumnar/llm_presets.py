@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import TokcolumnarValueError
 from .text.bytelevel import BYTE_ALPHABET
 from .text.postprocessors import (
     ByteLevelProcessing,
@@ -65,8 +66,6 @@ def llm_post_processor(preset: str | None, ids: dict[str, int]) -> PostProcessor
 
 def check_llm_preset(preset: str | None, special_tokens: list[str]) -> None:
     """Llama 3's template needs `<|begin_of_text|>` among the special tokens."""
-    from .errors import TokcolumnarValueError
-
     if preset == "llama3" and LLAMA3_BOS not in special_tokens:
         raise TokcolumnarValueError(f"--preset llama3 needs {LLAMA3_BOS} among --special-tokens "
                                     "(its template starts every sequence with it)")

@@ -18,7 +18,7 @@ from .errors import TokcolumnarValueError
 from .models import BPEModel
 from .text.bytelevel import BYTES_TO_UNICODE, token_bytes
 from .text.patterns import GPT2
-from .text.pretokenizers import ByteLevel, PatternByteLevel, PreTokenizer
+from .text.pretokenizers import ByteLevel, PatternByteLevel
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
@@ -160,33 +160,3 @@ def parse_special_tokens(items: list[str], ranks: dict[bytes, int]) -> dict[str,
             raise TokcolumnarValueError(f"special token {name!r}: id {i} is the rank of "
                                         f"{taken[i]!r}")
     return out
-
-
-def tokenizer_from_tiktoken(path: str, pattern: str, special: dict[str, int] | None = None
-                            ) -> Tokenizer:
-    """The tokenizer of a `tokenizer.tiktoken` file with a split pattern (a named pattern or its
-    regex: `patterns.py`) and special tokens: a byte-level BPE whose ids are the ranks."""
-    from .models import BPEModel
-    from .text.bytelevel import byte_map_bytes
-    from .text.decoders import ByteLevelDecoder
-    from .text.patterns import named_pattern, pattern_name_or_regex
-    from .tokenizer import AddedToken, Tokenizer
-
-    name, regex = pattern_name_or_regex(pattern)
-    if name is None:
-        raise TokcolumnarValueError(f"--pattern {pattern!r}: only the named patterns (gpt2, "
-                                    "cl100k, o200k, qwen2, llama3, gpt4, gpt4o) are supported")
-    ranks = read_tiktoken(path)
-    vocab = {byte_map_bytes(b): r for b, r in ranks.items()}
-    merges = [(byte_map_bytes(a), byte_map_bytes(b)) for a, b in merges_of_ranks(ranks)]
-    special = special or {}
-    for token, i in special.items():
-        vocab[token] = i
-    pre: PreTokenizer = (ByteLevel(add_prefix_space=False) if name == "gpt2" else
-                         PatternByteLevel(use_regex=False, pattern=named_pattern(name)))
-    model = BPEModel(vocab, merges)
-    tokenizer = Tokenizer(model, None, pre, ByteLevelDecoder(add_prefix_space=True,
-                                                             trim_offsets=True, use_regex=True),
-                          None, [AddedToken(t, i) for t, i in special.items()])
-    tokenizer.source_file = path  # an output must not replace it (encode.dataset)
-    return tokenizer

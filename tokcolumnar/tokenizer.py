@@ -52,9 +52,10 @@ from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
 from .models.whole_words import split_option, whole_words_first
 from .progress import StageTimer
-from .text.bytelevel import byte_map_expr
-from .text.decoders import DecodeTable, decode_rows, decoder_from_hf
+from .text.bytelevel import byte_map_bytes, byte_map_expr
+from .text.decoders import ByteLevelDecoder, DecodeTable, decode_rows, decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
+from .text.patterns import named_pattern, pattern_name_or_regex
 from .text.postprocessors import ByteLevelProcessing, offset_trimming, post_processor_from_hf
 from .text.pretokenizers import (
     ByteLevel,
@@ -65,6 +66,7 @@ from .text.pretokenizers import (
     pretokenizer_from_hf,
 )
 from .text.segmenters import SEGMENTER_NAMES, build_segmenter
+from .tiktoken_format import merges_of_ranks, parse_special_tokens, read_tiktoken, to_tiktoken
 
 ENCODE_BATCH_ROWS = 100_000  # rows per batch of encode_column (bounds its working memory)
 
@@ -167,6 +169,9 @@ class Tokenizer:
         self._cache: WordCache | None = None
         #: HF's BPE `ignore_merges`: a word that is a token is that token (whole_words.py)
         self.ignore_merges = False
+        #: the file a caller loaded this tokenizer from (`from_tiktoken`), which an encode
+        #: output must not replace
+        self.source_file: str | None = None
         # the code-point split of a BERT pipeline (None inside: the pipeline has none), with
         # the ids of the components it was made for
         self._char_split: tuple[tuple[int, ...], CharSplit | None] | None = None
@@ -266,9 +271,34 @@ class Tokenizer:
     def to_tiktoken(self, name: str = "tokcolumnar") -> Any:
         """This byte-level BPE as a `tiktoken.Encoding` (its ranks, split pattern and special
         tokens; needs the optional `tiktoken` package): see `tiktoken_format`."""
-        from .tiktoken_format import to_tiktoken
-
         return to_tiktoken(self, name)
+
+    @classmethod
+    def from_tiktoken(cls, path: str | Path, pattern: str,
+                      special_tokens: list[str] | dict[str, int] | None = None) -> Tokenizer:
+        """The tokenizer of a `tokenizer.tiktoken` file (tiktoken's `base64 rank` lines) with
+        its split pattern (a named pattern or its regex, `text/patterns.py`) and special
+        tokens (`NAME=ID` items or names numbered after the last rank, or a dict): a
+        byte-level BPE whose ids are the ranks. Every split of a token into two tokens is a
+        merge, by the token's rank: tiktoken's order (`tiktoken_format.merges_of_ranks`)."""
+        name, _ = pattern_name_or_regex(pattern)
+        if name is None:
+            raise TokcolumnarValueError(f"--pattern {pattern!r}: only the named patterns (gpt2, "
+                                        "cl100k, o200k, qwen2, llama3, gpt4, gpt4o) are "
+                                        "supported with a .tiktoken vocabulary")
+        ranks = read_tiktoken(str(path))
+        special = (dict(special_tokens) if isinstance(special_tokens, dict)
+                   else parse_special_tokens(list(special_tokens or []), ranks))
+        vocab = {byte_map_bytes(b): r for b, r in ranks.items()}
+        merges = [(byte_map_bytes(a), byte_map_bytes(b)) for a, b in merges_of_ranks(ranks)]
+        vocab.update(special)
+        pre: PreTokenizer = (ByteLevel(add_prefix_space=False) if name == "gpt2" else
+                             PatternByteLevel(use_regex=False, pattern=named_pattern(name)))
+        decoder = ByteLevelDecoder(add_prefix_space=True, trim_offsets=True, use_regex=True)
+        tokenizer = cls(BPEModel(vocab, merges), None, pre, decoder, None,
+                        [AddedToken(t, i) for t, i in special.items()])
+        tokenizer.source_file = str(path)  # an output must not replace it (encode.dataset)
+        return tokenizer
 
     # -- encoding ------------------------------------------------------------------------------
     def get_vocab_size(self) -> int:

@@ -89,12 +89,11 @@ def cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
-def tiktoken_tokenizer(args: argparse.Namespace) -> Any:
+def tiktoken_tokenizer(args: argparse.Namespace, tokenizer_class: Any) -> Any:
     """`--tokenizer FILE.tiktoken --pattern P [--special-tokens ...]`: the tokenizer of that
-    vocabulary (`tiktoken_format`); any other --tokenizer as given (--pattern and
-    --special-tokens belong to a .tiktoken file)."""
-    from ..tiktoken_format import parse_special_tokens, read_tiktoken, tokenizer_from_tiktoken
-
+    vocabulary (`Tokenizer.from_tiktoken`, the class given: the encoder loads in
+    `cmd_encode`); any other --tokenizer as given (--pattern and --special-tokens belong to a
+    .tiktoken file)."""
     path = str(args.tokenizer)
     if not path.endswith(".tiktoken"):
         for flag, value in (("--pattern", args.pattern), ("--special-tokens",
@@ -109,8 +108,7 @@ def tiktoken_tokenizer(args: argparse.Namespace) -> Any:
     if args.engine != "polars":
         raise TokcolumnarError(f"a .tiktoken --tokenizer is not available with --engine "
                                f"{args.engine}")
-    special = parse_special_tokens(args.special_tokens or [], read_tiktoken(path))
-    return tokenizer_from_tiktoken(path, args.pattern, special)
+    return tokenizer_class.from_tiktoken(path, args.pattern, args.special_tokens or [])
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
@@ -118,13 +116,14 @@ def cmd_encode(args: argparse.Namespace) -> int:
     # pyarrow.parquet (~0.05 s); the Ray and Spark glue only with their engine
     from ..encode.dataset import encode_files
     from ..encode.stats import EncodeStats
+    from ..tokenizer import Tokenizer
 
     use_ray_address(args)
     # per-batch temporaries stay in the heap, and its freed top is kept (tokcolumnar.malloc)
     fix_mmap_threshold(ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD)
     if args.max_line_bytes < 1:
         raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
-    args.tokenizer = tiktoken_tokenizer(args)
+    args.tokenizer = tiktoken_tokenizer(args, Tokenizer)
     columns = args.columns
     if args.word_ids and "word_ids" not in (columns or ()):
         columns = [*(columns or DEFAULT_COLUMNS), "word_ids"]

@@ -390,7 +390,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     guarded: list[Any] = list(inputs) if isinstance(inputs, (list, tuple)) else []
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
-    elif getattr(tokenizer, "source_file", None) is not None:  # loaded by the caller
+    elif tokenizer.source_file is not None:  # loaded by the caller (Tokenizer.from_tiktoken)
         guarded.append(tokenizer.source_file)
     bar = Progress("encoding", unit="bytes", enabled=progress, meter=READING)
     rows = 0
