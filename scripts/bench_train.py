@@ -8,6 +8,12 @@ with its own peak RSS from `wait4`. Per-stage times of ours come from its run.js
     python scripts/bench_train.py ../shared/corpora/medium/en.txt --vocab-size 30000
     python scripts/bench_train.py ../shared/corpora/medium/zh.txt --mode byte-level
     python scripts/bench_train.py ../shared/corpora/medium/en.txt --engines polars,duckdb
+    python scripts/bench_train.py ../shared/corpora/medium/en.txt --mode cl100k --rustbpe
+
+`--mode cl100k|o200k|qwen2` trains with `--pattern NAME` and the 256 bytes as initial alphabet
+(HF: `Split(Regex(p), "isolated")` + `ByteLevel(use_regex=False)`); `--rustbpe` adds rustbpe
+(`train_from_iterator` with the same pattern and vocabulary size) as a peer, in the same
+alternating rounds (it has no special token: the pattern modes have none either).
 
 With several engines, the last lines compare each one with the Polars engine (wall time ratio;
 DuckDB also reports its merge passes and the time per pass).
@@ -22,15 +28,26 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hf_reference import hf_train_command, merges_of  # HF's reference of each mode
+from hf_reference import (  # HF's reference of each mode, and rustbpe's
+    PATTERN_MODES,
+    hf_train_command,
+    merges_of,
+    rustbpe_train_command,
+)
 from measure import run  # wall, CPU and peak RSS of one child process
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's tokcolumnar
+from tokcolumnar.text.bytelevel import BYTE_ALPHABET, token_bytes  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file")
     ap.add_argument("--vocab-size", type=int, default=30000)
-    ap.add_argument("--mode", choices=["whitespace", "byte-level"], default="whitespace")
+    ap.add_argument("--mode", choices=["whitespace", "byte-level", *PATTERN_MODES],
+                    default="whitespace")
+    ap.add_argument("--rustbpe", action="store_true",
+                    help="time rustbpe too (byte-level and pattern modes)")
     ap.add_argument("--engines", default="polars",
                     help="our engines to time beside HF, comma-separated (polars,duckdb)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -42,12 +59,21 @@ def main() -> None:
         cmd = [sys.executable, "-m", "tokcolumnar", "train", args.file, "--out",
                str(tmp / engine), "--vocab-size", str(args.vocab_size), "--quiet",
                "--engine", engine]
-        cmd += ["--preset", "gpt2"] if args.mode == "byte-level" else [
-            "--pre-tokenizer", "whitespace"]
+        if args.mode == "byte-level":
+            cmd += ["--preset", "gpt2"]
+        elif args.mode in PATTERN_MODES:
+            cmd += ["--pattern", args.mode, "--initial-alphabet", "".join(BYTE_ALPHABET)]
+        else:
+            cmd += ["--pre-tokenizer", "whitespace"]
         cmds[engine] = cmd
-    cmds["hf"] = hf_train_command([args.file], args.vocab_size,
-                                  "gpt2" if args.mode == "byte-level" else "whitespace",
-                                  tmp / "hf.json")
+    hf_mode = {"byte-level": "gpt2"}.get(args.mode, args.mode)
+    cmds["hf"] = hf_train_command([args.file], args.vocab_size, hf_mode, tmp / "hf.json")
+    if args.rustbpe:
+        # rustbpe's vocabulary: the 256 bytes and its merges; ours and HF's add the special
+        # token of --preset gpt2 (byte-level mode) on top
+        size = args.vocab_size - (1 if args.mode == "byte-level" else 0)
+        cmds["rustbpe"] = rustbpe_train_command(args.file, size, hf_mode,
+                                                tmp / "rustbpe.json")
 
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
     stages: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
@@ -57,7 +83,7 @@ def main() -> None:
             m = run(cmds[name])
             wall, rss = m.wall, m.rss_mib
             results[name].append((wall, rss))
-            if name != "hf":
+            if name not in ("hf", "rustbpe"):
                 stages[name].append(
                     json.loads((tmp / name / "run.json").read_text())["timings_s"])
             print(f"round {r + 1} {name:7s}: {wall:6.2f} s  {rss:7.1f} MiB", flush=True)
@@ -70,10 +96,20 @@ def main() -> None:
     print()
     print(f"file: {args.file}  mode: {args.mode}  vocab: {args.vocab_size}  rounds: {args.rounds}")
     print(f"hf:      {hw:6.2f} s  peak {hrss:6.0f} MiB   (median)")
+    if "rustbpe" in results:
+        rw, rrss = med("rustbpe", 0), med("rustbpe", 1)
+        ranks = json.loads((tmp / "rustbpe.json").read_text())
+        hf_tokens = {token_bytes(t) for t in json.loads((tmp / "hf.json").read_text())[
+            "model"]["vocab"]}
+        same = {t.encode("latin-1") for t, _ in ranks} == hf_tokens
+        print(f"rustbpe: {rw:6.2f} s  peak {rrss:6.0f} MiB   ratio to hf: wall {rw / hw:.2f}x; "
+              f"same token set as hf: {same}")
     for name in names:
-        if name == "hf":
+        if name in ("hf", "rustbpe"):
             continue
         w, rss = med(name, 0), med(name, 1)
+        if "rustbpe" in results:
+            print(f"{name} / rustbpe: wall {w / rw:.2f}x, peak RSS {rss / rrss:.2f}x")
         ours = merges_of(tmp / name / "tokenizer.json")
         keys = sorted({k for st in stages[name] for k in st})
         per_stage = ", ".join(
@@ -89,7 +125,7 @@ def main() -> None:
     if "polars" in results:
         pw = med("polars", 0)
         for name in names:
-            if name not in ("hf", "polars"):
+            if name not in ("hf", "polars", "rustbpe"):
                 w = med(name, 0)
                 print(f"{name} / polars: {w:.2f} s / {pw:.2f} s = {w / pw:.1f}x")
 

@@ -20,10 +20,17 @@ from typing import Any
 
 from .corpus.sources import FORMATS
 from .errors import TokcolumnarTypeError, TokcolumnarValueError
+from .llm_presets import check_llm_preset
 from .presets import BERT_PRESETS, PRESET_RULES, PRESETS, ROLES, flag, role_name
 from .text.bytelevel import BYTE_ALPHABET
 from .text.normalizers import NORMALIZER_NAMES, BertNormalizer, Normalizer, build_normalizer
-from .text.pretokenizers import PRETOKENIZER_NAMES, PreTokenizer, build_pretokenizer
+from .text.patterns import pattern_name_or_regex, pattern_of
+from .text.pretokenizers import (
+    PRETOKENIZER_NAMES,
+    PatternByteLevel,
+    PreTokenizer,
+    build_pretokenizer,
+)
 from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
 
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
@@ -51,7 +58,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 CASE_INSENSITIVE = ("pre_tokenizer", "normalizer")  # as the builders always read them
 TEXTS = ("end_of_word_suffix", "end_of_word_token", "continuing_subword_prefix", "unk_token",
-         "column")
+         "column", "pattern")
 BOOLS = ("lowercase", "show_progress")
 STRING_LISTS = ("special_tokens", "variant_order")
 WORDPIECE_ONLY = ("min_score", "wordpiece_scoring")
@@ -95,13 +102,18 @@ class TrainConfig:
     # `pad_token`), over the preset's (`presets.special_token_roles`): written to
     # tokenizer_config.json and special_tokens_map.json, no effect on training
     special_token_roles: dict[str, str] | None = None
+    # --pattern NAME|REGEX: byte-level BPE's pre-tokenization pattern (text/patterns.py; a
+    # named pattern's regex is stored as its name)
+    pattern: str | None = None
 
     def __post_init__(self) -> None:
         #: Whether the settings added the unknown token to the special tokens (not a field:
         #: not an option, and not in `to_dict`; see `run_notes`).
         self.added_unk_token = False
         check_types(self)
+        name_pattern(self)
         apply_preset(self, DEFAULTS["vocab_size"])
+        apply_pattern_rules(self)
         for name, value in DEFAULTS.items():
             if getattr(self, name) is None:
                 setattr(self, name, list(value) if isinstance(value, list) else value)
@@ -117,6 +129,8 @@ class TrainConfig:
         a segmenter, `bert` is BERT's normalizer without the spaces around CJK ideographs (which
         would cut the text into characters before the segmenter sees it)."""
         normalizer = build_normalizer(self.normalizer, self.lowercase)
+        if self.pattern not in (None, "gpt2"):
+            return normalizer, PatternByteLevel(use_regex=False, pattern=pattern_of(self.pattern))
         if self.pre_tokenizer not in SEGMENTER_NAMES:
             return normalizer, build_pretokenizer(self.pre_tokenizer)
         if isinstance(normalizer, BertNormalizer):
@@ -278,12 +292,47 @@ def apply_preset(cfg: TrainConfig, default_vocab_size: int) -> None:
     if cfg.preset == "subword-nmt" and cfg.max_merges is None:
         cfg.max_merges = cfg.vocab_size if cfg.vocab_size is not None else default_vocab_size
         cfg.vocab_size = 1 << 40
+    check_llm_preset(cfg.preset, cfg.special_tokens or [])
     if cfg.preset in BERT_PRESETS:
         missing = [t for t in ("[CLS]", "[SEP]", cfg.unk_token) if t not in cfg.special_tokens]
         if missing:
             raise TokcolumnarValueError(
                 f"--preset {cfg.preset} needs {', '.join(missing)} among --special-tokens (the "
                 "[CLS] ... [SEP] template and the unknown token)")
+
+
+def name_pattern(cfg: TrainConfig) -> None:
+    """--pattern as a name when it is one of the named patterns (or its regex)."""
+    if cfg.pattern is not None:
+        name, regex = pattern_name_or_regex(cfg.pattern)
+        cfg.pattern = name if name is not None else regex
+
+
+def apply_pattern_rules(cfg: TrainConfig) -> None:
+    """--pattern belongs to byte-level BPE (and implies `--pre-tokenizer byte-level`); a
+    pattern other than GPT-2's is split by the Polars engine only."""
+    if cfg.pattern is None:
+        if cfg.pre_tokenizer == "byte-level":
+            cfg.pattern = "gpt2"
+        return
+    if cfg.pre_tokenizer is None:
+        cfg.pre_tokenizer = "byte-level"
+    if cfg.pre_tokenizer != "byte-level":
+        raise TokcolumnarValueError(f"--pattern applies to --pre-tokenizer byte-level only "
+                                    f"(got --pre-tokenizer {cfg.pre_tokenizer})")
+    if cfg.pattern not in ("gpt2", "cl100k", "o200k", "qwen2"):
+        # a user's regex: split as HF's Split does (refused with look-around, whose only
+        # exact split here is the named patterns' `\s+(?!\S)`: docs/patterns.md)
+        try:
+            PatternByteLevel(use_regex=False, pattern=pattern_of(cfg.pattern))
+        except TokcolumnarValueError as e:
+            why = " ".join(str(e).split())  # the regex crate's message spans lines
+            if "look-around" in why:
+                why += " (of the patterns with look-ahead, the named ones are supported)"
+            raise TokcolumnarValueError(f"--pattern: {why}") from None
+    if cfg.pattern != "gpt2" and cfg.engine == "duckdb":
+        raise TokcolumnarValueError(f"--pattern {cfg.pattern} is split by the Polars engine "
+                                    "only: use --engine polars")
 
 
 def apply_model_rules(cfg: TrainConfig) -> None:

@@ -26,6 +26,7 @@ from .corpus.counts_file import counts_metadata
 from .corpus.sources import Source, expand_inputs, file_digests
 from .errors import TokcolumnarError, warn
 from .hfconfig import transformers_files
+from .llm_presets import llm_post_processor
 from .models.base import Model
 from .models.bpe import BPEModel
 from .models.wordpiece import WordPieceModel
@@ -36,6 +37,7 @@ from .text.normalizers import Normalizer
 from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
+from .tiktoken_format import TIKTOKEN_FILE, tiktoken_ranks, tiktoken_record, tiktoken_text
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
 from .unigram_export import sentencepiece_file, unigram_tokenizer
 from .version import package_version
@@ -109,7 +111,7 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
             decoder = ByteLevelDecoder(add_prefix_space=True, trim_offsets=True, use_regex=True)
         elif cfg.end_of_word_suffix:
             decoder = BPEDecoder(suffix=cfg.end_of_word_suffix)
-    post = None
+    post = llm_post_processor(cfg.preset, ids)
     if cfg.model == "wordpiece" and cfg.preset in BERT_PRESETS:
         post = bert_template(ids)
     specials = vocab.filter(pl.col("kind") == "special")
@@ -313,6 +315,7 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
     elif "vocab.txt" not in skipped:
         tokens = sorted(vocab.items(), key=lambda kv: kv[1])
         _write_text(directory / "vocab.txt", written, "".join(t + "\n" for t, _ in tokens))
+    tiktoken = _write_tiktoken(tokenizer, directory, written)
     run = {
         "tool": "tokcolumnar", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": cfg.to_dict(), "versions": versions(tokenizer.pre_tokenizer),
@@ -325,9 +328,28 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
         "skipped_files": skipped,
         "files": sorted(written),
     }
+    if tiktoken is not None:  # the pattern and special tokens tiktoken users need
+        run["tiktoken"] = tiktoken
     _write_text(directory / "run.json", None, run_json_text(run))
     for name, reason in skipped.items():
         warn(f"{name} not written: {reason}")
+
+
+def _write_tiktoken(tokenizer: Tokenizer, directory: Path, written: list[str]
+                    ) -> dict[str, Any] | None:
+    """`tokenizer.tiktoken` of a byte-level BPE that tiktoken can run (`tiktoken_format`);
+    returns run.json's `tiktoken` record (None: not such a run). A vocabulary tiktoken cannot
+    hold (a byte without a token: trained without the 256 bytes as initial alphabet) is not
+    written, the record saying why (quietly: the user did not ask for tiktoken's file)."""
+    record = tiktoken_record(tokenizer)
+    if record is None:
+        return None
+    try:
+        ranks = tiktoken_ranks(tokenizer)
+    except TokcolumnarError as e:
+        return {"file": None, "not_written": str(e)}
+    _write_text(directory / TIKTOKEN_FILE, written, tiktoken_text(ranks))
+    return record
 
 
 #: Stands in `run.json`'s text for its list of inputs, written one input a line.

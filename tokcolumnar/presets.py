@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .llm_presets import LLM_PRESETS
 from .text.bytelevel import BYTE_ALPHABET
 
 BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -29,7 +30,7 @@ PRESET_RULES: dict[str, Preset] = {
         fixed={"model": "bpe", "pre_tokenizer": "byte-level", "normalizer": "none",
                "lowercase": False, "initial_alphabet": list(BYTE_ALPHABET),
                "end_of_word_suffix": None, "end_of_word_token": None,
-               "continuing_subword_prefix": None, "tie_break": "id"},
+               "continuing_subword_prefix": None, "tie_break": "id", "pattern": "gpt2"},
         defaults={"special_tokens": ["<|endoftext|>"]}),
     "bert": Preset(
         fixed={"model": "wordpiece", "pre_tokenizer": "bert", "normalizer": "bert"},
@@ -56,6 +57,9 @@ PRESET_RULES: dict[str, Preset] = {
                   "continuing_subword_prefix": "##", "special_tokens": BERT_SPECIAL_TOKENS,
                   "unk_token": "[UNK]"}),
 }
+# today's byte-level BPE LLMs: gpt4, gpt4o, llama3, qwen2 (llm_presets.py)
+PRESET_RULES.update({name: Preset(fixed, defaults)
+                     for name, (fixed, defaults) in LLM_PRESETS.items()})
 # the presets with BERT's [CLS] ... [SEP] template
 BERT_PRESETS = ("bert", "bert-zh-wwm", "bert-ja")
 PRESETS = tuple(PRESET_RULES)

@@ -50,18 +50,23 @@ from .hfjson import HFObject, check_depth, too_deep
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
+from .models.whole_words import split_option, whole_words_first
 from .progress import StageTimer
-from .text.decoders import DecodeTable, decode_rows, decoder_from_hf
+from .text.bytelevel import byte_map_bytes, byte_map_expr
+from .text.decoders import ByteLevelDecoder, DecodeTable, decode_rows, decoder_from_hf
 from .text.normalizers import Normalizer, normalizer_from_hf
+from .text.patterns import named_pattern, pattern_name_or_regex
 from .text.postprocessors import ByteLevelProcessing, offset_trimming, post_processor_from_hf
 from .text.pretokenizers import (
     ByteLevel,
+    PatternByteLevel,
     PreTokenizer,
     SubwordNmtSplit,
     WholeSequence,
     pretokenizer_from_hf,
 )
 from .text.segmenters import SEGMENTER_NAMES, build_segmenter
+from .tiktoken_format import merges_of_ranks, parse_special_tokens, read_tiktoken, to_tiktoken
 
 ENCODE_BATCH_ROWS = 100_000  # rows per batch of encode_column (bounds its working memory)
 
@@ -162,6 +167,11 @@ class Tokenizer:
         self._added_re = re.compile("|".join(re.escape(c) for c in contents)) if contents else None
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._cache: WordCache | None = None
+        #: HF's BPE `ignore_merges`: a word that is a token is that token (whole_words.py)
+        self.ignore_merges = False
+        #: the file a caller loaded this tokenizer from (`from_tiktoken`), which an encode
+        #: output must not replace
+        self.source_file: str | None = None
         # the code-point split of a BERT pipeline (None inside: the pipeline has none), with
         # the ids of the components it was made for
         self._char_split: tuple[tuple[int, ...], CharSplit | None] | None = None
@@ -197,7 +207,9 @@ class Tokenizer:
         jieba / MeCab segmenter)."""
         check_depth(d)
         root = HFObject(d, "top level")
-        model = model_from_hf(root.obj("model"))
+        # HF's ignore_merges, applied around the word cache (models/whole_words.py)
+        model_json, ignore_merges = split_option(root.obj("model"))
+        model = model_from_hf(model_json)
         extras = extras or {}
         if extras.get("end_of_word_token") and hasattr(model, "end_of_word_token"):
             model.end_of_word_token = extras["end_of_word_token"]  # type: ignore[attr-defined]
@@ -218,7 +230,9 @@ class Tokenizer:
                 raise TokcolumnarValueError(
                     f"model BPE: no merges, but {len(lost):,} vocabulary tokens (e.g. "
                     f"{lost[0]!r}) can only be made by merges: the merges are missing")
-        return cls(model, normalizer, pre, decoder, post, added)
+        tokenizer = cls(model, normalizer, pre, decoder, post, added)
+        tokenizer.ignore_merges = ignore_merges
+        return tokenizer
 
     @classmethod
     def from_dir(cls, directory: str | Path) -> Tokenizer:
@@ -248,11 +262,44 @@ class Tokenizer:
                 "pre_tokenizer": self.pre_tokenizer.to_hf(),
                 "post_processor": self.post_processor.to_hf() if self.post_processor else None,
                 "decoder": self.decoder.to_hf() if self.decoder else None,
-                "model": self.model.to_hf()}
+                "model": {**self.model.to_hf(),
+                          **({"ignore_merges": True} if self.ignore_merges else {})}}
 
     def to_str(self) -> str:
         """`tokenizer.json` as text."""
         return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    def to_tiktoken(self, name: str = "tokcolumnar") -> Any:
+        """This byte-level BPE as a `tiktoken.Encoding` (its ranks, split pattern and special
+        tokens; needs the optional `tiktoken` package): see `tiktoken_format`."""
+        return to_tiktoken(self, name)
+
+    @classmethod
+    def from_tiktoken(cls, path: str | Path, pattern: str,
+                      special_tokens: list[str] | dict[str, int] | None = None) -> Tokenizer:
+        """The tokenizer of a `tokenizer.tiktoken` file (tiktoken's `base64 rank` lines) with
+        its split pattern (a named pattern or its regex, `text/patterns.py`) and special
+        tokens (`NAME=ID` items or names numbered after the last rank, or a dict): a
+        byte-level BPE whose ids are the ranks. Every split of a token into two tokens is a
+        merge, by the token's rank: tiktoken's order (`tiktoken_format.merges_of_ranks`)."""
+        name, _ = pattern_name_or_regex(pattern)
+        if name is None:
+            raise TokcolumnarValueError(f"--pattern {pattern!r}: only the named patterns (gpt2, "
+                                        "cl100k, o200k, qwen2, llama3, gpt4, gpt4o) are "
+                                        "supported with a .tiktoken vocabulary")
+        ranks = read_tiktoken(str(path))
+        special = (dict(special_tokens) if isinstance(special_tokens, dict)
+                   else parse_special_tokens(list(special_tokens or []), ranks))
+        vocab = {byte_map_bytes(b): r for b, r in ranks.items()}
+        merges = [(byte_map_bytes(a), byte_map_bytes(b)) for a, b in merges_of_ranks(ranks)]
+        vocab.update(special)
+        pre: PreTokenizer = (ByteLevel(add_prefix_space=False) if name == "gpt2" else
+                             PatternByteLevel(use_regex=False, pattern=named_pattern(name)))
+        decoder = ByteLevelDecoder(add_prefix_space=True, trim_offsets=True, use_regex=True)
+        tokenizer = cls(BPEModel(vocab, merges), None, pre, decoder, None,
+                        [AddedToken(t, i) for t, i in special.items()])
+        tokenizer.source_file = str(path)  # an output must not replace it (encode.dataset)
+        return tokenizer
 
     # -- encoding ------------------------------------------------------------------------------
     def get_vocab_size(self) -> int:
@@ -414,12 +461,20 @@ class Tokenizer:
         """The word -> ids cache of this tokenizer (kept across batches; made on first use)."""
         if self._cache is None:
             pre, model = self.pre_tokenizer, self.model
-            if (type(pre) is ByteLevel and isinstance(model, BPEModel)
+            if (type(pre) in (ByteLevel, PatternByteLevel) and isinstance(model, BPEModel)
                     and model.byte_ids() is not None):
                 # a byte-level BPE's initial symbols are the words' UTF-8 bytes: read from
                 # the text itself, without mapping each byte to its character first
-                self._cache = WordCache(model, pre.text_word_expr,
-                                        encode_kept=model.encode_byte_words_kept)
+                encode = model.encode_byte_words_kept
+                if self.ignore_merges:  # the word's token: its bytes as characters
+                    encode = whole_words_first(model.vocab, byte_map_expr, encode)
+                self._cache = WordCache(model, pre.text_word_expr, encode_kept=encode)
+            elif self.ignore_merges and isinstance(model, BPEModel):
+                def encode_all(words: pl.Series) -> tuple[pl.Series, np.ndarray]:
+                    return model.encode_words(words), np.ones(len(words), dtype=bool)
+
+                self._cache = WordCache(model, pre.word_expr, encode_kept=whole_words_first(
+                    model.vocab, lambda w: w, encode_all))
             else:
                 self._cache = WordCache(model, pre.word_expr)
         return self._cache

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 from ..config import TrainConfig
 from ..encode import DEFAULT_COLUMNS
@@ -26,7 +27,8 @@ OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_t
                 "normalizer", "lowercase", "end_of_word_suffix", "end_of_word_token",
                 "continuing_subword_prefix", "limit_alphabet", "max_token_length", "tie_break",
                 "preset", "engine", "max_merges", "min_score", "wordpiece_scoring",
-                "unk_token", "max_word_chars", "format", "column", "cjk_split", "max_words"]
+                "unk_token", "max_word_chars", "format", "column", "cjk_split", "max_words",
+                "pattern"]
 # (special_token_roles: merged from each --special-token-roles, in config_from_args)
 
 
@@ -96,17 +98,41 @@ def cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def tiktoken_tokenizer(args: argparse.Namespace, tokenizer_class: Any) -> Any:
+    """`--tokenizer FILE.tiktoken --pattern P [--special-tokens ...]`: the tokenizer of that
+    vocabulary (`Tokenizer.from_tiktoken`, the class given: the encoder loads in
+    `cmd_encode`); any other --tokenizer as given (--pattern and --special-tokens belong to a
+    .tiktoken file)."""
+    path = str(args.tokenizer)
+    if not path.endswith(".tiktoken"):
+        for flag, value in (("--pattern", args.pattern), ("--special-tokens",
+                                                          args.special_tokens)):
+            if value is not None:
+                raise TokcolumnarError(f"{flag} applies to a .tiktoken --tokenizer only (a "
+                                       "tokenizer.json has its own)")
+        return args.tokenizer
+    if args.pattern is None:
+        raise TokcolumnarError("a .tiktoken --tokenizer needs --pattern (its split pattern: "
+                               "gpt2, cl100k, o200k, qwen2, ...)")
+    if args.engine != "polars":
+        raise TokcolumnarError(f"a .tiktoken --tokenizer is not available with --engine "
+                               f"{args.engine}")
+    return tokenizer_class.from_tiktoken(path, args.pattern, args.special_tokens or [])
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
     # the encoder loads here, not with the module: `train` does not need it, and it pulls in
     # pyarrow.parquet (~0.05 s); the Ray and Spark glue only with their engine
     from ..encode.dataset import encode_files
     from ..encode.stats import EncodeStats
+    from ..tokenizer import Tokenizer
 
     use_ray_address(args)
     # per-batch temporaries stay in the heap, and its freed top is kept (tokcolumnar.malloc)
     fix_mmap_threshold(ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD)
     if args.max_line_bytes < 1:
         raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
+    args.tokenizer = tiktoken_tokenizer(args, Tokenizer)
     columns = args.columns
     if args.word_ids and "word_ids" not in (columns or ()):
         columns = [*(columns or DEFAULT_COLUMNS), "word_ids"]

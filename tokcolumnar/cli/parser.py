@@ -80,6 +80,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pre-tokenizer", default=None,
                    help=f"{', '.join(PRETOKENIZER_NAMES + SEGMENTER_NAMES)} (default "
                    "whitespace; jieba needs tokcolumnar[zh], mecab tokcolumnar[ja])")
+    g.add_argument("--pattern", default=None, metavar="NAME|REGEX",
+                   help="byte-level BPE's split pattern: gpt2 (default), cl100k (= llama3, "
+                   "gpt4), o200k (= gpt4o), qwen2 (implies --pre-tokenizer byte-level)")
     g.add_argument("--normalizer", default=None,
                    help=f"{', '.join(NORMALIZER_NAMES)} (default none)")
     g.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=None,
@@ -264,8 +267,15 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("encode", help="tokenize a dataset into a Parquet column of ids")
     e.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="files, directories, globs or URIs: one row per line or value")
-    e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json",
-                   help="a training output directory or a tokenizer.json (ours or HF's)")
+    e.add_argument("--tokenizer", required=True, metavar="DIR|tokenizer.json|FILE.tiktoken",
+                   help="a training output directory, a tokenizer.json (ours or HF's) or a "
+                   "tiktoken vocabulary (with --pattern)")
+    e.add_argument("--pattern", default=None, metavar="NAME|REGEX",
+                   help="with a .tiktoken --tokenizer: its split pattern (gpt2, cl100k, o200k, "
+                   "qwen2, llama3, gpt4, gpt4o, or one of their regexes)")
+    e.add_argument("--special-tokens", type=_csv_list, default=None, metavar="A,B=ID,...",
+                   help="with a .tiktoken --tokenizer: its special tokens (NAME=ID, or names "
+                   "numbered after the last rank)")
     e.add_argument("--out", required=True, metavar="FILE.parquet|DIR",
                    help="the Parquet output (a directory of parts with --rows-per-file, "
                    "--max-file-size or --engine ray|spark)")

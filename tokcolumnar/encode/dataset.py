@@ -397,6 +397,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     guarded: list[Any] = list(inputs) if isinstance(inputs, (list, tuple)) else []
     if not isinstance(tokenizer, Tokenizer):
         guarded.append(tokenizer)
+    elif tokenizer.source_file is not None:  # loaded by the caller (Tokenizer.from_tiktoken)
+        guarded.append(tokenizer.source_file)
     bar = Progress("encoding", unit="bytes", enabled=progress, meter=READING)
     rows = 0
     split = rows_per_file is not None or max_bytes is not None

@@ -48,6 +48,11 @@ def byte_map(text: str) -> str:
     return "".join(BYTES_TO_UNICODE[b] for b in text.encode("utf-8"))
 
 
+def byte_map_bytes(data: bytes) -> str:
+    """The byte-level characters of raw bytes (a token of a tiktoken vocabulary)."""
+    return "".join(BYTES_TO_UNICODE[b] for b in data)
+
+
 def token_bytes(token: str) -> bytes:
     """The bytes a token stands for, as HF's ByteLevel decoder reads it: the byte of each
     character when every character is in the alphabet, else the token's own UTF-8 bytes."""

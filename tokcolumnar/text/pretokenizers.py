@@ -28,7 +28,9 @@ How the HF behaviours are emulated without look-around (Polars uses the Rust reg
 Known differences from HF:
 * Split: a pattern HF runs with Oniguruma is translated to Rust regex syntax
   (`normalizers.onig_to_rust`); patterns with look-around, atomic groups or backreferences are
-  rejected with an error, except GPT-2's pattern, recognised and run as above. For patterns that
+  rejected with an error, except GPT-2's pattern, recognised and run as above, and the LLM
+  patterns of `patterns.py` (cl100k, o200k, qwen2, isolated only), run by `llm_split`; the
+  Sequence of such a Split and `ByteLevel(use_regex=False)` is `PatternByteLevel`. For patterns that
   can match the empty string, only `isolated` and `removed` are exact.
 * Metaspace(prepend_scheme="first") inside a Sequence prepends to a piece when it is the first
   piece and the sequence starts with it; HF asks whether the piece starts at original offset 0,
@@ -47,6 +49,8 @@ from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
 from .bytelevel import byte_map_expr
 from .gpt2_split import gpt2_pieces
+from .llm_split import llm_pieces, llm_split_expr
+from .patterns import CL100K_TIKTOKEN_POSSESSIVE, NamedPattern, named_pattern, recognise
 from .regex import check_regex, escape_regex, onig_to_rust, pattern_from_hf
 from .unicode_tables import class_body, ranges
 
@@ -641,11 +645,24 @@ class Split(PreTokenizer):
         if not self.pattern:
             raise TokcolumnarValueError("Split: empty pattern")
         self._gpt2 = self.regex and self.pattern == GPT2_PATTERN
-        if self._gpt2:
+        # an LLM pattern (cl100k, o200k, qwen2): split by `llm_split` (isolated only)
+        named = recognise(self.pattern) if self.regex and not self._gpt2 else None
+        self._llm = named
+        if named is not None:
+            if self.behavior != "isolated" or self.invert:
+                raise TokcolumnarValueError(f"Split with the {named.name} pattern: only "
+                                            "behavior=isolated, invert=False is supported")
+            self._rust = ""
+        elif self._gpt2:
             if self.behavior != "isolated" or self.invert:
                 raise TokcolumnarValueError("Split with the GPT-2 pattern: only behavior=isolated, "
                                             "invert=False is supported")
             self._rust = ""
+        elif self.regex and self.pattern == CL100K_TIKTOKEN_POSSESSIVE:
+            raise TokcolumnarValueError(
+                "Split: tiktoken 0.7+'s possessive rewrite of cl100k_base's pattern is not "
+                "supported (HF and tiktoken split it differently: `{1,3}+` and `$` mean other "
+                "things to Oniguruma); the original string (Llama 3's, --pattern cl100k) is")
         elif self.regex:
             self._rust = check_regex(onig_to_rust(self.pattern))
         else:
@@ -654,6 +671,8 @@ class Split(PreTokenizer):
     def split_expr(self, col: pl.Expr) -> pl.Expr:
         if self._gpt2:
             return gpt2_split_expr(col)
+        if self._llm is not None:
+            return llm_split_expr(col, self._llm)
         return split_pattern(col, self._rust, self.behavior, self.invert,
                              None if self.regex else self.pattern)
 
@@ -666,7 +685,7 @@ class Split(PreTokenizer):
         return self.split_expr(col)
 
     def dropped_chars(self) -> str | None:
-        if self._gpt2 or self.behavior != "removed":
+        if self._gpt2 or self._llm is not None or self.behavior != "removed":
             return ""  # every character is in a piece
         if self.regex and self.invert and self.pattern == SUBWORD_NMT_HF_PATTERN:
             return SubwordNmtSplit().dropped_chars()
@@ -763,7 +782,8 @@ class Sequence(PreTokenizer):
 
     @classmethod
     def from_hf_dict(cls, d: dict[str, Any]) -> PreTokenizer:
-        return cls([pretokenizer_from_hf(x) for x in cls.fields(d).list("pretokenizers")])
+        steps = [pretokenizer_from_hf(x) for x in cls.fields(d).list("pretokenizers")]
+        return pattern_byte_level(steps) or cls(steps)
 
 
 # subword-nmt reads lines with `codecs` (which also breaks lines at \v, \f, \x1c-\x1e, \x85,
@@ -836,3 +856,74 @@ def build_pretokenizer(name: str) -> PreTokenizer:
         raise TokcolumnarValueError(f"unknown pre-tokenizer {name!r} (choose from "
                                     f"{', '.join(PRETOKENIZER_NAMES)})")
     return table[name]()
+
+
+@dataclass
+class PatternByteLevel(ByteLevel):
+    """HF's `Sequence[Split(Regex(pattern), "isolated"), ByteLevel(add_prefix_space=False,
+    use_regex=False)]` for a named LLM pattern (`patterns.py`: cl100k, o200k, qwen2): the
+    pattern's pieces (`llm_split`), then every UTF-8 byte as its GPT-2 character. It is the
+    pre-tokenizer of Llama 3's, Qwen2's and the HF ports of GPT-4's / GPT-4o's tokenizer.json,
+    and of `--pattern NAME` runs; it serialises to that Sequence and is read back from it."""
+
+    hf_type: ClassVar[str] = ""  # written as a Sequence; not a type of its own
+    pattern: NamedPattern = field(default_factory=lambda: named_pattern("cl100k"))
+
+    def __post_init__(self) -> None:
+        if self.add_prefix_space or self.use_regex:
+            raise TokcolumnarValueError("a pattern's ByteLevel step takes add_prefix_space=False, "
+                                        "use_regex=False")
+        # a user's regex (no name): HF's Split itself, translated to Polars' engine (exact for
+        # a regex without look-around, which the translation refuses), on whole texts
+        self._custom = (None if self.pattern.name is not None
+                        else Split(self.pattern.regex, "isolated", False, True))
+
+    def line_cut(self) -> LineCut | None:
+        # no piece of these patterns holds a non-whitespace character followed by a space
+        # (`llm_split`); unlike GPT-2's, a CJK mark before a letter joins the letter's piece
+        return BEFORE_SPACE_AFTER_ASCII if self._custom is None else None
+
+    def split_expr(self, col: pl.Expr) -> pl.Expr:
+        if self._custom is not None:
+            return self._custom.split_expr(col)
+        return llm_split_expr(col, self.pattern)
+
+    def encode_split_flat(self, texts: pl.Series) -> tuple[np.ndarray, pl.Series] | None:
+        return None if self._custom is not None else llm_pieces(texts, self.pattern)
+
+    def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
+        if self._custom is not None:  # no cut is known to be exact for any regex
+            return None
+        """Each line cut before every ASCII space, as ByteLevel's (`ByteLevel.chunk_expr`),
+        and exact for the same reasons: no piece of these patterns holds a non-whitespace
+        character followed by a space (a space only ever starts a piece or stands in a
+        whitespace run), none looks behind, and what they look at after a non-whitespace
+        character (`[\\r\\n]*`, `[\\r\\n/]*`, a contraction) matches neither a space nor the
+        end. Lines with whitespace right before a space stay whole."""
+        return (pl.when(col.str.contains(r"\s ")).then(pl.concat_list(col))
+                .otherwise(col.str.split(" ")))
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": self.pattern.regex}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": self.trim_offsets,
+             "use_regex": False}]}
+
+
+def pattern_byte_level(steps: list[PreTokenizer]) -> PatternByteLevel | None:
+    """The `PatternByteLevel` a Sequence's steps are, when they are exactly a Split with a
+    named pattern (isolated, not inverted) then ByteLevel(add_prefix_space=False,
+    use_regex=False)."""
+    if len(steps) != 2:
+        return None
+    split, byte_level = steps
+    if not (type(split) is Split and split.regex and split.behavior == "isolated"
+            and not split.invert and type(byte_level) is ByteLevel
+            and not byte_level.add_prefix_space and not byte_level.use_regex):
+        return None
+    named = recognise(split.pattern)
+    if named is None or named.name == "gpt2":
+        return None
+    return PatternByteLevel(trim_offsets=byte_level.trim_offsets, use_regex=False,
+                            pattern=named)

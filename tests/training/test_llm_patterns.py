@@ -1,0 +1,113 @@
+"""Byte-level BPE with today's LLM patterns (`--pattern cl100k|o200k|qwen2`) against HF:
+merges and vocabulary identical to HF's `BpeTrainer` behind `Split(Regex(p), "isolated")` +
+`ByteLevel(add_prefix_space=False, use_regex=False)` with the 256 bytes as initial alphabet,
+and HF loading our tokenizer.json encodes every line to our ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer as HFTokenizer
+
+from tests.support.corpora import MEDIUM, MISSING, corpus, small_tiered
+from tokcolumnar import Tokenizer, TrainConfig, train
+from tokcolumnar.text.bytelevel import BYTE_ALPHABET
+from tokcolumnar.text.patterns import PATTERNS
+from tokcolumnar.text.pretokenizers import PatternByteLevel
+
+NAMES = ("cl100k", "o200k", "qwen2")
+
+
+def hf_pattern_bpe(path: Path, regex: str, vocab_size: int) -> HFTokenizer:
+    tok = HFTokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(regex), "isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.train([str(path)], trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return tok
+
+
+def check_pattern(name: str, path: Path, tmp: Path, encode_lines: int | None = None) -> None:
+    out = tmp / "ours"
+    train([str(path)], out_dir=out, pattern=name, vocab_size=30000,
+          initial_alphabet=list(BYTE_ALPHABET))
+    hf = hf_pattern_bpe(path, PATTERNS[name].regex, 30000)
+    (tmp / "hf").mkdir()
+    hf.model.save(str(tmp / "hf"))
+    assert (out / "merges.txt").read_bytes() == (tmp / "hf" / "merges.txt").read_bytes()
+    assert json.loads((out / "vocab.json").read_text(encoding="utf-8")) == hf.get_vocab()
+    # HF reads our tokenizer.json (the Sequence above) and encodes as we do
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:encode_lines]
+    ours = Tokenizer.from_dir(out)
+    assert isinstance(ours.pre_tokenizer, PatternByteLevel)
+    got = ours.encode_ids(lines).get_column("ids").to_list()
+    want = [e.ids for e in HFTokenizer.from_file(str(out / "tokenizer.json")).encode_batch(lines)]
+    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert len(got) == len(want) and not bad, f"line {bad[:1]}"
+    assert all(ours.decode(ids) == line for ids, line in zip(got, lines))
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("corpus_name", small_tiered("en_taylorswift_wiki.txt"))
+def test_small_identical_to_hf(name, corpus_name, tmp_path):
+    check_pattern(name, corpus(f"small/{corpus_name}"), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("lang", [m for m in MEDIUM if m != MISSING])
+def test_medium_identical_to_hf(name, lang, tmp_path):
+    check_pattern(name, corpus(f"medium/{lang}"), tmp_path, encode_lines=20000)
+
+
+def test_pattern_option_rules():
+    assert TrainConfig(pattern="llama3").pattern == "cl100k"
+    assert TrainConfig(pattern="llama3").pre_tokenizer == "byte-level"
+    assert TrainConfig(pattern=PATTERNS["o200k"].regex).pattern == "o200k"
+    assert TrainConfig(pre_tokenizer="byte-level").pattern == "gpt2"
+    assert TrainConfig().pattern is None
+    with pytest.raises(ValueError, match="--pattern applies to --pre-tokenizer byte-level"):
+        TrainConfig(pattern="cl100k", pre_tokenizer="whitespace")
+    with pytest.raises(ValueError, match="fixes --pattern gpt2"):
+        TrainConfig(pattern="cl100k", preset="gpt2")
+    with pytest.raises(ValueError, match="Polars engine"):
+        TrainConfig(pattern="qwen2", engine="duckdb")
+    with pytest.raises(ValueError, match="unknown pattern 'gpt5'"):  # a name, misspelt
+        TrainConfig(pattern="gpt5")
+
+
+CUSTOM = r"\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+"  # no look-around; leaves nothing unmatched
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("regex", [CUSTOM, r"[\p{L}']+| ?\p{N}{1,2}"])  # the second has gaps
+def test_custom_regex_without_look_around_identical_to_hf(regex, tmp_path):
+    """A user's regex without look-around: HF's Split run by Polars' engine, exact."""
+    path = corpus("small/en_taylorswift_wiki.txt")
+    out = tmp_path / "ours"
+    train([str(path)], out_dir=out, pattern=regex, vocab_size=5000,
+          initial_alphabet=list(BYTE_ALPHABET))
+    hf = hf_pattern_bpe(path, regex, 5000)
+    (tmp_path / "hf").mkdir()
+    hf.model.save(str(tmp_path / "hf"))
+    assert (out / "merges.txt").read_bytes() == (tmp_path / "hf" / "merges.txt").read_bytes()
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    got = Tokenizer.from_dir(out).encode_ids(lines).get_column("ids").to_list()
+    want = [e.ids for e in HFTokenizer.from_file(str(out / "tokenizer.json")).encode_batch(lines)]
+    assert got == want
+
+
+def test_custom_regex_rules():
+    assert TrainConfig(pattern=CUSTOM).pattern == CUSTOM
+    with pytest.raises(ValueError, match="look-around .* the named ones are supported"):
+        TrainConfig(pattern=r"\p{L}+|\s+(?!\S)|\s+")
+    with pytest.raises(ValueError, match="^--pattern: invalid regex '\\[a': [^\n]*$"):
+        TrainConfig(pattern="[a")
