@@ -49,7 +49,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 CASE_INSENSITIVE = ("pre_tokenizer", "normalizer")  # as the builders always read them
 TEXTS = ("end_of_word_suffix", "end_of_word_token", "continuing_subword_prefix", "unk_token",
-         "column")
+         "column", "extend")
 BOOLS = ("lowercase", "show_progress")
 STRING_LISTS = ("special_tokens", "variant_order")
 WORDPIECE_ONLY = ("min_score", "wordpiece_scoring")
@@ -89,6 +89,8 @@ class TrainConfig:
     cjk_split: str | None = None
     # --max-words N: train on the N most frequent words only (`memory.keep_most_frequent`)
     max_words: int | None = None
+    # --extend BASE: continue a base tokenizer's merges (`training.extend`)
+    extend: str | None = None
 
     def __post_init__(self) -> None:
         check_types(self)
