@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, metavar="DIR")
     t.add_argument("--from-counts", default=None, metavar="words.parquet")
     t.add_argument("--force", action="store_true", help=FORCE_HELP)
+    t.add_argument("--extend", default=None, metavar="BASE",
+                   help="keep a base tokenizer (one of our output directories) and continue its "
+                   "merges on the inputs up to --vocab-size (docs/extend.md)")
     add_train_options(t)
     add_scale_options(t)
     add_input_options(t)

@@ -12,10 +12,11 @@ loop's state "after the base's merges" is made in one of two ways:
   pair counts, tie-break state and HF's quirks included — so continuing it gives what a
   fresh run to the new size gives (the exactness oracle, tests/training/test_extend.py).
 - *rebuild*: otherwise (another corpus, or the replay's first differing merge), each word's
-  characters are mapped to the base's ids (characters the base has no token for are dropped,
-  as a limited alphabet drops them), the base's merges are applied as the encoder applies
+  characters are mapped to the base's ids, the base's merges are applied as the encoder applies
   them (`BPEModel.apply_merges`, in columnar rounds), and the loop starts from that
-  segmentation with the base's vocabulary: new tokens get ids after the base's largest.
+  segmentation with the base's vocabulary. New tokens get ids after the base's largest:
+  first the characters (and their prefixed/suffixed variants) of the new corpus that the
+  base has no token for, then the new merges' tokens.
 
 Either way the merges table lists the base's merges first, in their ranks, with `origin`
 "base" (their `count` and `words` are those of the new corpus on the rebuild path), then the
@@ -247,15 +248,15 @@ def rebuild(words: pl.DataFrame, cfg: TrainConfig, base: Base
                         cfg.end_of_word_suffix, cfg.end_of_word_token)
     offsets, ids = own.layout.segmentation(own.n_words)
     del own.layout
-    base_ids = {t: i for i, t in enumerate(base.tokens)}
-    lut = np.array([base_ids.get(t, -1) for t in own.vocab.tokens], dtype=np.int64)
+    # the base's ids; a character (or variant) the base lacks becomes a new token after the
+    # base's largest id, in the order the corpus's own ids give (alphabet, then variants)
+    vocab = _base_vocab(base)
+    for t, kind, length in zip(own.vocab.tokens, own.vocab.kinds, own.vocab.base_len):
+        vocab.add(t, kind, length)
+    lut = np.array([vocab.ids[t] for t in own.vocab.tokens], dtype=np.int64)
     mapped = lut[ids] if ids.size else np.zeros(0, dtype=np.int64)
-    word_of = np.repeat(np.arange(own.n_words, dtype=np.int64), np.diff(offsets))
-    keep = mapped >= 0
-    mapped, word_of = mapped[keep], word_of[keep]
     counts = words.get_column("count").to_numpy().astype(np.int64)
-    lengths = np.bincount(word_of, minlength=own.n_words).astype(np.int64)
-    layout = Layout.from_symbols(lengths, mapped, counts)  # int64 ids for the encoder
+    layout = Layout.from_symbols(np.diff(offsets), mapped, counts)  # int64 ids: the encoder's
     trace: list[tuple[np.ndarray, np.ndarray]] = []
     _base_model(base, cfg).apply_merges(layout, trace)
     k = base.merges.height
@@ -270,7 +271,7 @@ def rebuild(words: pl.DataFrame, cfg: TrainConfig, base: Base
     offsets, ids = layout.segmentation(own.n_words)
     layout = Layout.from_symbols(np.diff(offsets), ids.astype(np.int32), counts,
                                  sym_dtype=np.int32)
-    return Initial(_base_vocab(base), layout, own.n_words), joined, in_words
+    return Initial(vocab, layout, own.n_words), joined, in_words
 
 
 def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
@@ -311,6 +312,12 @@ def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
         with timer.stage("initial"):
             if trainer is None:
                 initial, joined, in_words = rebuild(words, cfg, base)
+                added = len(initial.vocab) - len(base.tokens)
+                if len(initial.vocab) > cfg.vocab_size:
+                    raise TokcolumnarValueError(
+                        f"--vocab-size {cfg.vocab_size} is below the base's "
+                        f"{len(base.tokens):,} tokens and the {added:,} characters of the new "
+                        "corpus it has no token for")
         if trainer is None:
             m = cfg.max_merges
             trainer = make_trainer(initial, dataclasses.replace(
