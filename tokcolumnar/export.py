@@ -64,6 +64,10 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
         model = WordPieceModel(ids, unk_token=cfg.unk_token or "[UNK]",
                                continuing_subword_prefix=prefix)
         decoder = WordPieceDecoder(prefix=prefix, cleanup=True)
+    elif cfg.extend is not None:  # the base's tokenizer with the extended model
+        from .training.extend import extended_tokenizer
+
+        return extended_tokenizer(cfg, ids, hf_merges(merges))
     else:
         model = BPEModel(ids, hf_merges(merges), cfg.continuing_subword_prefix,
                          cfg.end_of_word_suffix, cfg.end_of_word_token, cfg.unk_token)

@@ -23,14 +23,14 @@ from tokcolumnar.training import extend as extend_module
 
 #: (name, options, K, N): every tie-break, the three presets, special tokens with a suffix
 CONFIGS = [
-    ("whitespace-id", {}, 500, 1100),
-    ("whitespace-lexical-max", {"tie_break": "lexical-max"}, 500, 1100),
-    ("whitespace-first-seen", {"tie_break": "first-seen"}, 500, 1100),
+    ("whitespace-id", {}, 400, 1000),
+    ("whitespace-lexical-max", {"tie_break": "lexical-max"}, 400, 1000),
+    ("whitespace-first-seen", {"tie_break": "first-seen"}, 400, 1000),
     ("specials-suffix", {"special_tokens": ["<s>", "</s>", "<unk>"],
-                         "end_of_word_suffix": "</w>"}, 500, 1100),
-    ("gpt2", {"preset": "gpt2"}, 600, 1200),
-    ("bert", {"preset": "bert"}, 500, 1100),
-    ("subword-nmt", {"preset": "subword-nmt"}, 400, 900),
+                         "end_of_word_suffix": "</w>"}, 400, 1000),
+    ("gpt2", {"preset": "gpt2"}, 400, 1000),
+    ("bert", {"preset": "bert"}, 400, 1000),
+    ("subword-nmt", {"preset": "subword-nmt"}, 400, 1000),
 ]
 TABLES = ("merges.parquet", "vocab.parquet", "words.parquet")
 
@@ -50,7 +50,12 @@ def assert_same_output(direct: Path, extended: Path) -> None:
 
 def _k_then_n(tmp_path: Path, text: Path, options: dict, k: int, n: int,
               **extend_kw) -> tuple[Path, Path, Path]:
+    """K and N are sizes above the corpus's initial vocabulary (a number of merges for
+    subword-nmt, as its -s)."""
     base, direct, extended = tmp_path / "base", tmp_path / "direct", tmp_path / "extended"
+    if options.get("preset") != "subword-nmt":
+        initial = train(str(text), vocab_size=1 << 20, max_merges=0, **options).vocab.height
+        k, n = initial + k, initial + n
     train(str(text), out_dir=base, vocab_size=k, **options)
     train(str(text), out_dir=direct, vocab_size=n, **options)
     train(str(text), out_dir=extended, extend=base, vocab_size=n, **extend_kw)
@@ -83,6 +88,8 @@ def test_rebuilt_state_is_the_loop_state(tmp_path, monkeypatch, config):
     monkeypatch.setattr(extend_module, "_same_initial", lambda initial, base: False)
     _, options, k, n = next(c for c in CONFIGS if c[0] == config)
     text = corpus("small/en_botchan.txt")
+    if options.get("preset") != "subword-nmt":  # sizes above the initial vocabulary
+        k, n = k + 256, n + 256
     train(str(text), out_dir=tmp_path / "base", vocab_size=k, **options)
     direct = train(str(text), vocab_size=n, **options)
     extended = train(str(text), extend=tmp_path / "base", vocab_size=n)
@@ -180,7 +187,10 @@ def _corrupt_merges(base: Path) -> None:
      "--model 'wordpiece' contradicts the base's 'bpe'"),
     (["--vocab-size", "900", "--corrupt"], "its merges do not build its vocabulary (merge 3"),
     (["--vocab-size", "900", "--not-ours"], "not a readable tokcolumnar output directory"),
-    (["--vocab-size", "900", "--a-file"], "not a tokcolumnar output directory"),
+    (["--vocab-size", "900", "--a-file"], "not a tokcolumnar output directory or a "
+     "tokenizer.json"),
+    (["--vocab-size", "900", "--wordpiece-json"], "a WordPiece model cannot be extended from "
+     "a tokenizer.json"),
 ])
 def test_bad_extension_is_one_line(tmp_path, args, needle):
     text = corpus("small/en_botchan.txt")
@@ -192,8 +202,12 @@ def test_bad_extension_is_one_line(tmp_path, args, needle):
         base = tmp_path / "empty"
         base.mkdir()
     if "--a-file" in args:
-        base = tmp_path / "base" / "tokenizer.json"
-    args = [a for a in args if a not in ("--corrupt", "--not-ours", "--a-file")]
+        base = tmp_path / "base" / "vocab.parquet"
+    if "--wordpiece-json" in args:
+        train(str(text), out_dir=tmp_path / "bert", vocab_size=400, preset="bert")
+        base = tmp_path / "bert" / "tokenizer.json"
+    args = [a for a in args if a not in ("--corrupt", "--not-ours", "--a-file",
+                                         "--wordpiece-json")]
     proc = run_cli("train", str(text), "--extend", str(base), "--out", str(tmp_path / "out"),
                    *args)
     assert_clean_error(proc, needle)

@@ -70,13 +70,16 @@ class Base:
 
 
 def load_base(path: str | Path) -> Base:
-    """Read a base: one of our output directories (run.json, vocab.parquet, merges.parquet)."""
+    """Read a base: one of our output directories (run.json, vocab.parquet, merges.parquet)
+    or an HF `tokenizer.json` with a BPE model (`load_hf_base`)."""
     p = Path(path)
     if not p.exists():
         raise TokcolumnarError(f"--extend {path}: no such file or directory")
+    if p.is_file() and p.suffix == ".json":
+        return load_hf_base(p)
     if not p.is_dir():
-        raise TokcolumnarError(f"--extend {path}: not a tokcolumnar output directory (a "
-                               "tokenizer.json or .tiktoken base is not supported yet)")
+        raise TokcolumnarError(f"--extend {path}: not a tokcolumnar output directory or a "
+                               "tokenizer.json (a .tiktoken base is not supported yet)")
     try:
         run = json.loads((p / "run.json").read_text(encoding="utf-8"))
         vocab = pl.read_parquet(p / "vocab.parquet", columns=["id", "token", "kind"])
@@ -97,6 +100,105 @@ def load_base(path: str | Path) -> Base:
                 merges.sort("rank").drop("origin", strict=False))
     check_base(base)
     return base
+
+
+def _named(component: Any, names: list[tuple[dict[str, Any], Any]], what: str,
+           path: Path) -> dict[str, Any]:
+    """The settings naming a component tokcolumnar builds, equal to the base's."""
+    for settings, built in names:
+        if built == component:
+            return settings
+    raise TokcolumnarError(f"--extend {path}: its {what} ({component!r}) is not one tokcolumnar "
+                           "counts with, so the new corpus could not be split as the base "
+                           "splits text")
+
+
+def load_hf_base(path: Path) -> Base:
+    """An HF `tokenizer.json` as a base: its BPE model's vocabulary (ids 0..n-1) and merges,
+    with the settings that count text as its normalizer and pre-tokenizer do. Its added
+    tokens are the special tokens; a token no merge makes is a character (or a character
+    with the model's prefix or suffix: a variant)."""
+    from ..text.bytelevel import BYTE_ALPHABET
+    from ..text.normalizers import NORMALIZER_NAMES, build_normalizer
+    from ..text.pretokenizers import PRETOKENIZER_NAMES, build_pretokenizer
+    from ..tokenizer import Tokenizer
+
+    tok = Tokenizer.from_file(path)
+    model = tok.model
+    if not isinstance(model, BPEModel):
+        raise TokcolumnarError(f"--extend {path}: a {getattr(model, 'hf_type', '?')} model "
+                               "cannot be extended from a tokenizer.json (BPE can)")
+    if sorted(model.vocab.values()) != list(range(len(model.vocab))):
+        raise TokcolumnarError(f"--extend {path}: its vocabulary's ids are not "
+                               f"0..{len(model.vocab) - 1}")
+    tokens = [""] * len(model.vocab)
+    for t, i in model.vocab.items():
+        tokens[i] = t
+    prefix, suffix = model.continuing_subword_prefix, model.end_of_word_suffix
+    rows = []
+    for rank, (a, b) in enumerate(model.merges):
+        joined = a + (b[len(prefix):] if prefix and b.startswith(prefix) else b)
+        rows.append((rank, a, b, joined, model.vocab.get(a, -1), model.vocab.get(b, -1),
+                     model.vocab.get(joined, -1)))
+    merges = pl.DataFrame(rows, schema={"rank": pl.UInt32, "left": pl.String,
+                                        "right": pl.String, "token": pl.String,
+                                        "left_id": pl.Int64, "right_id": pl.Int64,
+                                        "id": pl.Int64}, orient="row")
+    merges = merges.with_columns(pl.lit(0, dtype=pl.UInt64).alias("count"),
+                                 pl.lit(None, dtype=pl.Float64).alias("score"),
+                                 pl.lit(0, dtype=pl.UInt64).alias("words"))
+    made = set(merges.get_column("id").to_list())
+    added = [t.content for t in sorted(tok.added_tokens, key=lambda t: t.id)
+             if model.vocab.get(t.content) == t.id]
+
+    def kind(i: int, t: str) -> str:
+        if t in added:
+            return "special"
+        if i in made:
+            return "merge"
+        core = t[len(prefix):] if prefix and t.startswith(prefix) else t
+        core = core[:-len(suffix)] if suffix and core.endswith(suffix) else core
+        return "merge" if len(core) != 1 else "alphabet" if core == t else "variant"
+
+    settings: dict[str, Any] = {
+        "model": "bpe", "special_tokens": added, "continuing_subword_prefix": prefix,
+        "end_of_word_suffix": suffix, "tie_break": "id", "min_frequency": 0,
+        "unk_token": model.unk_token if model.unk_token in added else None}
+    settings.update(_named(tok.pre_tokenizer, [({"pre_tokenizer": n}, build_pretokenizer(n))
+                                               for n in PRETOKENIZER_NAMES],
+                           "pre-tokenizer", path))
+    settings.update(_named(tok.normalizer, [
+        ({"normalizer": n, "lowercase": lc}, build_normalizer(n, lc))
+        for n in NORMALIZER_NAMES for lc in (False, True)], "normalizer", path))
+    byte_level = settings["pre_tokenizer"] == "byte-level"
+    settings["initial_alphabet"] = (list(BYTE_ALPHABET) if byte_level
+                                    and all(c in model.vocab for c in BYTE_ALPHABET) else [])
+    base = Base(str(path), settings, tokens, [kind(i, t) for i, t in enumerate(tokens)], merges)
+    check_base(base)
+    return base
+
+
+def base_tokenizer(path: str) -> Any:
+    """The base's tokenizer (its normalizer, pre-tokenizer, decoder, post-processor and added
+    tokens are the extension's)."""
+    from ..tokenizer import Tokenizer
+
+    return Tokenizer.load(path)
+
+
+def extended_tokenizer(cfg: TrainConfig, ids: dict[str, int],
+                       merges: list[tuple[str, str]]) -> Any:
+    """The extension's tokenizer: the base's, with the extended vocabulary and merges."""
+    from ..tokenizer import Tokenizer
+
+    assert cfg.extend is not None
+    base = base_tokenizer(cfg.extend)
+    model = base.model
+    assert isinstance(model, BPEModel)
+    new = BPEModel(ids, merges, model.continuing_subword_prefix, model.end_of_word_suffix,
+                   model.end_of_word_token, model.unk_token)
+    return Tokenizer(new, base.normalizer, base.pre_tokenizer, base.decoder,
+                     base.post_processor, base.added_tokens)
 
 
 def check_base(base: Base) -> None:
@@ -158,13 +260,17 @@ def extend_options(extend: str | Path, options: dict[str, Any]) -> dict[str, Any
     out = {k: v for k, v in settings.items() if k not in FREE}
     out.update({k: v for k, v in options.items() if (k in FREE or k in LOOP) and v is not None})
     out["extend"] = str(extend)
+    # (--preset subword-nmt reads --vocab-size as a number of merges, as subword-nmt's -s)
+    merges_only = settings.get("preset") == "subword-nmt"
+    have = base.merges.height if merges_only else len(base.tokens)
+    what = "merges" if merges_only else "tokens"
     size = out.get("vocab_size")
     if size is None:
         raise TokcolumnarValueError(f"--extend needs --vocab-size above the base's "
-                                    f"{len(base.tokens):,} tokens")
-    if isinstance(size, int) and not isinstance(size, bool) and size <= len(base.tokens):
+                                    f"{have:,} {what}")
+    if isinstance(size, int) and not isinstance(size, bool) and size <= have:
         raise TokcolumnarValueError(f"--vocab-size {size} is not above the base's "
-                                    f"{len(base.tokens):,} tokens ({base.path})")
+                                    f"{have:,} {what} ({base.path})")
     if out.get("engine", "polars") != "polars":
         raise TokcolumnarValueError(f"--extend runs on the Polars engine only (got --engine "
                                     f"{out['engine']})")
