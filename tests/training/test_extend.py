@@ -7,6 +7,8 @@ encodes as we do."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -232,3 +234,55 @@ def test_out_may_not_be_the_base(tmp_path):
               force=True)
     assert (tmp_path / "base" / "merges.parquet").read_bytes() == before
 
+
+
+def _hf_byte_level(text: Path, vocab_size: int, path: Path) -> dict:
+    from tokenizers import ByteLevelBPETokenizer
+
+    tok = ByteLevelBPETokenizer()
+    tok.train([str(text)], vocab_size=vocab_size, min_frequency=2,
+              special_tokens=["<|endoftext|>"], show_progress=False)
+    tok.save(str(path))
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("sizes", tiered([("small", 2000, 4000), ("medium", 8000, 16000)],
+                                         lambda s: s[0] == "small"))
+def test_hf_english_base_extended_with_chinese(tmp_path, sizes):
+    """An HF-trained byte-level BPE on English, extended with Chinese: the base's ids and
+    merges stay, its normalizer, pre-tokenizer, decoder, post-processor and added tokens too;
+    HF encodes every held-apart line to our ids; `compare` reports more bytes per token on
+    Chinese (medium, 8k -> 16k: 1.00 -> 3.38 on one line in 50 of medium/zh.txt)."""
+    tier, k, n = sizes
+    en = corpus("small/en_shakespeare_500k.txt" if tier == "small" else "medium/en.txt")
+    zh = corpus("small/zh_hongloumeng_300k.txt" if tier == "small" else "medium/zh.txt")
+    if tier == "medium":  # the first 8 MB of the English corpus
+        with en.open("rb") as f:
+            (tmp_path / "en.txt").write_bytes(f.read(8_000_000))
+        en = tmp_path / "en.txt"
+    base = _hf_byte_level(en, k, tmp_path / "en.json")
+    lines = zh.read_text(encoding="utf-8").splitlines()
+    held = lines[::50]
+    (tmp_path / "zh.txt").write_text("\n".join(x for i, x in enumerate(lines) if i % 50) + "\n",
+                                     encoding="utf-8")
+    (tmp_path / "held.txt").write_text("\n".join(held) + "\n", encoding="utf-8")
+    out = tmp_path / "zh"
+    proc = run_cli("train", str(tmp_path / "zh.txt"), "--extend", str(tmp_path / "en.json"),
+                   "--vocab-size", str(n), "--out", str(out), "--quiet", timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    new = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
+    assert len(new["model"]["vocab"]) == n
+    assert all(new["model"]["vocab"][t] == i for t, i in base["model"]["vocab"].items())
+    assert new["model"]["merges"][:len(base["model"]["merges"])] == base["model"]["merges"]
+    for key in ("normalizer", "pre_tokenizer", "decoder", "post_processor", "added_tokens"):
+        assert new[key] == base[key], key
+    merges = pl.read_parquet(out / "merges.parquet")
+    assert merges.filter(pl.col("origin") == "base").height == len(base["model"]["merges"])
+    check_outputs_in_hf(out, held)
+    proc = run_cli("compare", str(tmp_path / "en.json"), str(out), "--text",
+                   str(tmp_path / "held.txt"), "--format", "csv", timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    before, after = (float(r["bytes_per_token"]) for r in rows)
+    assert after > 2 * before, (before, after)
