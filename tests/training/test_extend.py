@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
 from pathlib import Path
 
 import polars as pl
@@ -286,3 +287,31 @@ def test_hf_english_base_extended_with_chinese(tmp_path, sizes):
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     before, after = (float(r["bytes_per_token"]) for r in rows)
     assert after > 2 * before, (before, after)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("new,point", tiered(
+    [("small/en_botchan.txt", "merge:3"), ("small/en_botchan.txt", "merge:120"),
+     ("small/en_shakespeare_500k.txt", "merge:3")],
+    lambda v: v[1] == "merge:3", multi=True))
+def test_extension_killed_then_resumed(tmp_path, new, point):
+    """--resume continues an extension where its checkpoint left it: while the base's merges
+    are replayed (pass 3), after them (pass 120: the replay takes 79 passes), and on the
+    rebuilt path."""
+    text = corpus(new)
+    train(str(corpus("small/en_botchan.txt")), out_dir=tmp_path / "base", vocab_size=600)
+    args = ["train", str(text), "--extend", str(tmp_path / "base"), "--vocab-size", "1400",
+            "--quiet", "--checkpoint-every", "0"]
+    proc = run_cli(*args, "--out", str(tmp_path / "whole"))
+    assert proc.returncode == 0, proc.stderr
+    killed = run_cli(*args, "--out", str(tmp_path / "out"), env={"TOKCOLUMNAR_TEST_KILL": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    resumed = run_cli(*args, "--out", str(tmp_path / "out"), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    whole, out = tmp_path / "whole", tmp_path / "out"
+    assert {p.name for p in whole.iterdir()} == {p.name for p in out.iterdir()}
+    for p in whole.iterdir():
+        if p.name in TABLES:
+            assert pl.read_parquet(p).equals(pl.read_parquet(out / p.name)), p.name
+        elif p.name != "run.json":
+            assert p.read_bytes() == (out / p.name).read_bytes(), p.name

@@ -298,9 +298,10 @@ def _matches(trainer: Trainer, base: pl.DataFrame) -> bool:
 
 
 def _replay(trainer: Trainer, base: Base, checkpoint: MergeCheckpoint | None,
-            resumed: bool) -> None:
-    """Run the loop up to the base's merge count, checking every merge (raises Diverged)."""
-    limit = trainer.settings.max_merges
+            resumed: bool, limit: int | None) -> None:
+    """Run the loop up to the base's merge count, checking every merge (raises Diverged);
+    then let it run to `limit` merges (--max-merges). The limit is set on the trainer for the
+    replay, and checkpointed with it: a resumed replay gets the run's limit again here."""
     k = base.merges.height
     trainer.settings.max_merges = k if limit is None else min(k, limit)
 
@@ -410,8 +411,9 @@ def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
                 trainer.extend_mode = "replay"  # type: ignore[union-attr]
             try:
                 if len(_record(trainer).left) < k:
-                    _replay(trainer, base, checkpoint, resumed=resumed)
+                    _replay(trainer, base, checkpoint, resumed, cfg.max_merges)
                     resumed = True
+                trainer.settings.max_merges = cfg.max_merges
             except Diverged:
                 mode, trainer = "rebuild", None
     if mode == "rebuild":
