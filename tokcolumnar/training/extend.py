@@ -36,7 +36,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..models.bpe import BPEModel
-from ..presets import flag
+from ..presets import _show
 from ..progress import StageTimer
 from .bpe import BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
@@ -255,8 +255,9 @@ def extend_options(extend: str | Path, options: dict[str, Any]) -> dict[str, Any
             continue  # TrainConfig refuses it
         if not _same(name, value, settings.get(name)):
             raise TokcolumnarValueError(
-                f"{flag(name)} {value!r} contradicts the base's {settings.get(name)!r} "
-                f"(--extend keeps the base's tokenizer; {base.path})")
+                f"{_show(name, value)} contradicts the base, which has "
+                f"{_show(name, settings.get(name))} (--extend keeps the base's tokenizer: "
+                f"{base.path})")
     out = {k: v for k, v in settings.items() if k not in FREE}
     out.update({k: v for k, v in options.items() if (k in FREE or k in LOOP) and v is not None})
     out["extend"] = str(extend)
