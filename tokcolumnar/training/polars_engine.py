@@ -91,7 +91,10 @@ def merge_loop(initial: Initial, cfg: TrainConfig, checkpoint: MergeCheckpoint |
     BPE and WordPiece with `--wordpiece-scoring frequency` (HF's WordPieceTrainer: BPE by pair
     count with the `##` prefix; the score column holds that count) run the BPE loop;
     likelihood WordPiece its own loop, whose merges also carry the two token counts each
-    score was computed from."""
+    score was computed from. `restored`: a trainer to continue (`resumed`, the default when
+    one is given) or to start."""
+    if resumed is None:
+        resumed = restored is not None
     tokens = initial.vocab.tokens
     if restored is not None:  # progress is not in the fingerprint: this run's choice
         restored.settings.show_progress = cfg.show_progress
