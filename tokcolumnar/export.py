@@ -33,6 +33,7 @@ from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
+from .training.extend import extended_tokenizer
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
     from .training.pipeline import TrainResult
@@ -65,8 +66,6 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
                                continuing_subword_prefix=prefix)
         decoder = WordPieceDecoder(prefix=prefix, cleanup=True)
     elif cfg.extend is not None:  # the base's tokenizer with the extended model
-        from .training.extend import extended_tokenizer
-
         return extended_tokenizer(cfg, ids, hf_merges(merges))
     else:
         model = BPEModel(ids, hf_merges(merges), cfg.continuing_subword_prefix,

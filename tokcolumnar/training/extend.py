@@ -38,6 +38,10 @@ from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..models.bpe import BPEModel
 from ..presets import _show
 from ..progress import StageTimer
+from ..text.bytelevel import BYTE_ALPHABET
+from ..text.normalizers import NORMALIZER_NAMES, build_normalizer
+from ..text.pretokenizers import PRETOKENIZER_NAMES, build_pretokenizer
+from ..tokenizer import Tokenizer
 from .bpe import BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
 from .polars_engine import initial_symbols, make_trainer, merge_loop
@@ -118,11 +122,6 @@ def load_hf_base(path: Path) -> Base:
     with the settings that count text as its normalizer and pre-tokenizer do. Its added
     tokens are the special tokens; a token no merge makes is a character (or a character
     with the model's prefix or suffix: a variant)."""
-    from ..text.bytelevel import BYTE_ALPHABET
-    from ..text.normalizers import NORMALIZER_NAMES, build_normalizer
-    from ..text.pretokenizers import PRETOKENIZER_NAMES, build_pretokenizer
-    from ..tokenizer import Tokenizer
-
     tok = Tokenizer.from_file(path)
     model = tok.model
     if not isinstance(model, BPEModel):
@@ -178,19 +177,15 @@ def load_hf_base(path: Path) -> Base:
     return base
 
 
-def base_tokenizer(path: str) -> Any:
+def base_tokenizer(path: str) -> Tokenizer:
     """The base's tokenizer (its normalizer, pre-tokenizer, decoder, post-processor and added
     tokens are the extension's)."""
-    from ..tokenizer import Tokenizer
-
     return Tokenizer.load(path)
 
 
 def extended_tokenizer(cfg: TrainConfig, ids: dict[str, int],
-                       merges: list[tuple[str, str]]) -> Any:
+                       merges: list[tuple[str, str]]) -> Tokenizer:
     """The extension's tokenizer: the base's, with the extended vocabulary and merges."""
-    from ..tokenizer import Tokenizer
-
     assert cfg.extend is not None
     base = base_tokenizer(cfg.extend)
     model = base.model

@@ -46,6 +46,7 @@ from ..text.pretokenizers import PreTokenizer
 from ..tokenizer import Tokenizer
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
+from .extend import extend_options, train_extended
 from .tables import TrainTables
 
 
@@ -231,9 +232,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     `extend` (a base tokenizer: one of our output directories) keeps the base's tokens, ids,
     merges and settings and continues its merges on the inputs (`training.extend`)."""
     extend = options.pop("extend", None)
-    if extend is not None:
-        from .extend import extend_options
-
+    if extend is not None:  # the base's settings with the options given
         options = extend_options(os.fspath(extend), options)
     cfg = resolve_config(options)
     limit = parse_size(memory_limit) if memory_limit is not None else default_limit()
@@ -348,7 +347,9 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved)
                       if limits.work is not None else None)
-        tables = engine.train(words, cfg, timer, checkpoint=checkpoint)
+        # --extend: the loop continues a base's (`extend`; Polars engine only)
+        tables = (train_extended(words, cfg, timer, checkpoint) if cfg.extend is not None
+                  else engine.train(words, cfg, timer, checkpoint=checkpoint))
         limits.wait_saved()
     finally:
         # an error of the loop: the save still ends before the work directory is kept or

@@ -39,10 +39,6 @@ class PolarsEngine:
               checkpoint: MergeCheckpoint | None = None) -> TrainTables:
         """Initial symbols, the merge loop of the model, and the result tables (`checkpoint`:
         the BPE loop's state saved as it runs, and restored when the run resumes)."""
-        if cfg.extend is not None:  # the loop continues a base's (`extend`)
-            from .extend import train_extended
-
-            return train_extended(words, cfg, timer, checkpoint)
         restored = checkpoint.restore() if checkpoint is not None else None
         with timer.stage("initial"):
             initial = restored[0] if restored is not None else initial_symbols(words, cfg)
