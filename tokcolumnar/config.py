@@ -58,7 +58,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 CASE_INSENSITIVE = ("pre_tokenizer", "normalizer")  # as the builders always read them
 TEXTS = ("end_of_word_suffix", "end_of_word_token", "continuing_subword_prefix", "unk_token",
-         "column", "pattern")
+         "column", "pattern", "extend")
 BOOLS = ("lowercase", "show_progress")
 STRING_LISTS = ("special_tokens", "variant_order")
 WORDPIECE_ONLY = ("min_score", "wordpiece_scoring")
@@ -105,6 +105,8 @@ class TrainConfig:
     # --pattern NAME|REGEX: byte-level BPE's pre-tokenization pattern (text/patterns.py; a
     # named pattern's regex is stored as its name)
     pattern: str | None = None
+    # --extend BASE: continue a base tokenizer's merges (`training.extend`)
+    extend: str | None = None
 
     def __post_init__(self) -> None:
         #: Whether the settings added the unknown token to the special tokens (not a field:

@@ -39,6 +39,7 @@ from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tiktoken_format import TIKTOKEN_FILE, tiktoken_ranks, tiktoken_record, tiktoken_text
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
+from .training.extend import extended_tokenizer
 from .unigram_export import sentencepiece_file, unigram_tokenizer
 from .version import package_version
 
@@ -103,6 +104,8 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
         model = WordPieceModel(ids, unk_token=cfg.unk_token or "[UNK]",
                                continuing_subword_prefix=prefix)
         decoder = WordPieceDecoder(prefix=prefix, cleanup=True)
+    elif cfg.extend is not None:  # the base's tokenizer with the extended model
+        return extended_tokenizer(cfg, ids, hf_merges(merges))
     else:
         model = BPEModel(ids, hf_merges(merges), cfg.continuing_subword_prefix,
                          cfg.end_of_word_suffix, cfg.end_of_word_token, cfg.unk_token)

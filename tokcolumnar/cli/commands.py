@@ -32,7 +32,8 @@ OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_t
 # (special_token_roles: merged from each --special-token-roles, in config_from_args)
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
+def given_options(args: argparse.Namespace) -> dict[str, object]:
+    """The training options given on the command line (as `train`'s keyword arguments)."""
     kw = {k: getattr(args, k) for k in OPTION_NAMES if getattr(args, k, None) is not None}
     if getattr(args, "initial_alphabet", None) is not None:
         kw["initial_alphabet"] = args.initial_alphabet
@@ -44,7 +45,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             for roles in args.special_token_roles for k, v in roles.items()}
     # the CLI shows progress off a terminal too (log lines), unless --quiet
     kw["show_progress"] = not getattr(args, "quiet", False)
-    return TrainConfig(**kw)
+    return kw
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(**given_options(args))
 
 
 def use_ray_address(args: argparse.Namespace) -> None:
@@ -62,13 +67,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise TokcolumnarError("give INPUT files or --from-counts words.parquet")
     if args.inputs and args.from_counts:
         raise TokcolumnarError("give either INPUT files or --from-counts, not both")
-    cfg = config_from_args(args)
+    # --extend: the base's settings, with the options given (`training.extend`)
+    options = ({"extend": args.extend, **given_options(args)} if args.extend is not None
+               else {"config": config_from_args(args)})
     use_ray_address(args)
     t0 = time.perf_counter()
     result = train(args.inputs or None, out_dir=args.out, from_counts=args.from_counts,
-                   force=args.force, config=cfg, memory_limit=args.memory_limit,
+                   force=args.force, memory_limit=args.memory_limit,
                    work_dir=args.work_dir, resume=args.resume,
-                   checkpoint_every=args.checkpoint_every)
+                   checkpoint_every=args.checkpoint_every, **options)
+    cfg = result.config
     if not args.quiet:
         segmenter = result.timings.get("count_segmenter")  # jieba / mecab's share
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "

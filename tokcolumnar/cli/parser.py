@@ -241,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--from-counts", default=None, metavar="words.parquet",
                    help="train on a words table written by `count` instead of INPUT files")
     t.add_argument("--force", action="store_true", help=FORCE_HELP)
+    t.add_argument("--extend", default=None, metavar="BASE",
+                   help="keep a base tokenizer (one of our output directories) and continue its "
+                   "merges on the inputs up to --vocab-size (docs/extend.md)")
     add_train_options(t)
     t.add_argument("--special-token-roles", type=special_token_roles, action="append",
                    default=None, metavar="ROLE=TOKEN,...",

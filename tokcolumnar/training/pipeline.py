@@ -49,6 +49,7 @@ from ..outputs import output_dir, writing
 from ..progress import StageTimer
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
+from .extend import extend_options, train_extended
 from .tables import TrainTables
 from .unigram_pipeline import unigram_tables
 
@@ -220,7 +221,13 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     count (spilled to `work_dir`) and is checked against the merge loop's need; `work_dir`
     (default `OUT.work` beside `out_dir`, else a temporary directory) holds the spilled runs
     and the checkpoints, written every `checkpoint_every` seconds; `resume` continues a killed
-    run with the same arguments from them (see `workdir`)."""
+    run with the same arguments from them (see `workdir`).
+
+    `extend` (a base tokenizer: one of our output directories) keeps the base's tokens, ids,
+    merges and settings and continues its merges on the inputs (`training.extend`)."""
+    extend = options.pop("extend", None)
+    if extend is not None:  # the base's settings with the options given
+        options = extend_options(os.fspath(extend), options)
     cfg = resolve_config(options)
     limit = parse_size(memory_limit) if memory_limit is not None else default_limit()
     check_checkpoint_every(checkpoint_every)
@@ -232,7 +239,8 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
                                        f"a Polars DataFrame, got {type(from_counts).__name__}")
     elif inputs is None:
         raise TokcolumnarError("no inputs given (pass files or --from-counts)")
-    read = [*input_list(inputs), *([from_counts] if isinstance(from_counts, (str, Path)) else [])]
+    read = [*input_list(inputs), *([from_counts] if isinstance(from_counts, (str, Path)) else []),
+            *([cfg.extend] if cfg.extend is not None else [])]
     if work_dir is None and out_dir is not None:
         work_dir = default_work_dir(out_dir)
     if resume and work_dir is None:
@@ -359,7 +367,9 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved)
                       if limits.work is not None else None)
-        tables = engine.train(words, cfg, timer, checkpoint=checkpoint)
+        # --extend: the loop continues a base's (`extend`; Polars engine only)
+        tables = (train_extended(words, cfg, timer, checkpoint) if cfg.extend is not None
+                  else engine.train(words, cfg, timer, checkpoint=checkpoint))
         limits.wait_saved()
     finally:
         # an error of the loop: the save still ends before the work directory is kept or

@@ -68,44 +68,56 @@ class PolarsEngine:
                                vocab_table(initial, merges))
 
 
-def initial_symbols(words: pl.DataFrame, cfg: TrainConfig) -> Initial:
+def initial_symbols(words: pl.DataFrame, cfg: TrainConfig, check: bool = True) -> Initial:
     """Ids and the flat layout of every word's initial symbols, checked against the vocab
-    size."""
+    size (unless not `check`)."""
     initial = build_initial(words, cfg.special_tokens, cfg.limit_alphabet, cfg.initial_alphabet,
                             cfg.continuing_subword_prefix, cfg.end_of_word_suffix,
                             cfg.end_of_word_token, cfg.variant_order)
-    check_vocab_size(cfg.vocab_size, len(initial.vocab))
+    if check:
+        check_vocab_size(cfg.vocab_size, len(initial.vocab))
     return initial
 
 
+def make_trainer(initial: Initial, cfg: TrainConfig) -> Trainer:
+    """The model's merge loop on `initial`, not started: likelihood WordPiece's, or the BPE
+    loop (BPE, and WordPiece scored by frequency)."""
+    if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
+        return LikelihoodTrainer(initial, WordPieceSettings(
+            vocab_size=cfg.vocab_size, prefix=cfg.continuing_subword_prefix,
+            min_frequency=cfg.min_frequency, max_merges=cfg.max_merges, min_score=cfg.min_score,
+            max_token_length=cfg.max_token_length, show_progress=cfg.show_progress))
+    return BpeTrainer(initial, BpeSettings(
+        vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
+        prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
+        max_merges=cfg.max_merges, show_progress=cfg.show_progress))
+
+
 def merge_loop(initial: Initial, cfg: TrainConfig, checkpoint: MergeCheckpoint | None = None,
-               restored: Trainer | None = None) -> pl.DataFrame:
+               restored: Trainer | None = None, resumed: bool | None = None) -> pl.DataFrame:
     """Run the model's merge loop on the layout (changing it in place); the merges table.
 
     BPE and WordPiece with `--wordpiece-scoring frequency` (HF's WordPieceTrainer: BPE by pair
     count with the `##` prefix; the score column holds that count) run the BPE loop;
     likelihood WordPiece its own loop, whose merges also carry the two token counts each
-    score was computed from."""
+    score was computed from. `restored`: a trainer to continue (`resumed`, the default when
+    one is given) or to start."""
+    if resumed is None:
+        resumed = restored is not None
     tokens = initial.vocab.tokens
     if restored is not None:  # progress is not in the fingerprint: this run's choice
         restored.settings.show_progress = cfg.show_progress
     if checkpoint is not None:
         checkpoint.watch(initial)
     if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
-        assert restored is None or isinstance(restored, LikelihoodTrainer)
-        likelihood = restored or LikelihoodTrainer(initial, WordPieceSettings(
-            vocab_size=cfg.vocab_size, prefix=cfg.continuing_subword_prefix,
-            min_frequency=cfg.min_frequency, max_merges=cfg.max_merges, min_score=cfg.min_score,
-            max_token_length=cfg.max_token_length, show_progress=cfg.show_progress))
-        record = likelihood.train(resumed=restored is not None, on_pass=checkpoint)
+        likelihood = restored or make_trainer(initial, cfg)
+        assert isinstance(likelihood, LikelihoodTrainer)
+        record = likelihood.train(resumed=resumed, on_pass=checkpoint)
         return merges_table(record, tokens, record.score).with_columns(
             pl.Series("left_count", np.asarray(record.left_count, dtype=np.uint64)),
             pl.Series("right_count", np.asarray(record.right_count, dtype=np.uint64)))
-    assert restored is None or isinstance(restored, BpeTrainer)
-    trainer = restored or BpeTrainer(initial, BpeSettings(
-        vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency, tie_break=cfg.tie_break,
-        prefix=cfg.continuing_subword_prefix, max_token_length=cfg.max_token_length,
-        max_merges=cfg.max_merges, show_progress=cfg.show_progress))
-    record = trainer.train(resumed=restored is not None, on_pass=checkpoint)
+    trainer = restored or make_trainer(initial, cfg)
+    assert isinstance(trainer, BpeTrainer)
+    record = trainer.train(resumed=resumed, on_pass=checkpoint)
     scores = np.asarray(record.count, dtype=np.float64) if cfg.model == "wordpiece" else None
     return merges_table(record, tokens, scores)
