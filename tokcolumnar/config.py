@@ -50,7 +50,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 CASE_INSENSITIVE = ("pre_tokenizer", "normalizer")  # as the builders always read them
 TEXTS = ("end_of_word_suffix", "end_of_word_token", "continuing_subword_prefix", "unk_token",
          "column")
-BOOLS = ("lowercase", "show_progress")
+BOOLS = ("lowercase", "show_progress", "byte_fallback")
 STRING_LISTS = ("special_tokens", "variant_order")
 WORDPIECE_ONLY = ("min_score", "wordpiece_scoring")
 
@@ -93,6 +93,9 @@ class TrainConfig:
     # `pad_token`), over the preset's (`presets.special_token_roles`): written to
     # tokenizer_config.json and special_tokens_map.json, no effect on training
     special_token_roles: dict[str, str] | None = None
+    # --model unigram: SentencePiece's byte fallback (the 256 `<0xNN>` pieces after the meta
+    # pieces; docs/unigram.md)
+    byte_fallback: bool | None = None
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -242,6 +245,8 @@ def apply_model_rules(cfg: TrainConfig) -> None:
                 raise TokcolumnarValueError(f"{flag(name)} applies to --model wordpiece only")
     elif cfg.model == "unigram":
         apply_unigram_rules(cfg)
+    if cfg.byte_fallback and cfg.model != "unigram":
+        raise TokcolumnarValueError("--byte-fallback applies to --model unigram only")
 
 
 # Options --model unigram does not have (SentencePiece's trainer has no equivalent), with the

@@ -34,7 +34,7 @@ from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
-from .unigram_export import sentencepiece_file, unigram_tokenizer
+from .unigram_export import normalizer_spec, sentencepiece_file, unigram_tokenizer
 from .version import package_version
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
@@ -280,6 +280,7 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
         pieces = result.vocab.filter(pl.col("kind") == "piece")
         (directory / "tokenizer.model").write_bytes(sentencepiece_file(
             pieces.get_column("token").to_list(), pieces.get_column("score").to_list(),
+            normalizer_spec(cfg.normalizer),
             byte_fallback=bool((result.vocab["kind"] == "byte").any())))
         written.append("tokenizer.model")
     elif "vocab.txt" not in skipped:

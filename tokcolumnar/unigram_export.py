@@ -26,8 +26,9 @@ from .models.sentencepiece_model import (
     unigram_model,
 )
 from .models.unigram import UnigramModel
+from .text.charsmap import nmt_nfkc_bytes
 from .text.decoders import ByteFallbackDecoder, MetaspaceDecoder, SequenceDecoder
-from .text.normalizers import Normalizer, Replace
+from .text.normalizers import Normalizer, Precompiled, Replace
 from .text.normalizers import Sequence as NormalizerSequence
 from .text.pretokenizers import Metaspace
 from .tokenizer import AddedToken, Tokenizer
@@ -62,6 +63,15 @@ def unigram_tokenizer(pieces: Sequence[str], scores: Sequence[float],
     return Tokenizer(model, normalizer, Metaspace(), decoder, None, added)
 
 
+def normalizer_spec(normalizer: str | None) -> NormalizerSpec:
+    """tokenizer.model's NormalizerSpec for `--normalizer`: `nmt_nfkc` with its char map
+    (what spm_train writes by default), else `identity` (SentencePiece then applies no rule;
+    the other --normalizer names have no SentencePiece equivalent)."""
+    if normalizer == "nmt_nfkc":
+        return NormalizerSpec(name="nmt_nfkc", precompiled_charsmap=nmt_nfkc_bytes())
+    return NormalizerSpec(name="identity")
+
+
 def sentencepiece_file(pieces: Sequence[str], scores: Sequence[float],
                        normalizer: NormalizerSpec | None = None,
                        byte_fallback: bool = False) -> bytes:
@@ -75,18 +85,19 @@ def sentencepiece_file(pieces: Sequence[str], scores: Sequence[float],
 def tokenizer_from_sentencepiece(data: bytes) -> Tokenizer:
     """The tokenizer of a SentencePiece Unigram `.model` (ours or spm_train's) that encodes as
     `SentencePieceProcessor`: NORMAL pieces with their scores, UNKNOWN / CONTROL pieces as
-    special tokens, BYTE pieces for byte fallback. Refused: other model types, user-defined
-    pieces, and a normalization rule other than `identity` (a compiled char map such as
-    `nmt_nfkc`'s, which our normalizers cannot apply yet)."""
+    special tokens, BYTE pieces for byte fallback, the normalization rule's compiled char map
+    (`nmt_nfkc` ...) as a `Precompiled` normalizer. Refused: other model types, user-defined
+    pieces, a named rule without its char map."""
     model = SentencePieceModel.from_bytes(data)
     if model.model_type != UNIGRAM:
         raise TokcolumnarValueError("SentencePiece model: only Unigram models (model_type 1) "
                                     f"can be read, this one has model_type {model.model_type}")
     spec = model.normalizer
-    if spec.precompiled_charsmap or spec.name not in ("identity", ""):
+    if not spec.precompiled_charsmap and spec.name not in ("identity", ""):
         raise TokcolumnarValueError(
-            f"SentencePiece model: its normalization rule {spec.name!r} (a compiled char map) "
-            "is not supported; train with normalization_rule_name=identity")
+            f"SentencePiece model: its normalization rule {spec.name!r} has no compiled char "
+            "map in the file")
+    before = Precompiled(spec.precompiled_charsmap) if spec.precompiled_charsmap else None
     if not (spec.add_dummy_prefix and spec.remove_extra_whitespaces
             and spec.escape_whitespaces):
         raise TokcolumnarValueError("SentencePiece model: only the default whitespace handling "
@@ -110,4 +121,4 @@ def tokenizer_from_sentencepiece(data: bytes) -> Tokenizer:
         raise TokcolumnarValueError("SentencePiece model: the 256 byte pieces must follow the "
                                     "meta pieces in order")
     return unigram_tokenizer([p.piece for p in rest], [p.score for p in rest], special,
-                             byte_fallback=byte_fallback)
+                             before, byte_fallback=byte_fallback)

@@ -101,8 +101,23 @@ def test_read_spm_model_as_tokenizer(byte_fallback: bool) -> None:
             assert tok.decode(ids) == sp.decode(ids)
 
 
-def test_nmt_nfkc_model_is_refused() -> None:
+def test_read_nmt_nfkc_model_as_tokenizer() -> None:
+    """spm_train's default rule: its compiled char map becomes a `Precompiled` normalizer, and
+    the tokenizer encodes as SentencePieceProcessor (full-width forms, ligatures, other
+    spaces and control characters included)."""
     from tokcolumnar.unigram_export import tokenizer_from_sentencepiece
 
-    with pytest.raises(TokcolumnarValueError, match="normalization rule 'nmt_nfkc'"):
-        tokenizer_from_sentencepiece(spm_model(LINES, 38))
+    data = spm_model(LINES, 38)
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    texts = LINES + HELD + ["ｔｈｅ　ｑｕｉｃｋ ﬁx", "\tlazy\u00a0dog\x07", "①②"]
+    got = tokenizer_from_sentencepiece(data).encode_ids(texts)["ids"].to_list()
+    assert got == [sp.encode(line) for line in texts]
+
+
+def test_named_rule_without_charsmap_is_refused() -> None:
+    from tokcolumnar.unigram_export import tokenizer_from_sentencepiece
+
+    model = spmodel.SentencePieceModel.from_bytes(spm_model(LINES, 38))
+    model.normalizer.precompiled_charsmap = b""
+    with pytest.raises(TokcolumnarValueError, match="rule 'nmt_nfkc' has no compiled char map"):
+        tokenizer_from_sentencepiece(model.to_bytes())
