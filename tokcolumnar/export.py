@@ -34,7 +34,7 @@ from .text.postprocessors import bert_template
 from .text.pretokenizers import PreTokenizer
 from .text.segmenters import Segmenter
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
-from .unigram_export import normalizer_spec, sentencepiece_file, unigram_tokenizer
+from .unigram_export import normalizer_spec, sentencepiece_file, unigram_parts
 from .version import package_version
 
 if TYPE_CHECKING:  # the run being exported (the pipeline imports this module)
@@ -63,9 +63,9 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
         normalizer, _ = cfg.text_components()
         meta = vocab.filter(pl.col("kind") == "special").get_column("token").to_list()
         pieces = vocab.filter(pl.col("kind") == "piece")
-        return unigram_tokenizer(pieces.get_column("token").to_list(),
-                                 pieces.get_column("score").to_list(), meta, normalizer,
-                                 byte_fallback=bool((vocab["kind"] == "byte").any()))
+        return Tokenizer.from_unigram(unigram_parts(
+            pieces.get_column("token").to_list(), pieces.get_column("score").to_list(), meta,
+            normalizer, byte_fallback=bool((vocab["kind"] == "byte").any())))
     ids = dict(zip(vocab.get_column("token").to_list(), vocab.get_column("id").to_list()))
     model: Model
     decoder: Decoder | None
