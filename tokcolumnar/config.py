@@ -247,6 +247,8 @@ def apply_model_rules(cfg: TrainConfig) -> None:
         apply_unigram_rules(cfg)
     if cfg.byte_fallback and cfg.model != "unigram":
         raise TokcolumnarValueError("--byte-fallback applies to --model unigram only")
+    if cfg.normalizer == "nmt_nfkc" and cfg.engine == "duckdb":  # no SQL twin of the char map
+        raise TokcolumnarValueError("--normalizer nmt_nfkc runs on the Polars engine only")
 
 
 # Options --model unigram does not have (SentencePiece's trainer has no equivalent), with the

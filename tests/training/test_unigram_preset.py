@@ -93,7 +93,9 @@ def test_options_as_spm_train(tmp_path: Path, args: list[str], options: dict) ->
     (["--byte-fallback"], "--byte-fallback applies to --model unigram only"),
     (["--preset", "sentencepiece", "--normalizer", "nfkc"],
      "--preset sentencepiece fixes --normalizer nmt_nfkc"),
-    (["--preset", "sentencepiece", "--model", "bpe"], "--preset sentencepiece fixes --model")])
+    (["--preset", "sentencepiece", "--model", "bpe"], "--preset sentencepiece fixes --model"),
+    pytest.param(["--normalizer", "nmt_nfkc", "--engine", "duckdb"],
+                 "nmt_nfkc runs on the Polars engine", marks=pytest.mark.duckdb)])
 def test_refusals(tmp_path: Path, args: list[str], needle: str) -> None:
     src = tmp_path / "in.txt"
     src.write_text("a b c\n", encoding="utf-8")
