@@ -59,7 +59,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 CASE_INSENSITIVE = ("pre_tokenizer", "normalizer")  # as the builders always read them
 TEXTS = ("end_of_word_suffix", "end_of_word_token", "continuing_subword_prefix", "unk_token",
          "column", "pattern", "extend")
-BOOLS = ("lowercase", "show_progress")
+BOOLS = ("lowercase", "show_progress", "byte_fallback")
 STRING_LISTS = ("special_tokens", "variant_order")
 WORDPIECE_ONLY = ("min_score", "wordpiece_scoring")
 
@@ -107,6 +107,9 @@ class TrainConfig:
     pattern: str | None = None
     # --extend BASE: continue a base tokenizer's merges (`training.extend`)
     extend: str | None = None
+    # --model unigram: SentencePiece's byte fallback (the 256 `<0xNN>` pieces after the meta
+    # pieces; docs/unigram.md)
+    byte_fallback: bool | None = None
 
     def __post_init__(self) -> None:
         #: Whether the settings added the unknown token to the special tokens (not a field:
@@ -368,6 +371,10 @@ def apply_model_rules(cfg: TrainConfig) -> None:
                 raise TokcolumnarValueError(f"{flag(name)} applies to --model wordpiece only")
     elif cfg.model == "unigram":
         apply_unigram_rules(cfg)
+    if cfg.byte_fallback and cfg.model != "unigram":
+        raise TokcolumnarValueError("--byte-fallback applies to --model unigram only")
+    if cfg.normalizer == "nmt_nfkc" and cfg.engine == "duckdb":  # no SQL twin of the char map
+        raise TokcolumnarValueError("--normalizer nmt_nfkc runs on the Polars engine only")
 
 
 # Options --model unigram does not have (SentencePiece's trainer has no equivalent), with the

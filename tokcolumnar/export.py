@@ -40,7 +40,7 @@ from .text.segmenters import Segmenter
 from .tiktoken_format import TIKTOKEN_FILE, tiktoken_ranks, tiktoken_record, tiktoken_text
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
 from .training.extend import extended_tokenizer
-from .unigram_export import sentencepiece_file, unigram_tokenizer
+from .unigram_export import normalizer_spec, sentencepiece_file, unigram_parts
 from .version import package_version
 
 # A token the line-based side files cannot hold exactly. merges.txt and codes.txt lines are
@@ -93,9 +93,9 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
         normalizer, _ = cfg.text_components()
         meta = vocab.filter(pl.col("kind") == "special").get_column("token").to_list()
         pieces = vocab.filter(pl.col("kind") == "piece")
-        return unigram_tokenizer(pieces.get_column("token").to_list(),
-                                 pieces.get_column("score").to_list(), meta, normalizer,
-                                 byte_fallback=bool((vocab["kind"] == "byte").any()))
+        return Tokenizer.from_unigram(unigram_parts(
+            pieces.get_column("token").to_list(), pieces.get_column("score").to_list(), meta,
+            normalizer, byte_fallback=bool((vocab["kind"] == "byte").any())))
     ids = dict(zip(vocab.get_column("token").to_list(), vocab.get_column("id").to_list()))
     model: Model
     decoder: Decoder | None
@@ -313,6 +313,7 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
         pieces = result.vocab.filter(pl.col("kind") == "piece")
         (directory / "tokenizer.model").write_bytes(sentencepiece_file(
             pieces.get_column("token").to_list(), pieces.get_column("score").to_list(),
+            normalizer_spec(cfg.normalizer),
             byte_fallback=bool((result.vocab["kind"] == "byte").any())))
         written.append("tokenizer.model")
     elif "vocab.txt" not in skipped:

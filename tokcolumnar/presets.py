@@ -1,5 +1,5 @@
-"""The presets: the reference configurations `--preset gpt2|bert|subword-nmt` (and the word
-segmenting BERTs `bert-zh-wwm`, `bert-ja`) stand for
+"""The presets: the reference configurations `--preset gpt2|bert|subword-nmt|sentencepiece`
+(and the word segmenting BERTs `bert-zh-wwm`, `bert-ja`) stand for
 (docs/architecture.md, "Presets"). A preset *fixes* some options — a different value given by
 the user is refused, naming both — and gives *defaults* to others, which the user may
 replace. `config.apply_preset` applies them to a `TrainConfig`."""
@@ -56,6 +56,12 @@ PRESET_RULES: dict[str, Preset] = {
         defaults={"cjk_split": "words", "vocab_size": 32768, "limit_alphabet": 7012,
                   "continuing_subword_prefix": "##", "special_tokens": BERT_SPECIAL_TOKENS,
                   "unk_token": "[UNK]"}),
+    # spm_train --model_type=unigram with its defaults (docs/unigram.md): the nmt_nfkc rule,
+    # its whitespace handling (the metaspace pre-tokenizer), 8,000 pieces, max piece length 16
+    "sentencepiece": Preset(
+        fixed={"model": "unigram", "pre_tokenizer": "metaspace", "normalizer": "nmt_nfkc",
+               "lowercase": False},
+        defaults={"vocab_size": 8000}),
 }
 # today's byte-level BPE LLMs: gpt4, gpt4o, llama3, qwen2 (llm_presets.py)
 PRESET_RULES.update({name: Preset(fixed, defaults)

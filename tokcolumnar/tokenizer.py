@@ -67,6 +67,7 @@ from .text.pretokenizers import (
 )
 from .text.segmenters import SEGMENTER_NAMES, build_segmenter
 from .tiktoken_format import merges_of_ranks, parse_special_tokens, read_tiktoken, to_tiktoken
+from .unigram_export import UnigramParts, sentencepiece_parts
 
 ENCODE_BATCH_ROWS = 100_000  # rows per batch of encode_column (bounds its working memory)
 
@@ -250,9 +251,38 @@ class Tokenizer:
         return cls._load(found[0], run_settings(directory / "run.json"))
 
     @classmethod
+    def from_unigram(cls, parts: UnigramParts) -> Tokenizer:
+        """A Unigram tokenizer from its parts (`unigram_export`): its special tokens first."""
+        added = [AddedToken(m, i, special=True) for i, m in enumerate(parts.special)]
+        return cls(parts.model, parts.normalizer, parts.pre_tokenizer, parts.decoder, None,
+                   added)
+
+    @classmethod
+    def from_sentencepiece(cls, source: str | Path | bytes) -> Tokenizer:
+        """A SentencePiece Unigram `.model` (a path or its bytes; spm_train's or ours) as a
+        tokenizer that encodes as `SentencePieceProcessor` (`unigram_export.
+        sentencepiece_parts`)."""
+        if isinstance(source, bytes):
+            return cls.from_unigram(sentencepiece_parts(source))
+        path = Path(source)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise TokcolumnarError(f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            return cls.from_unigram(sentencepiece_parts(data))
+        except TokcolumnarError as e:
+            raise type(e)(f"{path}: {e}") from None
+
+    @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
-        """A training directory (`from_dir`) or a tokenizer.json file (`from_file`)."""
-        return cls.from_dir(path) if Path(path).is_dir() else cls.from_file(path)
+        """A training directory (`from_dir`), a SentencePiece `.model` file
+        (`from_sentencepiece`) or a tokenizer.json file (`from_file`)."""
+        if Path(path).is_dir():
+            return cls.from_dir(path)
+        if Path(path).suffix == ".model":
+            return cls.from_sentencepiece(path)
+        return cls.from_file(path)
 
     def to_dict(self) -> dict[str, Any]:
         """The `tokenizer.json` object (HF's format; the one serialisation of a tokenizer)."""

@@ -1,5 +1,7 @@
-"""A trained Unigram model as files: the `Tokenizer` (and so `tokenizer.json`) that encodes as
-SentencePiece encodes with the same pieces, and SentencePiece's own `tokenizer.model`.
+"""A trained Unigram model as files: the parts of the `Tokenizer` (and so `tokenizer.json`)
+that encodes as SentencePiece encodes with the same pieces (`Tokenizer.from_unigram` assembles
+them: this module does not import the tokenizer, which loads `.model` files through it), and
+SentencePiece's own `tokenizer.model`.
 
 The tokenizer: SentencePiece's whitespace handling (`remove_extra_whitespaces`: spaces at both
 ends dropped, runs of spaces collapsed; only U+0020) as `Replace` normalizers, `Metaspace`
@@ -12,6 +14,7 @@ decoder. docs/unigram.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .errors import TokcolumnarValueError
 from .models.sentencepiece_model import (
@@ -26,11 +29,11 @@ from .models.sentencepiece_model import (
     unigram_model,
 )
 from .models.unigram import UnigramModel
+from .text.charsmap import nmt_nfkc_bytes
 from .text.decoders import ByteFallbackDecoder, MetaspaceDecoder, SequenceDecoder
-from .text.normalizers import Normalizer, Replace
+from .text.normalizers import Normalizer, Precompiled, Replace
 from .text.normalizers import Sequence as NormalizerSequence
-from .text.pretokenizers import Metaspace
-from .tokenizer import AddedToken, Tokenizer
+from .text.pretokenizers import Metaspace, PreTokenizer
 
 META = ("<unk>", "<s>", "</s>")
 
@@ -40,9 +43,20 @@ def byte_pieces() -> list[str]:
     return [f"<0x{b:02X}>" for b in range(256)]
 
 
-def unigram_tokenizer(pieces: Sequence[str], scores: Sequence[float],
-                      meta: Sequence[str] = META, before: Normalizer | None = None,
-                      byte_fallback: bool = False) -> Tokenizer:
+@dataclass
+class UnigramParts:
+    """A Unigram tokenizer's components; `special`: the special tokens, ids 0, 1, ..."""
+
+    model: UnigramModel
+    normalizer: Normalizer
+    pre_tokenizer: PreTokenizer
+    decoder: object
+    special: list[str]
+
+
+def unigram_parts(pieces: Sequence[str], scores: Sequence[float],
+                  meta: Sequence[str] = META, before: Normalizer | None = None,
+                  byte_fallback: bool = False) -> UnigramParts:
     """The tokenizer of trained pieces (meta pieces not included) and their scores; `before`:
     the run's normalizer (`--normalizer`), applied before the whitespace handling. With
     `byte_fallback`, the 256 byte pieces follow the meta pieces (score 0, as SentencePiece's
@@ -56,10 +70,18 @@ def unigram_tokenizer(pieces: Sequence[str], scores: Sequence[float],
     parts: list[Normalizer] = [Replace("^ +|[ ▁]+$", "", regex=True),
                                Replace(" {2,}", " ", regex=True)]
     normalizer = NormalizerSequence(([before] if before is not None else []) + parts)
-    added = [AddedToken(m, i, special=True) for i, m in enumerate(meta)]
     decoder = (SequenceDecoder([ByteFallbackDecoder(), MetaspaceDecoder()]) if byte_fallback
                else MetaspaceDecoder())
-    return Tokenizer(model, normalizer, Metaspace(), decoder, None, added)
+    return UnigramParts(model, normalizer, Metaspace(), decoder, list(meta))
+
+
+def normalizer_spec(normalizer: str | None) -> NormalizerSpec:
+    """tokenizer.model's NormalizerSpec for `--normalizer`: `nmt_nfkc` with its char map
+    (what spm_train writes by default), else `identity` (SentencePiece then applies no rule;
+    the other --normalizer names have no SentencePiece equivalent)."""
+    if normalizer == "nmt_nfkc":
+        return NormalizerSpec(name="nmt_nfkc", precompiled_charsmap=nmt_nfkc_bytes())
+    return NormalizerSpec(name="identity")
 
 
 def sentencepiece_file(pieces: Sequence[str], scores: Sequence[float],
@@ -72,21 +94,22 @@ def sentencepiece_file(pieces: Sequence[str], scores: Sequence[float],
     return model.to_bytes()
 
 
-def tokenizer_from_sentencepiece(data: bytes) -> Tokenizer:
+def sentencepiece_parts(data: bytes) -> UnigramParts:
     """The tokenizer of a SentencePiece Unigram `.model` (ours or spm_train's) that encodes as
     `SentencePieceProcessor`: NORMAL pieces with their scores, UNKNOWN / CONTROL pieces as
-    special tokens, BYTE pieces for byte fallback. Refused: other model types, user-defined
-    pieces, and a normalization rule other than `identity` (a compiled char map such as
-    `nmt_nfkc`'s, which our normalizers cannot apply yet)."""
+    special tokens, BYTE pieces for byte fallback, the normalization rule's compiled char map
+    (`nmt_nfkc` ...) as a `Precompiled` normalizer. Refused: other model types, user-defined
+    pieces, a named rule without its char map."""
     model = SentencePieceModel.from_bytes(data)
     if model.model_type != UNIGRAM:
         raise TokcolumnarValueError("SentencePiece model: only Unigram models (model_type 1) "
                                     f"can be read, this one has model_type {model.model_type}")
     spec = model.normalizer
-    if spec.precompiled_charsmap or spec.name not in ("identity", ""):
+    if not spec.precompiled_charsmap and spec.name not in ("identity", ""):
         raise TokcolumnarValueError(
-            f"SentencePiece model: its normalization rule {spec.name!r} (a compiled char map) "
-            "is not supported; train with normalization_rule_name=identity")
+            f"SentencePiece model: its normalization rule {spec.name!r} has no compiled char "
+            "map in the file")
+    before = Precompiled(spec.precompiled_charsmap) if spec.precompiled_charsmap else None
     if not (spec.add_dummy_prefix and spec.remove_extra_whitespaces
             and spec.escape_whitespaces):
         raise TokcolumnarValueError("SentencePiece model: only the default whitespace handling "
@@ -109,5 +132,5 @@ def tokenizer_from_sentencepiece(data: bytes) -> Tokenizer:
             != byte_pieces():
         raise TokcolumnarValueError("SentencePiece model: the 256 byte pieces must follow the "
                                     "meta pieces in order")
-    return unigram_tokenizer([p.piece for p in rest], [p.score for p in rest], special,
-                             byte_fallback=byte_fallback)
+    return unigram_parts([p.piece for p in rest], [p.score for p in rest], special, before,
+                         byte_fallback=byte_fallback)

@@ -15,6 +15,7 @@ from tests.support.corpora import corpus
 from tests.training.test_unigram import columnar
 from tokcolumnar.errors import TokcolumnarValueError
 from tokcolumnar.models import sentencepiece_model as spmodel
+from tokcolumnar.tokenizer import Tokenizer
 
 LINES = ["The quick brown fox jumps over the lazy dog.", "A quick brown dog!",
          "lazy foxes, lazy dogs", "over and over again", "the end"]
@@ -87,13 +88,11 @@ def test_held_out_lines_encode_as_spm() -> None:
 def test_read_spm_model_as_tokenizer(byte_fallback: bool) -> None:
     """spm_train's `.model` (identity rule) read as our tokenizer encodes and decodes as
     SentencePieceProcessor."""
-    from tokcolumnar.unigram_export import tokenizer_from_sentencepiece
-
     vocab = 38 + (256 if byte_fallback else 0)
     data = spm_model(LINES, vocab, normalization_rule_name="identity",
                      byte_fallback=byte_fallback)
     sp = spm.SentencePieceProcessor(model_proto=data)
-    tok = tokenizer_from_sentencepiece(data)
+    tok = Tokenizer.from_sentencepiece(data)
     got = tok.encode_ids(LINES + HELD)["ids"].to_list()
     assert got == [sp.encode(line) for line in LINES + HELD]
     for ids in got:
@@ -101,8 +100,48 @@ def test_read_spm_model_as_tokenizer(byte_fallback: bool) -> None:
             assert tok.decode(ids) == sp.decode(ids)
 
 
-def test_nmt_nfkc_model_is_refused() -> None:
-    from tokcolumnar.unigram_export import tokenizer_from_sentencepiece
+def test_read_nmt_nfkc_model_as_tokenizer() -> None:
+    """spm_train's default rule: its compiled char map becomes a `Precompiled` normalizer, and
+    the tokenizer encodes as SentencePieceProcessor (full-width forms, ligatures, other
+    spaces and control characters included)."""
+    data = spm_model(LINES, 38)
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    texts = LINES + HELD + ["ｔｈｅ　ｑｕｉｃｋ ﬁx", "\tlazy\u00a0dog\x07", "①②"]
+    got = Tokenizer.from_sentencepiece(data).encode_ids(texts)["ids"].to_list()
+    assert got == [sp.encode(line) for line in texts]
 
-    with pytest.raises(TokcolumnarValueError, match="normalization rule 'nmt_nfkc'"):
-        tokenizer_from_sentencepiece(spm_model(LINES, 38))
+
+def test_named_rule_without_charsmap_is_refused() -> None:
+    model = spmodel.SentencePieceModel.from_bytes(spm_model(LINES, 38))
+    model.normalizer.precompiled_charsmap = b""
+    with pytest.raises(TokcolumnarValueError, match="rule 'nmt_nfkc' has no compiled char map"):
+        Tokenizer.from_sentencepiece(model.to_bytes())
+
+
+def test_cli_encode_with_a_model_file(tmp_path: Path) -> None:
+    """`encode --tokenizer m.model`: spm_train's model (nmt_nfkc) read as a tokenizer, the ids
+    and tokens SentencePieceProcessor gives; a file that is no model is refused cleanly."""
+    import polars as pl
+
+    from tests.support.cli import assert_clean_error, run_cli
+
+    model = tmp_path / "m.model"
+    model.write_bytes(spm_model(LINES, 38))
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    texts = LINES + HELD + ["ｔｈｅ　ｑｕｉｃｋ ﬁx"]
+    src = tmp_path / "in.txt"
+    src.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    proc = run_cli("encode", str(src), "--tokenizer", str(model), "--out", str(out),
+                   "--columns", "ids,tokens")
+    assert proc.returncode == 0, proc.stderr
+    got = pl.read_parquet(out)
+    assert got["ids"].to_list() == sp.encode(texts)
+    # (an unknown piece is `<unk>`, as in HF; SentencePiece's pieces show the text it covers)
+    assert got["tokens"].to_list() == [[sp.id_to_piece(i) for i in ids]
+                                       for ids in sp.encode(texts)]
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"\x0a\x05abc")
+    proc = run_cli("encode", str(src), "--tokenizer", str(bad), "--out",
+                   str(tmp_path / "o2.parquet"))
+    assert_clean_error(proc, str(bad))

@@ -20,7 +20,7 @@ from tokcolumnar.errors import TokcolumnarValueError
 from tokcolumnar.models import model_from_hf
 from tokcolumnar.models.unigram import UnigramModel
 from tokcolumnar.tokenizer import Tokenizer
-from tokcolumnar.unigram_export import sentencepiece_file, unigram_tokenizer
+from tokcolumnar.unigram_export import sentencepiece_file, unigram_parts
 
 ALPHABET = "abcé文"
 BYTES = [f"<0x{b:02X}>" for b in range(256)]
@@ -78,7 +78,7 @@ HELD = ["the quick dog", "  brown   foxes jump ", "Über naïve café 漢字", "
 def test_tokenizer_json_encodes_as_hf_and_spm() -> None:
     trained = columnar(LINES, 39, 1)
     pieces, scores = [p for p, _ in trained], [s for _, s in trained]
-    tok = unigram_tokenizer(pieces, scores)
+    tok = Tokenizer.from_unigram(unigram_parts(pieces, scores))
     hf = HFTokenizer.from_str(tok.to_str())
     sp = spm.SentencePieceProcessor(model_proto=sentencepiece_file(pieces, scores))
     ours = Tokenizer.from_hf_dict(json.loads(tok.to_str()))
@@ -96,7 +96,7 @@ def test_held_out_lines_as_hf_and_spm() -> None:
     train, held = lines[:3000], lines[3000:]
     trained = columnar(train, 2000, 16)
     pieces, scores = [p for p, _ in trained], [s for _, s in trained]
-    tok = unigram_tokenizer(pieces, scores)
+    tok = Tokenizer.from_unigram(unigram_parts(pieces, scores))
     hf = HFTokenizer.from_str(tok.to_str())
     sp = spm.SentencePieceProcessor(model_proto=sentencepiece_file(pieces, scores))
     got = Tokenizer.from_hf_dict(json.loads(tok.to_str())).encode_ids(held)["ids"].to_list()
@@ -130,7 +130,7 @@ def test_byte_fallback_as_spm() -> None:
                                                 meta_pieces=3 + 256))
     assert list(zip(result.pieces, result.scores.tolist())) == expected
     pieces, scores = result.pieces, result.scores.tolist()
-    tok = unigram_tokenizer(pieces, scores, byte_fallback=True)
+    tok = Tokenizer.from_unigram(unigram_parts(pieces, scores, byte_fallback=True))
     hf = HFTokenizer.from_str(tok.to_str())
     sp = spm.SentencePieceProcessor(model_proto=sentencepiece_file(pieces, scores,
                                                                    byte_fallback=True))

@@ -23,6 +23,7 @@ from tests.support.hf_text import (
 )
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.text import normalizers as N
+from tokcolumnar.text.charsmap import nmt_nfkc_bytes
 
 
 def assert_same(ours, theirs, texts):
@@ -201,11 +202,14 @@ def test_build_by_name(name, lowercase):
         return
     hf = hfn.Sequence([]) if norm is None else None
     hf = {"nfc": hfn.NFC(), "nfkc": hfn.NFKC(), "nfd": hfn.NFD(), "nfkd": hfn.NFKD(),
-          "bert": hfn.BertNormalizer(lowercase=lowercase), "none": None}[name]
+          "bert": hfn.BertNormalizer(lowercase=lowercase), "none": None,
+          "nmt_nfkc": hfn.Precompiled(nmt_nfkc_bytes())}[name]
     if name != "bert" and lowercase:
         hf = hfn.Lowercase() if hf is None else hfn.Sequence([hf, hfn.Lowercase()])
     assert_same(norm, hf, ["Héllo WÖRLD ﬁ 中文 ΣΑΣ\x00"])
     assert norm.to_hf() == json.loads(hf.__getstate__())
+    if name == "nmt_nfkc":  # SentencePiece's default rule, as SentencePiece applies it
+        assert norm.apply(["ｶﾀｶﾅ ①"]) == ["カタカナ 1"]
 
 
 def test_bad_names_and_patterns():

@@ -157,3 +157,12 @@ def test_columnar_matches_sentencepiece_on_medium() -> None:
         text = [line.rstrip("\n") for _, line in zip(range(12_000), f)]
     expected = spm_unigram(text, 8000, num_threads=16, hard_vocab_limit=True)
     assert columnar(text, 8000, 16) == expected
+
+
+@given(st.lists(st.integers(0, (1 << 34)), max_size=300), st.sampled_from([1 << 8, 1 << 20,
+                                                                          1 << 34]))
+def test_stable_argsort_is_numpys(values: list[int], top: int) -> None:
+    """The radix passes give NumPy's stable permutation (ties keep their order), for keys of
+    up to 16 bits, up to 32 bits, and beyond (NumPy's own sort)."""
+    key = np.array([v % top for v in values], dtype=np.int64)
+    assert ug.stable_argsort(key).tolist() == np.argsort(key, kind="stable").tolist()

@@ -28,7 +28,7 @@ OPTION_NAMES = ["model", "vocab_size", "min_frequency", "special_tokens", "pre_t
                 "continuing_subword_prefix", "limit_alphabet", "max_token_length", "tie_break",
                 "preset", "engine", "max_merges", "min_score", "wordpiece_scoring",
                 "unk_token", "max_word_chars", "format", "column", "cjk_split", "max_words",
-                "pattern"]
+                "pattern", "byte_fallback"]
 # (special_token_roles: merged from each --special-token-roles, in config_from_args)
 
 

@@ -103,9 +103,13 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tie-break", choices=TIE_BREAKS, default=None,
                    help="BPE, among equal counts: smallest ids (id: HF's, default), greatest "
                    "strings (lexical-max: subword-nmt's) or first occurrence (first-seen)")
+    g.add_argument("--byte-fallback", action="store_true", default=None,
+                   help="--model unigram: SentencePiece's 256 byte pieces <0x00>..<0xFF>, "
+                   "which spell a character the pieces lack in its UTF-8 bytes")
     g.add_argument("--preset", choices=PRESETS, default=None,
                    help="a reference configuration (fixes some options, gives defaults to "
-                   "others): gpt2, bert, subword-nmt, or a word-segmenting BERT")
+                   "others): gpt2, bert, subword-nmt, sentencepiece (spm_train "
+                   "--model_type=unigram), or a word-segmenting BERT")
     g.add_argument("--engine", choices=ENGINES, default=None,
                    help="where to count and train (default polars; duckdb: the SQL twin; ray, "
                    "spark: count on a cluster)")

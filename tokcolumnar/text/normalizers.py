@@ -28,6 +28,8 @@ every input, with these documented exceptions, all due to HF's older Unicode tab
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -37,6 +39,7 @@ import polars as pl
 from ..buffers import string_parts, strings_from_parts, utf8_chars
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
+from .charsmap import charsmap_table, nmt_nfkc_bytes
 from .regex import check_regex, onig_to_rust, pattern_from_hf
 from .unicode_tables import (
     HF_CHINESE_CHARS,
@@ -345,6 +348,45 @@ class Sequence(Normalizer):
         return cls([n for n in (normalizer_from_hf(x) for x in parts) if n is not None])
 
 
+@dataclass(eq=False)
+class Precompiled(Normalizer):
+    """HF `Precompiled` / SentencePiece's compiled normalization rule (`nmt_nfkc` ...): the
+    char map's longest source string starting at each position is replaced, left to right,
+    as SentencePiece's normalizer does (`text.charsmap`). The map is the bytes of
+    `precompiled_charsmap` (base64 in tokenizer.json)."""
+
+    hf_type: ClassVar[str] = "Precompiled"
+    charsmap: bytes = b""
+
+    def __post_init__(self) -> None:
+        self._sources, self._targets = charsmap_table(self.charsmap)
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        if not self._sources:
+            return col
+        # leftmost-first with the longest sources first = SentencePiece's longest match
+        return col.str.replace_many(self._sources, self._targets, leftmost=True)
+
+    def to_hf(self) -> dict[str, Any]:
+        return {"type": self.hf_type,
+                "precompiled_charsmap": base64.b64encode(self.charsmap).decode("ascii")}
+
+    @classmethod
+    def from_hf_dict(cls, d: dict[str, Any]) -> Normalizer:
+        f = cls.fields(d)
+        raw = f.raw("precompiled_charsmap")
+        if raw is None:  # no rule (identity)
+            return cls(b"")
+        if not isinstance(raw, str):
+            raise TokcolumnarValueError("normalizer Precompiled: precompiled_charsmap must be "
+                                        "a base64 string")
+        try:
+            return cls(base64.b64decode(raw, validate=True))
+        except binascii.Error:
+            raise TokcolumnarValueError("normalizer Precompiled: precompiled_charsmap is not "
+                                        "base64") from None
+
+
 def normalizer_from_hf(d: Any) -> Normalizer | None:
     """Build a normalizer from its `tokenizer.json` object (None stays None); an unsupported
     type or a mistyped field is refused."""
@@ -357,14 +399,15 @@ def normalizer_from_hf(d: Any) -> Normalizer | None:
     return cls.from_hf_dict(d)
 
 
-NORMALIZER_NAMES = ("none", "nfc", "nfkc", "nfd", "nfkd", "bert")
+NORMALIZER_NAMES = ("none", "nfc", "nfkc", "nfd", "nfkd", "bert", "nmt_nfkc")
 
 
 def build_normalizer(name: str | None, lowercase: bool = False) -> Normalizer | None:
     """The normalizer for a CLI name (`--normalizer`) plus the `--lowercase` flag.
 
     `bert` is HF's `BertNormalizer(lowercase=lowercase)` (which also strips accents when it
-    lowercases, as HF's default does); the others are followed by `Lowercase` when asked."""
+    lowercases, as HF's default does); `nmt_nfkc` is SentencePiece's default rule (a
+    `Precompiled` char map); the others are followed by `Lowercase` when asked."""
     parts: list[Normalizer] = []
     simple = {"nfc": NFC, "nfkc": NFKC, "nfd": NFD, "nfkd": NFKD}
     name = (name or "none").lower()
@@ -373,6 +416,8 @@ def build_normalizer(name: str | None, lowercase: bool = False) -> Normalizer | 
     elif name == "bert":
         parts.append(BertNormalizer(lowercase=lowercase))
         lowercase = False
+    elif name == "nmt_nfkc":  # SentencePiece's default rule, its compiled char map
+        parts.append(Precompiled(nmt_nfkc_bytes()))
     elif name != "none":
         raise TokcolumnarValueError(f"unknown normalizer {name!r} (choose from "
                                     f"{', '.join(NORMALIZER_NAMES)})")
