@@ -132,20 +132,26 @@ class QueueEntries:
             self.compact()
 
     def compact(self) -> None:
-        """Rewrite every base holding dead entries' positions without them."""
+        """Rewrite every base holding dead entries' positions without them.
+
+        A base's slices tile its positions in entry order (`add_base` takes ascending
+        bounds, and a compacted base keeps them so), so the positions kept are a boolean
+        mask, each entry's flag repeated over its slice: 1 byte per position of the base
+        for a moment. (An int64 index of the kept positions, built before, took 16 bytes per
+        position at once: compacting the initial base of 20M pair occurrences of Chinese
+        put ~320 MB on the loop's peak.)"""
         for base, dead_size in enumerate(self.dead_in_base):
             if not dead_size:
                 continue
             starts, ends = self.starts[base], self.ends[base]
+            dead = self.dead[base]
+            keep = np.repeat(~dead, ends - starts)
+            self.positions_of_base[base] = self.positions_of_base[base][keep]
+            del keep
             # the new slice lengths: 0 for dead entries; new bounds are their running sums
-            lengths = np.where(self.dead[base], 0, ends - starts).astype(np.int64)
+            lengths = np.where(dead, 0, ends - starts).astype(np.int64)
             new_ends = np.cumsum(lengths)
             new_starts = new_ends - lengths
-            kept = np.flatnonzero(lengths)
-            # each kept position's old offset: its slice's old start + its rank in the slice
-            source = np.arange(int(new_ends[-1]) if new_ends.size else 0, dtype=np.int64)
-            source += np.repeat(starts[kept] - new_starts[kept], lengths[kept])
-            self.positions_of_base[base] = self.positions_of_base[base][source]
             self.starts[base] = new_starts.astype(np.int32)
             self.ends[base] = new_ends.astype(np.int32)
             self.dead_in_base[base] = 0
