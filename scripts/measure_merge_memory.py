@@ -102,7 +102,8 @@ class Breakdown:
             "entry_positions_mb": entries.nbytes / 1e6,
             "pair_counts": len(trainer.pair_counts),
             "pair_table_mb": trainer.pair_counts.nbytes / 1e6,
-            "cold_mb": sum(a.nbytes for part in trainer.cold for a in part) / 1e6,
+            "cold_mb": sum(a.nbytes for part in trainer.cold for a in part
+                           if hasattr(a, "nbytes")) / 1e6,
             "queue": len(trainer.heap), "entries_of_pair": len(trainer.entries_of_pair),
             "bases": len(entries.keys)}
 
