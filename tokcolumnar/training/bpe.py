@@ -605,9 +605,11 @@ class BpeTrainer:
                     pos, member = pos[:n_keep], member[:n_keep]
             # 4. the new tokens, in merge order
             tokens_before = len(vocab)
-            lefts = np.empty(len(batch), dtype=np.int64)
-            rights = np.empty(len(batch), dtype=np.int64)
-            news = np.empty(len(batch), dtype=np.int64)
+            # int32 ids, as the layout holds them: the pass's per-position copies
+            # (`lefts[member]`...) take 4 bytes each, not 8
+            lefts = np.empty(len(batch), dtype=np.int32)
+            rights = np.empty(len(batch), dtype=np.int32)
+            news = np.empty(len(batch), dtype=np.int32)
             for i, (count, p, entry) in enumerate(batch):
                 a, b = p >> 32, p & M32
                 new = vocab.add(self._new_token(a, b), "merge",

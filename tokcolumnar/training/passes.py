@@ -198,23 +198,43 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     # changes beside the left neighbour
     l_sym, l_pos, l_weight = left_sym[has_left], left_pos[has_left], weight[has_left]
     l_old, l_new = pick(left, has_left), pick(new, has_left)
+    del left_sym, left_pos
     # changes beside the right neighbour (the new pair is named by the merged position)
     r_sym, r_pos, r_weight = right_sym[has_right], pos[has_right], weight[has_right]
     r_old, r_new = pick(right, has_right), pick(new, has_right)
-    parts = [(pair_key(l_sym, l_old), -l_weight, None),
-             (pair_key(r_old, r_sym), -r_weight, None),
-             (pair_key(l_sym, l_new), l_weight, l_pos),
-             (pair_key(r_new, r_sym), r_weight, r_pos)]
-    if allowed is not None:
-        lefts = [l_sym, _full(r_old, r_sym), l_sym, _full(r_new, r_sym)]
-        rights = [_full(l_old, l_sym), r_sym, _full(l_new, l_sym), r_sym]
-        parts = [(k[ok], w[ok], None if p is None else p[ok])
-                 for (k, w, p), a, b in zip(parts, lefts, rights)
-                 for ok in [allowed(a, b)]]
-    (minus_l, w_ml, _), (minus_r, w_mr, _), (plus_l, w_pl, p_l), (plus_r, w_pr, p_r) = parts
-    return PassChanges(np.concatenate([minus_l, minus_r, plus_l, plus_r]),
-                       np.concatenate([w_ml, w_mr, w_pl, w_pr]),
-                       np.concatenate([plus_l, plus_r]), np.concatenate([p_l, p_r]))
+    del right_sym, weight, has_left, has_right
+    # the four changes in HF's order: (left ids, right ids, weights, sign, new positions)
+    parts = [(l_sym, l_old, l_weight, -1, None), (r_old, r_sym, r_weight, -1, None),
+             (l_sym, l_new, l_weight, 1, l_pos), (r_new, r_sym, r_weight, 1, r_pos)]
+    if allowed is None:
+        masks: list[np.ndarray | None] = [None] * 4
+        sizes = [l_sym.size, r_sym.size, l_sym.size, r_sym.size]
+    else:
+        masks = [allowed(_full(a, b if isinstance(b, np.ndarray) else a),
+                         _full(b, a if isinstance(a, np.ndarray) else b))
+                 for a, b, _, _, _ in parts]
+        sizes = [int(np.count_nonzero(m)) for m in masks]
+    # written in place into one array each (no part arrays concatenated: a large pass's
+    # changes took ~2x their final size at once); the new pairs are the last two parts, a
+    # view of the keys
+    keys = np.empty(sum(sizes), dtype=np.int64)
+    weights = np.empty(sum(sizes), dtype=np.int64)
+    new_positions = np.empty(sizes[2] + sizes[3], dtype=pos.dtype)
+    at = 0
+    for (a, b, w, sign, p), ok, size in zip(parts, masks, sizes):
+        out = keys[at:at + size]
+        out[...] = a if ok is None or not isinstance(a, np.ndarray) else a[ok]
+        out <<= 32
+        out |= b if ok is None or not isinstance(b, np.ndarray) else b[ok]
+        out = weights[at:at + size]
+        out[...] = w if ok is None else w[ok]
+        if sign < 0:
+            np.negative(out, out=out)
+        if p is not None:
+            start = at - sizes[0] - sizes[1]
+            new_positions[start:start + size] = p if ok is None else p[ok]
+        at += size
+    return PassChanges(keys, weights, keys[sizes[0] + sizes[1]:], new_positions)
 
 
 def _full(value: np.ndarray | int, like: np.ndarray) -> np.ndarray:
