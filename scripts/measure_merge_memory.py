@@ -7,8 +7,8 @@ clauses) and fit peak = a * words + b * symbols. `--breakdown` also samples, bef
 the RSS and the sizes of the loop's structures (layout, queue entries' positions, pair counts,
 cold store) and prints them as they were at the largest RSS seen, and, from an RSS sampled
 every 2 ms on a thread, the largest RSS of each stage (initial symbols, initial pairs, the
-loop, the result tables) above the RSS with the words table loaded. glibc's mmap threshold is
-fixed as the command line fixes it (`tokcolumnar.malloc`).
+loop and its steps, the result tables) above the RSS with the words table loaded. glibc's
+mmap threshold is fixed as the command line fixes it (`tokcolumnar.malloc`).
 
     python scripts/measure_merge_memory.py OUT/words.parquet --vocab-size 30000 [--head N]
         [--breakdown]"""
@@ -129,6 +129,13 @@ def main() -> None:
         trainer = bpe.BpeTrainer
         trainer.count_initial_pairs = stages.staged("pairs", trainer.count_initial_pairs)
         trainer.train = stages.staged("loop", trainer.train)
+        # the loop's steps, each its own stage (where a pass's transients peak)
+        for name in ("merge_pass", "sum_by_key_arrays", "sort_new_pairs"):
+            setattr(bpe, name, stages.staged(f"loop.{name}", getattr(bpe, name)))
+        for cls, name in ((trainer, "_gather"), (trainer, "_bounds"), (trainer, "_revive"),
+                          (trainer, "_queue_new_pairs"), (bpe.QueueEntries, "compact"),
+                          (bpe.PairCounts, "_rebuild"), (bpe.PairCounts, "add")):
+            setattr(cls, name, stages.staged(f"loop.{name}", getattr(cls, name)))
         polars_engine.words_table = stages.staged("tables", polars_engine.words_table)
     cpu = time.process_time()
     PolarsEngine().train(words, cfg, StageTimer(), checkpoint=probe)  # type: ignore[arg-type]
