@@ -3,10 +3,12 @@ MERGE_BYTES_PER_WORD / MERGE_BYTES_PER_SYMBOL): for a words table (a words.parqu
 keeps its N first words), the peak RSS of initial symbols + BPE merge loop + result tables
 minus the RSS with the words table loaded, printed as JSON with the numbers of words and
 symbols. Run it on tables with different characters-per-word mixes (English words, Chinese
-clauses) and fit peak = a * words + b * symbols. `--breakdown` also samples, every 100 passes,
+clauses) and fit peak = a * words + b * symbols. `--breakdown` also samples, before every pass,
 the RSS and the sizes of the loop's structures (layout, queue entries' positions, pair counts,
-cold store) and prints them as they were at the largest RSS seen. glibc's mmap threshold is
-fixed as the command line fixes it (`tokcolumnar.malloc`).
+cold store) and prints them as they were at the largest RSS seen, and, from an RSS sampled
+every 2 ms on a thread, the largest RSS of each stage (initial symbols, initial pairs, the
+loop and its steps, the result tables) above the RSS with the words table loaded. glibc's
+mmap threshold is fixed as the command line fixes it (`tokcolumnar.malloc`).
 
     python scripts/measure_merge_memory.py OUT/words.parquet --vocab-size 30000 [--head N]
         [--breakdown]"""
@@ -17,12 +19,15 @@ import argparse
 import gc
 import json
 import resource
+import threading
+import time
 
 import polars as pl
 
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.malloc import fix_mmap_threshold
 from tokcolumnar.progress import StageTimer
+from tokcolumnar.training import bpe, polars_engine
 from tokcolumnar.training.polars_engine import PolarsEngine
 
 
@@ -32,6 +37,39 @@ def rss_bytes() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+class StagePeaks:
+    """The largest RSS of each stage, sampled every 2 ms on a thread: `stage` names what runs
+    now (set by the wrappers `staged` puts around the stages' functions)."""
+
+    def __init__(self, before: int) -> None:
+        self.before, self.stage = before, "start"
+        self.peaks: dict[str, int] = {}
+        self.done = False
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.done:
+            rss, stage = rss_bytes(), self.stage
+            if rss > self.peaks.get(stage, 0):
+                self.peaks[stage] = rss
+            time.sleep(0.002)
+
+    def staged(self, name: str, fn):  # noqa: ANN001, ANN201 - any callable
+        def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            outer, self.stage = self.stage, name
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.stage = outer
+        return run
+
+    def report(self) -> dict[str, float]:
+        self.done = True
+        self.thread.join()
+        return {f"{k}_mb": round((v - self.before) / 1e6, 1) for k, v in self.peaks.items()}
 
 
 class Breakdown:
@@ -53,8 +91,6 @@ class Breakdown:
 
     def __call__(self, trainer) -> None:  # noqa: ANN001 - training.bpe.BpeTrainer
         self.passes += 1
-        if self.passes % 100:
-            return
         grown = rss_bytes() - self.before
         if grown <= self.largest:
             return
@@ -66,8 +102,10 @@ class Breakdown:
             "entry_positions_mb": entries.nbytes / 1e6,
             "pair_counts": len(trainer.pair_counts),
             "pair_table_mb": trainer.pair_counts.nbytes / 1e6,
-            "cold_mb": sum(a.nbytes for part in trainer.cold for a in part) / 1e6,
-            "queue": len(trainer.heap)}
+            "cold_mb": sum(a.nbytes for part in trainer.cold for a in part
+                           if hasattr(a, "nbytes")) / 1e6,
+            "queue": len(trainer.heap), "entries_of_pair": len(trainer.entries_of_pair),
+            "bases": len(entries.keys)}
 
 
 def main() -> None:
@@ -85,12 +123,30 @@ def main() -> None:
     before = rss_bytes()
     cfg = TrainConfig(vocab_size=args.vocab_size, show_progress=False)
     probe = Breakdown(before) if args.breakdown else None
+    stages = StagePeaks(before) if args.breakdown else None
+    if stages is not None:  # the stages' functions, wrapped to name the stage while they run
+        polars_engine.initial_symbols = stages.staged("initial", polars_engine.initial_symbols)
+        trainer = bpe.BpeTrainer
+        trainer.count_initial_pairs = stages.staged("pairs", trainer.count_initial_pairs)
+        trainer.train = stages.staged("loop", trainer.train)
+        # the loop's steps, each its own stage (where a pass's transients peak)
+        for name in ("merge_pass", "sum_by_key_arrays", "sort_new_pairs"):
+            setattr(bpe, name, stages.staged(f"loop.{name}", getattr(bpe, name)))
+        for cls, name in ((trainer, "_gather"), (trainer, "_bounds"), (trainer, "_revive"),
+                          (trainer, "_queue_new_pairs"), (bpe.QueueEntries, "compact"),
+                          (bpe.PairCounts, "_rebuild"), (bpe.PairCounts, "add")):
+            setattr(cls, name, stages.staged(f"loop.{name}", getattr(cls, name)))
+        polars_engine.words_table = stages.staged("tables", polars_engine.words_table)
+    cpu = time.process_time()
     PolarsEngine().train(words, cfg, StageTimer(), checkpoint=probe)  # type: ignore[arg-type]
+    cpu = time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"words": words.height,
                       "symbols": int(words["word"].str.len_chars().sum()),
                       "before": before, "peak": peak, "merge_bytes": peak - before,
-                      **({"at_largest_rss": probe.sizes} if probe else {})}))
+                      "cpu_s": round(cpu, 1),
+                      **({"at_largest_rss": probe.sizes} if probe else {}),
+                      **({"stage_peaks": stages.report()} if stages else {})}))
 
 
 if __name__ == "__main__":

@@ -40,15 +40,26 @@ COUNT_TABLE_SHARE = 0.2
 #   medium/zh.txt, whitespace (662,547 clauses,          323 MB    385 MB
 #     3,689,175 CJK characters)
 #   medium/en.txt (97,474; 730,918)                       70 MB     32 MB (see below)
+# Remeasured 2026-11-28 after issue 30's first round (cold store 8 bytes a pair, compaction
+# by mask, chunked pair-table inserts, the initial pairs' and the passes' transients;
+# --vocab-size 30000; generated corpora of `gen_zipf_corpus.py --seed 1`, counted with
+# --preset gpt2 unless said):
+#   table (words, symbols)                           before  after    estimate (table + loop)
+#   zh 100 MB (1,601,389; 99,723,952 byte-level)      4385    3528 MB  4045 MB (+15%)
+#   zh 20 MB (333,894; 20,170,821 byte-level)         1027     808 MB   818 MB (+1%)
+#   en 100 MB (320,927; 2,653,410)                     139     130 MB   115 MB (-12%)
+#   medium/zh.txt, whitespace (as above)               304     234 MB   257 MB (+10%; with
+#                                                                       95 per CJK: 385 MB)
 # A small table measures more per word: ~40 MB of the process's first NumPy/Polars work
 # (thread pools, arenas) falls in the loop whatever the table, and is left out with the
-# interpreter (the limit does not bound them; `merge_bytes`). Chinese clauses cost ~2.5x per
+# interpreter (the limit does not bound them; `merge_bytes`). Chinese clauses cost ~1.5x per
 # character (a large alphabet: many distinct pairs,
-# each with its queue entry and positions), so CJK characters have their own constant. This is
-# the ONE place these numbers live: remeasure when the loop's layout changes.
+# each with its queue entry and positions), so CJK characters have their own constant; a
+# byte-level table's characters are bytes' stand-ins, not CJK, and cost ~40 bytes each. This
+# is the ONE place these numbers live: remeasure when the loop's layout changes.
 MERGE_BYTES_PER_WORD = 20
 MERGE_BYTES_PER_SYMBOL = 38
-MERGE_BYTES_PER_CJK_SYMBOL = 95
+MERGE_BYTES_PER_CJK_SYMBOL = 60
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 

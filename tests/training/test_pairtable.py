@@ -26,17 +26,19 @@ def check_same(table: PairCounts, want: dict[int, int], probe: list[int]) -> Non
     assert len(table) == sum(1 for v in want.values() if v != 0)
 
 
-@pytest.mark.parametrize("scalar_max", [0, 32, 10**9])
+@pytest.mark.parametrize("scalar_max,insert_chunk", [(0, 1 << 18), (32, 1 << 18),
+                                                     (10**9, 1 << 18), (32, 5)])
 @examples(1.0)
 @given(initial=BATCH, batches=st.lists(BATCH, max_size=12), unseen=st.lists(KEYS, max_size=20))
-def test_table_equals_dict(scalar_max, initial, batches, unseen):
-    """`scalar_max` 0: array rounds only; 10**9: every key probed in Python."""
-    old = pairtable.SCALAR_MAX
-    pairtable.SCALAR_MAX = scalar_max
+def test_table_equals_dict(scalar_max, insert_chunk, initial, batches, unseen):
+    """`scalar_max` 0: array rounds only; 10**9: every key probed in Python; `insert_chunk` 5:
+    `from_arrays` and rebuilds insert 5 keys at a time."""
+    old = pairtable.SCALAR_MAX, pairtable.INSERT_CHUNK
+    pairtable.SCALAR_MAX, pairtable.INSERT_CHUNK = scalar_max, insert_chunk
     try:
         run_batches(initial, batches, unseen)
     finally:
-        pairtable.SCALAR_MAX = old
+        pairtable.SCALAR_MAX, pairtable.INSERT_CHUNK = old
 
 
 def run_batches(initial, batches, unseen):
@@ -54,9 +56,12 @@ def run_batches(initial, batches, unseen):
         check_same(table, want, unseen)
 
 
-def test_growth_and_dropping_zero_counts():
+@pytest.mark.parametrize("insert_chunk", [7, 1 << 18])
+def test_growth_and_dropping_zero_counts(insert_chunk, monkeypatch):
     """Thousands of pairs past the initial 1,024 slots, then counts falling to 0: the table
-    grows, stays exact, and rebuilds drop the zero counts (it does not keep growing)."""
+    grows, stays exact, and rebuilds drop the zero counts (it does not keep growing) — with
+    rebuilds inserting a few keys at a time (`INSERT_CHUNK` 7) or all at once."""
+    monkeypatch.setattr(pairtable, "INSERT_CHUNK", insert_chunk)
     rng = np.random.default_rng(7)
     table, want = PairCounts(), {}
     for _ in range(40):

@@ -56,3 +56,49 @@ def test_packed_refused_when_bits_exceed_63():
     keys = np.array([(1 << 20) << 32 | (1 << 20)], dtype=np.int64)
     assert passes._packed(keys, np.array([1 << 30], dtype=np.int32)) is None
     assert passes._packed(keys, np.array([1 << 20], dtype=np.int32)) is not None
+
+
+def pairs_by_definition(words: list[list[int]], counts: list[int], allowed=None):
+    """Every adjacent pair of the words laid out flat (one SEP before each word): key ->
+    (summed word count, ascending left positions)."""
+    found: dict[int, tuple[int, list[int]]] = {}
+    pos = 0
+    for word, count in zip(words, counts):
+        pos += 1  # the SEP before the word
+        for i in range(len(word) - 1):
+            a, b = word[i], word[i + 1]
+            if allowed is None or allowed(np.array([a]), np.array([b]))[0]:
+                c, at = found.get(a << 32 | b, (0, []))
+                found[a << 32 | b] = (c + count, at + [pos + i])
+        pos += len(word)
+    return found
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_words=st.integers(0, 60), chunk=st.integers(1, 40),
+       n_tokens=st.sampled_from([3, 50, 70_000]), filtered=st.booleans())
+def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
+    """`group_pairs` counts and indexes every adjacent pair as its definition does, whatever
+    the chunk of weights `_slice_sums` reads at a time, on both sorts (packed keys below
+    2**32 dense keys, a Polars sort above: 70,000 tokens), with and without a pair filter."""
+    from tokcolumnar.training.symbols import Layout
+
+    rng = np.random.default_rng(seed)
+    words = [rng.integers(0, n_tokens, rng.integers(0, 9)).tolist() for _ in range(n_words)]
+    counts = rng.integers(1, 1 << 40, n_words).tolist()
+    layout = Layout.from_symbols(np.array([len(w) for w in words], dtype=np.int64),
+                                 np.array([i for w in words for i in w], dtype=np.int32),
+                                 np.array(counts, dtype=np.int64), sym_dtype=np.int32)
+    allowed = (lambda a, b: (a + b) % 3 != 0) if filtered else None
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(passes, "WEIGHT_CHUNK", chunk)
+        groups = passes.group_pairs(layout, n_tokens, allowed)
+    finally:
+        mp.undo()
+    want = pairs_by_definition(words, counts, allowed)
+    assert groups.keys.tolist() == sorted(want)
+    assert groups.counts.tolist() == [want[k][0] for k in sorted(want)]
+    got_positions = [groups.positions[s:e].tolist()
+                     for s, e in zip(groups.starts.tolist(), groups.ends.tolist())]
+    assert got_positions == [want[k][1] for k in sorted(want)]

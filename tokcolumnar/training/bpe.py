@@ -131,20 +131,26 @@ class QueueEntries:
             self.compact()
 
     def compact(self) -> None:
-        """Rewrite every base holding dead entries' positions without them."""
+        """Rewrite every base holding dead entries' positions without them.
+
+        A base's slices tile its positions in entry order (`add_base` takes ascending
+        bounds, and a compacted base keeps them so), so the positions kept are a boolean
+        mask, each entry's flag repeated over its slice: 1 byte per position of the base
+        for a moment. (An int64 index of the kept positions, built before, took 16 bytes per
+        position at once: compacting the initial base of 20M pair occurrences of Chinese
+        put ~320 MB on the loop's peak.)"""
         for base, dead_size in enumerate(self.dead_in_base):
             if not dead_size:
                 continue
             starts, ends = self.starts[base], self.ends[base]
+            dead = self.dead[base]
+            keep = np.repeat(~dead, ends - starts)
+            self.positions_of_base[base] = self.positions_of_base[base][keep]
+            del keep
             # the new slice lengths: 0 for dead entries; new bounds are their running sums
-            lengths = np.where(self.dead[base], 0, ends - starts).astype(np.int64)
+            lengths = np.where(dead, 0, ends - starts).astype(np.int64)
             new_ends = np.cumsum(lengths)
             new_starts = new_ends - lengths
-            kept = np.flatnonzero(lengths)
-            # each kept position's old offset: its slice's old start + its rank in the slice
-            source = np.arange(int(new_ends[-1]) if new_ends.size else 0, dtype=np.int64)
-            source += np.repeat(starts[kept] - new_starts[kept], lengths[kept])
-            self.positions_of_base[base] = self.positions_of_base[base][source]
             self.starts[base] = new_starts.astype(np.int32)
             self.ends[base] = new_ends.astype(np.int32)
             self.dead_in_base[base] = 0
@@ -192,9 +198,12 @@ class BpeTrainer:
         self.merges = MergeRecord()
         # Cold store (tie-break id): pairs created with a count below `threshold` wait in
         # arrays instead of the queue; counts only fall after creation, so none can be the best
-        # pair while the best valid count is >= threshold (see `_revive`).
+        # pair while the best valid count is >= threshold (see `_revive`). One part per base
+        # that sent pairs there: the base, the entries' indexes in it (uint32) and their
+        # counts when they went cold (uint32 while the threshold fits, `_cold_counts`): 8
+        # bytes per cold pair (its key is the base's, `QueueEntries.keys`).
         self.threshold = 0
-        self.cold: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.cold: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.reused_token_in_pass = False
         room = min(settings.vocab_size - len(self.vocab), initial.layout.sym.size)
         if settings.max_merges is not None:
@@ -252,7 +261,8 @@ class BpeTrainer:
             if self.threshold > 1:
                 cold = count_arr < self.threshold
                 if cold.any():
-                    self.cold.append((key_arr[cold], entry_arr[cold], count_arr[cold]))
+                    self.cold.append((first_entry >> 24, np.flatnonzero(cold).astype(np.uint32),
+                                      self._cold_counts(count_arr[cold])))
                     hot = ~cold
                     key_arr, entry_arr, count_arr = key_arr[hot], entry_arr[hot], count_arr[hot]
         keys, counts, entries = key_arr.tolist(), count_arr.tolist(), entry_arr.tolist()
@@ -427,8 +437,8 @@ class BpeTrainer:
                 cold = (count_arr > 0) & (count_arr < self.threshold)
                 if cold.any():
                     idx = np.flatnonzero(cold)
-                    self.cold.append((key_arr[idx],
-                                      first_entry + idx, count_arr[idx]))
+                    self.cold.append((first_entry >> 24, idx.astype(np.uint32),
+                                      self._cold_counts(count_arr[idx])))
                     counts = np.where(cold, 0, count_arr).tolist()
             if self.reused_token_in_pass and self.cold:  # a re-created token: its pairs may
                 self._revive(0, only=key_arr)  # be cold
@@ -490,27 +500,40 @@ class BpeTrainer:
             return count, pair, entry
         return None
 
+    def _cold_counts(self, counts: np.ndarray) -> np.ndarray:
+        """Counts of pairs going cold (all below the threshold) as uint32 when the threshold
+        fits in 32 bits, else as they are (int64)."""
+        return counts.astype(np.uint32) if self.threshold <= 1 << 32 else counts
+
     def _revive(self, count: int, only: np.ndarray | None = None) -> None:
         """Move cold pairs into the queue: those created with a count >= count // 2 (all when
-        `count` <= 1), or, with `only`, those among these keys. Lowers the threshold."""
+        `count` <= 1), or, with `only`, those among these keys. Lowers the threshold.
+
+        Part by part (in the order they went cold, as one array of them all would be): the
+        transients are one part's, not a copy of the whole store."""
         if not self.cold:
             return
-        keys, entries, counts = (np.concatenate(x) for x in zip(*self.cold))
-        if only is not None:
-            move = np.isin(keys, only)
-        else:
+        if only is None:
             self.threshold = count // 2 if count > 1 else 0
-            move = counts >= self.threshold
-        rest = ~move
-        self.cold = [(keys[rest], entries[rest], counts[rest])] if rest.any() else []
-        heap = self.heap
-        moved = keys[move]
-        # distinct keys for the table (a pair can wait in the cold store with several entries)
-        unique, inverse = np.unique(moved, return_inverse=True)
-        current = self.pair_counts.get_many(unique)[inverse].tolist()
-        for key, entry, c in zip(moved.tolist(), entries[move].tolist(), current):
-            self._add_entry(key, entry)
-            heapq.heappush(heap, ((CMAX - c) << 128) | (key << 64) | entry)
+        heap, kept = self.heap, []
+        for base, index, counts in self.cold:
+            keys = self.entries.keys[base][index]
+            move = np.isin(keys, only) if only is not None else counts >= self.threshold
+            if not move.all():
+                rest = ~move
+                kept.append((base, index[rest], counts[rest]))
+            if not move.any():
+                continue
+            moved = keys[move]
+            entries = (base << 24) + index[move].astype(np.int64)
+            # distinct keys for the table (a pair can wait in the cold store with several
+            # entries)
+            unique, inverse = np.unique(moved, return_inverse=True)
+            current = self.pair_counts.get_many(unique)[inverse].tolist()
+            for key, entry, c in zip(moved.tolist(), entries.tolist(), current):
+                self._add_entry(key, entry)
+                heapq.heappush(heap, ((CMAX - c) << 128) | (key << 64) | entry)
+        self.cold = kept
 
     def _below_minimum(self, count: int) -> bool:
         return count < 1 or count < self.settings.min_frequency
@@ -583,9 +606,11 @@ class BpeTrainer:
                     pos, member = pos[:n_keep], member[:n_keep]
             # 4. the new tokens, in merge order
             tokens_before = len(vocab)
-            lefts = np.empty(len(batch), dtype=np.int64)
-            rights = np.empty(len(batch), dtype=np.int64)
-            news = np.empty(len(batch), dtype=np.int64)
+            # int32 ids, as the layout holds them: the pass's per-position copies
+            # (`lefts[member]`...) take 4 bytes each, not 8
+            lefts = np.empty(len(batch), dtype=np.int32)
+            rights = np.empty(len(batch), dtype=np.int32)
+            news = np.empty(len(batch), dtype=np.int32)
             for i, (count, p, entry) in enumerate(batch):
                 a, b = p >> 32, p & M32
                 new = vocab.add(self._new_token(a, b), "merge",

@@ -27,6 +27,10 @@ REBUILD_LOAD = 0.45
 MIN_BITS = 10
 #: Keys left unresolved after the array rounds are probed one by one below this many.
 SCALAR_MAX = 32
+#: A rebuild (and `from_arrays`) inserts this many keys at a time: `_slots`' temporaries are
+#: ~50 bytes per key (slot, pending index, probe, held key, masks), which for every pair of a
+#: large table at once were the merge loop's peak (100 MB of Chinese: ~0.5 GB).
+INSERT_CHUNK = 1 << 18
 
 
 def _bits_for(n: int, load: float) -> int:
@@ -151,11 +155,19 @@ class PairCounts:
         del live
         self.keys = self.counts = np.zeros(0, dtype=np.int64)  # free the old arrays first
         self._allocate(_bits_for(keys.size + extra, REBUILD_LOAD))
-        self.counts[self._slots(keys, insert=True)] = counts
+        self._insert(keys, counts)
+
+    def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        """Store distinct `keys` absent from the table with their `counts`, `INSERT_CHUNK`
+        keys at a time (the keys are distinct: the order of insertion changes where a key
+        sits, not what it holds)."""
+        for at in range(0, keys.size, INSERT_CHUNK):
+            part = slice(at, at + INSERT_CHUNK)
+            self.counts[self._slots(keys[part], insert=True)] = counts[part]
 
     @classmethod
     def from_arrays(cls, keys: np.ndarray, counts: np.ndarray) -> PairCounts:
         """A table holding `counts[i]` for distinct `keys[i]`."""
         table = cls(keys.size)
-        table.add(keys, np.asarray(counts, dtype=np.int64))
+        table._insert(np.asarray(keys, dtype=np.int64), np.asarray(counts, dtype=np.int64))
         return table

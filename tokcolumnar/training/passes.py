@@ -85,19 +85,28 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     sym = layout.sym
     # a pair sits wherever two live symbols are adjacent (SEP is negative)
     positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
-    left, right = sym[positions], sym[positions + 1]
     if allowed is not None:
+        left, right = sym[positions], sym[positions + 1]
         ok = allowed(left, right)
         positions, left, right = positions[ok], left[ok], right[ok]
+        del ok
     if n_tokens * n_tokens < (1 << 32):
         # one in-place sort of `dense << 32 | position`, dense = left * n + right (8 bytes
         # per pair, built in place in uint64: with the layout's int32 ids the product would
         # wrap past 2**31): positions come out ascending within each key, and no int64
         # argsort permutations (8 bytes per pair each, two or three alive at once) are
-        # needed — this is the initial layout's memory peak
-        combined = left.astype(np.uint64)
-        del left
+        # needed — this is the initial layout's memory peak. The left and right ids are
+        # gathered one after the other (and the right ones through the positions shifted in
+        # place), so at most one id array is alive beside `combined`: 4 bytes per pair
+        # less at the peak than both arrays and `positions + 1` at once
+        combined = (left if allowed is not None else sym[positions]).astype(np.uint64)
+        if allowed is not None:
+            del left
         combined *= np.uint64(n_tokens)
+        if allowed is None:
+            positions += 1
+            right = sym[positions]
+            positions -= 1
         # ids are >= 0: an int32 id's bits read as uint32 are the id (no copy)
         combined += (right.view(np.uint32) if right.dtype == np.int32
                      else right.astype(np.uint64))
@@ -118,10 +127,12 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         del first
         ends = np.append(starts[1:], dense.size)
         unique = dense[starts].astype(np.int64)
+        del dense
         keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
-        counts = (np.add.reduceat(layout.weights(positions), starts) if positions.size
-                  else np.zeros(0, np.int64))
-        return PairGroups(keys, counts, positions, starts, ends)
+        return PairGroups(keys, _slice_sums(layout, positions, starts), positions, starts,
+                          ends)
+    if allowed is None:
+        left, right = sym[positions], sym[positions + 1]
     frame = pl.DataFrame({"key": pair_key(left, right), "pos": positions,
                           "w": layout.weights(positions)}).sort("key", "pos")
     groups = frame.group_by("key", maintain_order=True).agg(pl.col("w").sum(), pl.len())
@@ -129,6 +140,26 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     starts = ends - groups.get_column("len").to_numpy()
     return PairGroups(groups.get_column("key").to_numpy(), groups.get_column("w").to_numpy(),
                       frame.get_column("pos").to_numpy().astype(np.int32), starts, ends)
+
+
+#: `_slice_sums` reads the weights of this many positions at a time.
+WEIGHT_CHUNK = 1 << 20
+
+
+def _slice_sums(layout: Layout, positions: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The summed word counts of each slice `positions[starts[i]:starts[i + 1]]` (int64),
+    reading the weights of about `WEIGHT_CHUNK` positions at a time (whole slices): the
+    weights of every pair occurrence at once were 8 bytes per occurrence (plus 4 of word
+    indexes) on the initial stage's peak."""
+    counts = np.zeros(starts.size, dtype=np.int64)
+    i = 0
+    while i < starts.size:
+        lo = int(starts[i])
+        j = max(int(np.searchsorted(starts, lo + WEIGHT_CHUNK, side="left")), i + 1)
+        hi = int(starts[j]) if j < starts.size else positions.size
+        counts[i:j] = np.add.reduceat(layout.weights(positions[lo:hi]), starts[i:j] - lo)
+        i = j
+    return counts
 
 
 @dataclass
@@ -167,23 +198,43 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     # changes beside the left neighbour
     l_sym, l_pos, l_weight = left_sym[has_left], left_pos[has_left], weight[has_left]
     l_old, l_new = pick(left, has_left), pick(new, has_left)
+    del left_sym, left_pos
     # changes beside the right neighbour (the new pair is named by the merged position)
     r_sym, r_pos, r_weight = right_sym[has_right], pos[has_right], weight[has_right]
     r_old, r_new = pick(right, has_right), pick(new, has_right)
-    parts = [(pair_key(l_sym, l_old), -l_weight, None),
-             (pair_key(r_old, r_sym), -r_weight, None),
-             (pair_key(l_sym, l_new), l_weight, l_pos),
-             (pair_key(r_new, r_sym), r_weight, r_pos)]
-    if allowed is not None:
-        lefts = [l_sym, _full(r_old, r_sym), l_sym, _full(r_new, r_sym)]
-        rights = [_full(l_old, l_sym), r_sym, _full(l_new, l_sym), r_sym]
-        parts = [(k[ok], w[ok], None if p is None else p[ok])
-                 for (k, w, p), a, b in zip(parts, lefts, rights)
-                 for ok in [allowed(a, b)]]
-    (minus_l, w_ml, _), (minus_r, w_mr, _), (plus_l, w_pl, p_l), (plus_r, w_pr, p_r) = parts
-    return PassChanges(np.concatenate([minus_l, minus_r, plus_l, plus_r]),
-                       np.concatenate([w_ml, w_mr, w_pl, w_pr]),
-                       np.concatenate([plus_l, plus_r]), np.concatenate([p_l, p_r]))
+    del right_sym, weight, has_left, has_right
+    # the four changes in HF's order: (left ids, right ids, weights, sign, new positions)
+    parts = [(l_sym, l_old, l_weight, -1, None), (r_old, r_sym, r_weight, -1, None),
+             (l_sym, l_new, l_weight, 1, l_pos), (r_new, r_sym, r_weight, 1, r_pos)]
+    if allowed is None:
+        masks: list[np.ndarray | None] = [None] * 4
+        sizes = [l_sym.size, r_sym.size, l_sym.size, r_sym.size]
+    else:
+        masks = [allowed(_full(a, b if isinstance(b, np.ndarray) else a),
+                         _full(b, a if isinstance(a, np.ndarray) else b))
+                 for a, b, _, _, _ in parts]
+        sizes = [int(np.count_nonzero(m)) for m in masks]
+    # written in place into one array each (no part arrays concatenated: a large pass's
+    # changes took ~2x their final size at once); the new pairs are the last two parts, a
+    # view of the keys
+    keys = np.empty(sum(sizes), dtype=np.int64)
+    weights = np.empty(sum(sizes), dtype=np.int64)
+    new_positions = np.empty(sizes[2] + sizes[3], dtype=pos.dtype)
+    at = 0
+    for (a, b, w, sign, p), ok, size in zip(parts, masks, sizes):
+        out = keys[at:at + size]
+        out[...] = a if ok is None or not isinstance(a, np.ndarray) else a[ok]
+        out <<= 32
+        out |= b if ok is None or not isinstance(b, np.ndarray) else b[ok]
+        out = weights[at:at + size]
+        out[...] = w if ok is None else w[ok]
+        if sign < 0:
+            np.negative(out, out=out)
+        if p is not None:
+            start = at - sizes[0] - sizes[1]
+            new_positions[start:start + size] = p if ok is None else p[ok]
+        at += size
+    return PassChanges(keys, weights, keys[sizes[0] + sizes[1]:], new_positions)
 
 
 #: A merge pass over more occurrences than this runs in chunks of this many
