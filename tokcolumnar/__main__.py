@@ -1,3 +1,3 @@
-from .cli import run
+from ._start import run
 
 run()

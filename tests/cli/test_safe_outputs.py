@@ -323,6 +323,34 @@ def test_interrupt_during_startup_is_clean(workdir, delay):
     assert no_temporaries(workdir)
 
 
+_SIGNAL_WHILE_CLI_LOADS = """
+import os, signal, sys, time, types
+stub = types.ModuleType("tokcolumnar.cli")
+def run():  # stands for cli.run while it is still importing: the signal lands before main
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    time.sleep(5)
+    print("not stopped")
+stub.run = run
+sys.modules["tokcolumnar.cli"] = stub
+from tokcolumnar import _start
+_start.run()
+"""
+
+
+@pytest.mark.parametrize("name, code, line", [
+    ("SIGINT", 130, "tokcolumnar: interrupted (outputs left as they were)"),
+    ("SIGTERM", 143, "tokcolumnar: terminated (outputs left as they were)")])
+def test_a_signal_before_main_is_one_line(name, code, line):
+    """A signal while `cli` and its libraries load (before `main` installs its handlers) ends
+    the run with its line and exit code, not Python's KeyboardInterrupt traceback (the hostile
+    pass found it: a Ctrl-C 0.1 s into `count` ended in a traceback and death by SIGINT)."""
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_CLI_LOADS, name],
+                          capture_output=True, text=True, timeout=60, env=cli_env())
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.strip().splitlines() == [line]
+    assert "not stopped" not in proc.stdout
+
+
 _POLARS_QUERIES_AT_A_CTRL_C = """
 import os, signal, sys, threading, time
 from tokcolumnar import cli
@@ -331,11 +359,14 @@ import polars as pl
 if sys.argv[1] == "taken-back":
     cli._take_back_sigint()  # as `main` does once they are loaded
 frame = pl.DataFrame({"a": pl.int_range(0, 3_000_000, eager=True) % 1_000_003})
-outcome, started = [], threading.Event()
+outcome, started, stop = [], threading.Event(), threading.Event()
 def queries():
-    end = time.monotonic() + 2.0
+    # queries until the main thread has had its Ctrl-C and a second more (however slow a
+    # query is on a loaded machine, some start after the signal: Polars' flag, when its
+    # handler is in place, aborts them)
+    end = time.monotonic() + 60
     try:
-        while time.monotonic() < end:
+        while not stop.is_set() and time.monotonic() < end:
             frame.lazy().group_by("a").agg(pl.len()).sort("a").collect()
             started.set()
         outcome.append("completed")
@@ -350,6 +381,8 @@ try:
     print("main: not interrupted")
 except KeyboardInterrupt:
     print("main: KeyboardInterrupt")
+time.sleep(1.0)
+stop.set()
 worker.join()
 print("worker:", outcome[0])
 """
