@@ -305,6 +305,23 @@ def test_type_only_imports_are_seen_with_type_only():
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
 
 
+# Layers that must not import one another, (importer, imported) by module prefix: the encoder
+# does not need the report (what both use, the word regex and the unknown id, lives below both:
+# `text.words`, `Tokenizer.unknown_id`).
+FORBIDDEN_LAYERS = [("tokcolumnar.encode", "tokcolumnar.report")]
+
+
+@pytest.mark.parametrize(("source", "target"), FORBIDDEN_LAYERS)
+def test_layers_do_not_import_upwards(source, target):
+    """Counting the imports inside functions and those for type hints only."""
+    def under(module: str, prefix: str) -> bool:
+        return module == prefix or module.startswith(prefix + ".")
+
+    found = [f"{i.file}:{i.line} imports {i.target}" for i in all_imports(type_only=True)
+             if under(i.source, source) and under(i.target, target)]
+    assert not found, f"{source} imports {target}: {found}"
+
+
 # The engines' own modules: the only places that may tell one engine from another. Everywhere
 # else an engine is used through the protocol (`training.pipeline.Engine`).
 ENGINE_FILES = ("tokcolumnar/duckdb/", "tokcolumnar/training/polars_engine.py")
