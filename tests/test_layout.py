@@ -22,6 +22,8 @@ PACKAGE = ROOT / "tokcolumnar"
 # Where a module may import inside a function (file, function): the only places, each with the
 # reason the import waits. A new one fails `test_imports_inside_functions_are_the_documented_ones`.
 FUNCTION_IMPORTS = {
+    ("tokcolumnar/_start.py", "run"):
+        "cli loads after the early signal handlers are set (a Ctrl-C while it loads is one line)",
     ("tokcolumnar/__init__.py", "__getattr__"):
         "the public names load on first use (PEP 562), so the CLI starts without Polars",
     ("tokcolumnar/cli/__init__.py", "_run"):
@@ -303,6 +305,25 @@ def test_type_only_imports_are_seen_with_type_only():
     assert [(i.source, i.target) for i in found] == [("tokcolumnar.presets", "tokcolumnar.config")]
     # a two-module cycle through TYPE_CHECKING (config <-> presets once was one) is a cycle
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+
+
+# Layers that must not import one another, (importer, imported) by module prefix: the encoder
+# does not need the report (what both use, the word regex and the unknown id, lives below both:
+# `text.words`, `Tokenizer.unknown_id`).
+FORBIDDEN_LAYERS = [("tokcolumnar.encode", "tokcolumnar.report"),
+                    # the pre-tokenizers name their kind of line cut; the rules are the reader's
+                    ("tokcolumnar.text", "tokcolumnar.corpus")]
+
+
+@pytest.mark.parametrize(("source", "target"), FORBIDDEN_LAYERS)
+def test_layers_do_not_import_upwards(source, target):
+    """Counting the imports inside functions and those for type hints only."""
+    def under(module: str, prefix: str) -> bool:
+        return module == prefix or module.startswith(prefix + ".")
+
+    found = [f"{i.file}:{i.line} imports {i.target}" for i in all_imports(type_only=True)
+             if under(i.source, source) and under(i.target, target)]
+    assert not found, f"{source} imports {target}: {found}"
 
 
 # The engines' own modules: the only places that may tell one engine from another. Everywhere

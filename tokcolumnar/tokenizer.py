@@ -338,6 +338,11 @@ class Tokenizer:
     def token_to_id(self, token: str) -> int | None:
         return self._added_ids.get(token, self.model.vocab.get(token))
 
+    def unknown_id(self) -> int | None:
+        """The id of the model's unknown token (None: the model has none, e.g. byte-level BPE)."""
+        name = getattr(self.model, "unk_token", None)
+        return self.token_to_id(name) if name else None
+
     def added_token_ids(self) -> dict[str, int]:
         """Added token content -> id."""
         return self._added_ids

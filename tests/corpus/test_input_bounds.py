@@ -32,6 +32,7 @@ from tests.support.markers import ENGINES
 from tokcolumnar import count_words
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.corpus import readers
+from tokcolumnar.corpus.line_cuts import line_cut
 from tokcolumnar.corpus.readers import iter_text_file
 from tokcolumnar.corpus.sources import Source
 from tokcolumnar.errors import TokcolumnarError
@@ -87,7 +88,7 @@ def test_cutting_at_every_cut_point_keeps_the_words(pre, text, conf):
     """Each line cut at *every* cut point, the pieces given as separate sequences: the same
     words, counts and first-seen order as the whole lines, under every normalizer."""
     norm, lowercase = conf
-    cut = pretokenizer_of(pre).line_cut()
+    cut = line_cut(pretokenizer_of(pre))
     lines = lines_of(text)
     pieces = [p for line in lines for p in cut_everywhere(line, cut.pattern)]
     want = words_table(iter(lines), pre, norm, lowercase)
@@ -105,7 +106,7 @@ def test_reader_with_tiny_chunks_keeps_the_words(pre, text, conf, chunk):
     one of the whole lines."""
     norm, lowercase = conf
     pretokenizer = pretokenizer_of(pre)
-    cut = pretokenizer.line_cut()
+    cut = line_cut(pretokenizer)
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "t.txt"
         f.write_bytes(text.encode())

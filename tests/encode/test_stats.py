@@ -14,7 +14,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.corpora import corpus
 from tests.support.hf_text import encoded_rows
-from tokcolumnar.report.metrics import WORD_RE
+from tokcolumnar.text.words import WORD_RE
 
 
 @pytest.mark.corpus

@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 from ..config import TrainConfig
-from ..encode import DEFAULT_COLUMNS
 from ..errors import TokcolumnarError
 from ..malloc import ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD, fix_mmap_threshold
 from ..memory import format_size
@@ -131,6 +130,7 @@ def tiktoken_tokenizer(args: argparse.Namespace, tokenizer_class: Any) -> Any:
 def cmd_encode(args: argparse.Namespace) -> int:
     # the encoder loads here, not with the module: `train` does not need it, and it pulls in
     # pyarrow.parquet (~0.05 s); the Ray and Spark glue only with their engine
+    from ..encode.config import EncodeConfig
     from ..encode.dataset import encode_files
     from ..encode.stats import EncodeStats
     from ..tokenizer import Tokenizer
@@ -138,51 +138,33 @@ def cmd_encode(args: argparse.Namespace) -> int:
     use_ray_address(args)
     # per-batch temporaries stay in the heap, and its freed top is kept (tokcolumnar.malloc)
     fix_mmap_threshold(ENCODE_MMAP_THRESHOLD, ENCODE_TRIM_THRESHOLD)
-    if args.max_line_bytes < 1:
-        raise TokcolumnarError(f"--max-line-bytes must be at least 1, got {args.max_line_bytes}")
+    # every option is checked by EncodeConfig (the CLI's names mapped to its fields)
+    cfg = EncodeConfig(
+        fmt=args.format, column=args.column or "text", keep_newlines=args.keep_newlines,
+        columns=args.columns, word_ids=args.word_ids, keep_text=not args.drop_text,
+        add_special_tokens=not args.no_special_tokens, max_line_bytes=args.max_line_bytes,
+        rows_per_file=args.rows_per_file, keep_columns=args.keep_columns, pack=args.pack,
+        pack_separator_token=args.pack_separator, pack_drop_last=args.pack_drop_last,
+        max_file_size=args.max_file_size, stats=args.stats, max_length=args.max_length,
+        truncation=args.truncation, stride=args.stride, timings=args.timings,
+        engine=args.engine)
+    # a .tiktoken vocabulary with its --pattern (checked there), once the options are
     args.tokenizer = tiktoken_tokenizer(args, Tokenizer)
-    columns = args.columns
-    if args.word_ids and "word_ids" not in (columns or ()):
-        columns = [*(columns or DEFAULT_COLUMNS), "word_ids"]
     if args.engine != "polars":
-        given = [flag for flag, on in (("--columns/--word-ids", columns is not None),
-                                       ("--drop-text", args.drop_text),
-                                       ("--no-special-tokens", args.no_special_tokens),
-                                       ("--rows-per-file", args.rows_per_file is not None),
-                                       ("--timings", args.timings),
-                                       ("--max-length", args.max_length is not None),
-                                       ("--stride", args.stride is not None),
-                                       *dataset_options_given(args)) if on]
-        if given:
-            raise TokcolumnarError(f"{given[0]} is not available with --engine {args.engine}")
         if args.engine == "ray":
             from ..distributed.ray_encode import encode_files_ray as encode
         else:
             from ..distributed.spark import encode_files_spark as encode
-        rows = encode(args.tokenizer, args.inputs, args.out, fmt=args.format,
-                      column=args.column or "text", keep_newlines=args.keep_newlines,
-                      force=args.force, progress=not args.quiet)
+        rows = encode(args.tokenizer, args.inputs, args.out, fmt=cfg.fmt, column=cfg.column,
+                      keep_newlines=cfg.keep_newlines, force=args.force,
+                      progress=not args.quiet)
         if not args.quiet:
             print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
         return 0
-    if args.max_length is None and (args.truncation is not None or args.stride is not None):
-        raise TokcolumnarError(f"{'--truncation' if args.truncation else '--stride'} needs "
-                               "--max-length")
-    stats: EncodeStats | bool = EncodeStats() if args.stats else False
+    stats: EncodeStats | bool = EncodeStats() if cfg.stats else False
     timer = StageTimer()
-    rows = encode_files(args.tokenizer, args.inputs, args.out, fmt=args.format,
-                        column=args.column or "text", keep_newlines=args.keep_newlines,
-                        force=args.force, progress=not args.quiet,
-                        columns=columns, keep_text=not args.drop_text,
-                        add_special_tokens=not args.no_special_tokens,
-                        max_line_bytes=args.max_line_bytes,
-                        rows_per_file=args.rows_per_file, timer=timer,
-                        keep_columns=args.keep_columns, pack=args.pack,
-                        pack_separator_token=args.pack_separator,
-                        pack_drop_last=args.pack_drop_last,
-                        max_file_size=args.max_file_size, stats=stats,
-                        max_length=args.max_length, truncation=args.truncation or "right",
-                        stride=args.stride)
+    rows = encode_files(args.tokenizer, args.inputs, args.out, force=args.force,
+                        progress=not args.quiet, timer=timer, stats=stats, config=cfg)
     if stats is not False and not args.quiet:
         for line in stats.summary():
             print(line, file=sys.stderr)
@@ -193,12 +175,6 @@ def cmd_encode(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"encoded {rows:,} rows -> {args.out}", file=sys.stderr)
     return 0
-
-
-def dataset_options_given(args: argparse.Namespace) -> list[tuple[str, bool]]:
-    """encode's dataset options (kept columns, packing, parts by size, statistics) as given."""
-    return [("--keep-columns", args.keep_columns is not None), ("--pack", args.pack is not None),
-            ("--max-file-size", args.max_file_size is not None), ("--stats", args.stats)]
 
 
 def cmd_sql(args: argparse.Namespace) -> int:

@@ -4,8 +4,9 @@ chunk of lines when the pre-tokenizer does not care about line boundaries).
 Text files are read in binary chunks cut at line ends, so memory stays near one chunk whatever
 the corpus size. Each line keeps its line ending, as HF `Tokenizer.train(files)` does. A line
 longer than a chunk is cut where the pre-tokenizer says a cut cannot change its words
-(`PreTokenizer.line_cut`); a stretch of more than 4 x --max-word-chars bytes without such a
-place is refused, so memory stays bounded whatever the line length.
+(`PreTokenizer.line_cut`, whose rules are in `line_cuts`); a stretch of more than
+4 x --max-word-chars bytes without such a place is refused, so memory stays bounded whatever
+the line length.
 
 Inputs are resolved by `sources.expand_inputs`; Parquet, JSONL and CSV inputs come as Arrow
 batches of their text column."""
@@ -24,7 +25,8 @@ import polars as pl
 
 from ..errors import TokcolumnarError, word_too_long
 from ..progress import READING
-from ..text.pretokenizers import LineCut, PreTokenizer, WholeSequence
+from ..text.pretokenizers import PreTokenizer, WholeSequence
+from .line_cuts import LineCut, line_cut
 from .sources import ReadStopped, Source, expand_inputs, open_binary, parquet_file
 
 CHUNK_BYTES = 1 << 20
@@ -74,7 +76,7 @@ def _no_cut_error(src: Source, offset: int, bound: int, max_word_chars: int,
     if isinstance(pretokenizer, WholeSequence):  # the line is one pre-token
         return TokcolumnarError(f"{where}: a line of more than {bound:,} bytes: "
                                 + word_too_long(f"more than {max_word_chars:,}", max_word_chars))
-    cut = pretokenizer.line_cut() if pretokenizer is not None else None
+    cut = line_cut(pretokenizer)
     rule = f"it cuts {cut.rule}" if cut else "it cuts only at line ends"
     return TokcolumnarError(
         f"{where}: a line runs more than {bound:,} bytes without a place where the "
@@ -87,11 +89,11 @@ def iter_text_file(src: Source, pretokenizer: PreTokenizer | None = None,
                    max_word_chars: int | None = None,
                    chunk_bytes: int | None = None) -> Iterator[str]:
     """Yield decoded chunks of whole lines (line endings kept) from a text input. A line
-    longer than a chunk is yielded in pieces cut at `pretokenizer.line_cut()` points (which
+    longer than a chunk is yielded in pieces cut at `line_cut(pretokenizer)` points (which
     give the same words), and refused when it runs more than `line_bound` bytes without one;
     without a pre-tokenizer lines are never cut nor bounded."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
-    cut = pretokenizer.line_cut() if pretokenizer is not None else None
+    cut = line_cut(pretokenizer)
     first_cut, last_cut = _cut_finders(cut) if cut else (None, None)
     bound = line_bound(max_word_chars, chunk_bytes) if pretokenizer is not None else None
     stream = open_binary(src)

@@ -12,6 +12,7 @@ import polars as pl
 
 from ..config import TrainConfig
 from ..corpus.counting import check_words
+from ..corpus.line_cuts import line_cut
 from ..corpus.readers import (
     Source,
     check_parquet_column,
@@ -85,7 +86,7 @@ def _load_through_python(sql: Scripts, s: Source, src: int, cfg: TrainConfig,
     the pre-tokenizer: DuckDB's regexes run faster, in less memory, on lines than on the
     Polars engine's many-line pieces."""
     seq = 0
-    cut = pretokenizer.line_cut()
+    cut = line_cut(pretokenizer)
     for texts in iter_source(s, cfg.column, pretokenizer, cfg.max_word_chars, split_lines=True):
         texts = cut_long_sequences(texts, cut, ROW_CHARS)
         frame = pl.DataFrame({"text": texts}).with_row_index("seq", offset=seq)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 from collections import deque
@@ -22,7 +23,6 @@ import pyarrow.parquet as pq
 
 from ..corpus.readers import BYTES_PER_CHAR, iter_rows
 from ..errors import TokcolumnarError
-from ..memory import parse_size
 from ..outputs import (
     PARQUET_MARKER,
     PARTS_LAYOUT,
@@ -34,11 +34,11 @@ from ..outputs import (
 from ..progress import READING, Progress, StageTimer
 from ..text.pretokenizers import WholeSequence
 from ..tokenizer import Tokenizer, offsets_column
-from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS, OVERFLOW_COLUMN, PACK_COLUMNS
+from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OVERFLOW_COLUMN
+from .config import EncodeConfig, check_columns
 from .offsets import check_supported as check_offsets_supported
 from .pack import Packer, configured_eos, pack_separator
 from .stats import BatchStats, EncodeStats, batch_stats
-from .truncation import Truncation
 
 BATCH_BYTES = 1 << 20  # text per encoded batch (the reader's pieces are regrouped up to this)
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
@@ -46,6 +46,8 @@ WORKERS = max(1, min(4, os.cpu_count() or 1))  # batches encoded at once
 # finishes its batch before the oldest one (the first batches, with cold caches, are the
 # slowest) starts the next at once instead of waiting for the oldest to be written
 QUEUED = 1
+# encode_files' keyword options are EncodeConfig's fields, with the same defaults
+KEYWORD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(EncodeConfig) if f.init}
 
 
 class RowLines(WholeSequence):
@@ -53,30 +55,6 @@ class RowLines(WholeSequence):
     set by --max-line-bytes."""
 
     line_limit_option = "--max-line-bytes"
-
-
-def check_columns(columns: list[str], text_column: str, keep_text: bool,
-                  kept: list[str] | tuple[str, ...] = ()) -> None:
-    """The output columns must be known, given once, and not named like the text column or
-    the other input columns (`kept`, --keep-columns) they would be written beside (never
-    overwrite an input column silently)."""
-    for name in columns:
-        if name not in OUTPUT_COLUMNS:
-            raise TokcolumnarError(f"unknown output column {name!r} (choose from "
-                                   f"{', '.join(OUTPUT_COLUMNS)})")
-    if len(set(columns)) != len(columns) or not columns:
-        raise TokcolumnarError(f"--columns: give each column once, at least one "
-                               f"(got {','.join(columns)!r})")
-    if "ids" not in columns:
-        raise TokcolumnarError("--columns must include ids")
-    if keep_text and text_column in (*columns, OVERFLOW_COLUMN):
-        raise TokcolumnarError(f"the input column {text_column!r} has the name of an output "
-                               f"column: it would be overwritten (use --drop-text, or rename it)")
-    clash = [name for name in kept if name in columns]
-    if clash:
-        raise TokcolumnarError(f"the input column {clash[0]!r} (--keep-columns) has the name of "
-                               "an output column: it would be overwritten (do not keep it, or "
-                               "rename it)")
 
 
 def batched(rows: Iterator[tuple[pl.Series, pa.Table]], batch_bytes: int,
@@ -337,7 +315,8 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
                  pack_separator_token: str | None = None, pack_drop_last: bool = False,
                  max_file_size: int | str | None = None,
                  stats: bool | EncodeStats = False, max_length: int | None = None,
-                 truncation: str = "right", stride: int | None = None) -> int:
+                 truncation: str | None = None, stride: int | None = None, *,
+                 config: EncodeConfig | None = None) -> int:
     """Encode every sequence of `inputs` into the Parquet file `out`; returns the number of
     rows written. `tokenizer` is a Tokenizer or the path of a training directory or
     tokenizer.json (loaded after the output is checked). `columns`: the output columns
@@ -359,39 +338,37 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
     tokens, special tokens included, from the `truncation` side (right or left) as HF's
     `enable_truncation`; with a `stride` every window is a row (consecutive windows sharing
     `stride` tokens, the kept columns repeated), with `overflow_to_sample_mapping` the index
-    of its input row."""
-    if rows_per_file is not None and rows_per_file < 1:
-        raise TokcolumnarError(f"--rows-per-file must be at least 1, got {rows_per_file}")
+    of its input row.
+
+    `config`: the options as one `EncodeConfig` (every option checked there), instead of the
+    keyword options (which build one); `force`, `progress`, `timer` and an `EncodeStats` to
+    fill are given beside it."""
+    options = dict(fmt=fmt, column=column, keep_newlines=keep_newlines, columns=columns,
+                   keep_text=keep_text, add_special_tokens=add_special_tokens,
+                   max_line_bytes=max_line_bytes, rows_per_file=rows_per_file,
+                   keep_columns=keep_columns, pack=pack,
+                   pack_separator_token=pack_separator_token, pack_drop_last=pack_drop_last,
+                   max_file_size=max_file_size, stats=stats is not False,
+                   max_length=max_length, truncation=truncation, stride=stride)
+    if config is None:
+        config = EncodeConfig(**options)
+    elif any(value != KEYWORD_DEFAULTS[name] for name, value in options.items()
+             if name != "stats"):
+        raise TokcolumnarError("give the encode options either as config or as keywords, "
+                               "not both")
+    if config.engine != "polars":
+        raise TokcolumnarError(f"encode_files encodes with Polars: --engine {config.engine} "
+                               "is distributed.ray_encode's or distributed.spark's")
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
-    max_bytes = None
-    if max_file_size is not None:
-        if rows_per_file is not None:
-            raise TokcolumnarError("give either --rows-per-file or --max-file-size, not both")
-        max_bytes = parse_size(max_file_size, "--max-file-size")
-    if max_length is None and stride is not None:
-        raise TokcolumnarError("--stride needs --max-length")
-    if max_length is not None and pack is not None:
-        raise TokcolumnarError("--max-length does not go with --pack (blocks are cut at --pack "
-                               "N ids)")
-    truncate = (None if max_length is None
-                else Truncation(max_length, stride or 0, truncation))
-    columns = list(columns or DEFAULT_COLUMNS)
-    keep = _keep_list(keep_columns, column)
-    if pack is None:
-        given = [flag for flag, on in (("--pack-separator", pack_separator_token is not None),
-                                       ("--pack-drop-last", pack_drop_last)) if on]
-        if given:
-            raise TokcolumnarError(f"{given[0]} goes with --pack N")
-    else:
-        check_pack(pack, columns, keep)
-        keep_text, add_special_tokens = False, False
-    if keep is not None and column in keep:  # the text column is the one --drop-text drops
-        if not keep_text:
-            raise TokcolumnarError(f"--keep-columns names the text column {column!r} and "
-                                   "--drop-text drops it: choose one")
-        keep = [k for k in keep if k != column]
-    check_columns(columns, column, keep_text, keep if isinstance(keep, list) else [])
+    fmt, column, keep_newlines = config.fmt, config.column, config.keep_newlines
+    columns, keep_text = config.columns or list(DEFAULT_COLUMNS), config.keep_text
+    add_special_tokens, max_line_bytes = config.add_special_tokens, config.max_line_bytes
+    rows_per_file, max_bytes, keep = config.rows_per_file, config.max_bytes, config.keep_columns
+    pack, pack_separator_token = config.pack, config.pack_separator_token
+    pack_drop_last, truncate, stride = config.pack_drop_last, config.truncate, config.stride
+    if config.stats and stats is False:
+        stats = True
     timer = timer or StageTimer()
     # the input paths an output must not replace (an iterator of texts is not consumed here)
     guarded: list[Any] = list(inputs) if isinstance(inputs, (list, tuple)) else []
@@ -401,7 +378,7 @@ def encode_files(tokenizer: Tokenizer | str | os.PathLike, inputs: list[str], ou
         guarded.append(tokenizer.source_file)
     bar = Progress("encoding", unit="bytes", enabled=progress, meter=READING)
     rows = 0
-    split = rows_per_file is not None or max_bytes is not None
+    split = config.split
     target = (output_dir(out, inputs=guarded, force=force, layout=PARTS_LAYOUT) if split
               else output_file(out, inputs=guarded, force=force))
     with contextlib.ExitStack() as outputs:
@@ -516,35 +493,6 @@ def _handed(table: pa.Table | None, sink: ParquetSink, pool: ThreadPoolExecutor,
         if written is not None:
             written.result()
         return pool.submit(sink.write, table)
-
-
-def _keep_list(keep_columns: list[str] | str | None, column: str) -> list[str] | str | None:
-    """--keep-columns as given: None, "all", or names (each once, none empty)."""
-    if keep_columns is None or keep_columns == "all":
-        return keep_columns
-    if isinstance(keep_columns, str):
-        keep_columns = keep_columns.split(",")
-    names = list(keep_columns)
-    if not names or any(not n for n in names) or len(set(names)) != len(names):
-        raise TokcolumnarError(f"--keep-columns: give input column names, each once, or all "
-                               f"(got {','.join(names)!r})")
-    if "all" in names and len(names) > 1:
-        raise TokcolumnarError("--keep-columns all keeps every column: give it alone")
-    return "all" if names == ["all"] else names
-
-
-def check_pack(pack: int, columns: list[str], keep: list[str] | str | None) -> None:
-    """--pack N writes blocks of ids, not documents: what belongs to a document is refused."""
-    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
-        raise TokcolumnarError(f"--pack must be a whole number of ids, at least 1, got {pack!r}")
-    other = [c for c in columns if c not in PACK_COLUMNS]
-    if other:
-        raise TokcolumnarError(f"--pack writes blocks of ids: the per-document column "
-                               f"{other[0]!r} is not available (columns: "
-                               f"{', '.join(PACK_COLUMNS)})")
-    if keep:
-        raise TokcolumnarError("--pack writes blocks of ids: input columns cannot be kept beside "
-                               "them (--keep-columns)")
 
 
 def encode_table(tok: Tokenizer, texts: pl.Series, column: str = "text",

@@ -5,7 +5,7 @@ encoding workers; the totals merged in the main thread), so memory stays bounded
 Definitions (README "Encoding datasets"): tokens are the ids written for the rows (with the
 post-processor's special tokens unless --no-special-tokens; with --pack, the documents' ids
 before their separators); bytes and characters are those of the encoded texts (line endings
-stripped unless --keep-newlines); words are `report.metrics.WORD_RE` words (the same as
+stripped unless --keep-newlines); words are `text.words.WORD_RE` words (the same as
 `tokcolumnar report`'s fertility); the unknown rate is the share of tokens that are the
 model's unknown token (0 without one). Percentiles are nearest-rank: p50 is the smallest
 length at least half of the rows have at most."""
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..report.metrics import WORD_RE, unknown_id
+from ..text.words import WORD_RE
 from ..tokenizer import Tokenizer
 
 
@@ -68,7 +68,7 @@ class EncodeStats:
 
     def use_tokenizer(self, tok: Tokenizer) -> None:
         """Count the unknown token of `tok`."""
-        self.unk = unknown_id(tok)
+        self.unk = tok.unknown_id()
         self.unk_token = tok.id_to_token(self.unk) if self.unk is not None else None
 
     def add(self, b: BatchStats) -> None:

@@ -29,13 +29,9 @@ from ..layout import Layout
 from ..models.bpe import BPEModel
 from ..models.wordpiece import WordPieceModel
 from ..text.pretokenizers import Whitespace, WhitespaceSplit
+from ..text.words import WORD_RE
 from ..tokenizer import Tokenizer
 
-# Scripts written without spaces: each of their characters (with its combining marks) is a word;
-# every other maximal run of non-space characters is a word (tokka-bench's rule, without having
-# to know the language; Hangul is written with spaces).
-NO_SPACE = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
-WORD_RE = rf"[{NO_SPACE}]\p{{M}}*|[^\s{NO_SPACE}]+"
 RENYI_ALPHA = 2.5  # Zouhar et al. 2023 recommend 2.5 (best correlation with BLEU)
 
 # the metrics table's columns, in order (snake_case: the names of `compare --format json|csv`)
@@ -255,11 +251,6 @@ def wordpiece_prefix_tokens(model: WordPieceModel, words: pl.Series, counts: np.
     return grid, np.array(sizes, dtype=np.int64), np.array(tokens, dtype=np.int64)
 
 
-def unknown_id(tok: Tokenizer) -> int | None:
-    name = getattr(tok.model, "unk_token", None)
-    return tok.token_to_id(name) if name else None
-
-
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
@@ -295,7 +286,7 @@ def text_metrics(tok: Tokenizer, tc: TextCounts, *, curve: bool = True,
     id_counts = pl.concat([id_counts, tc.added.rename({"sid": "id"})]).group_by("id").agg(
         pl.col("n").sum())
     vocab_size = tok.get_vocab_size()
-    unk = unknown_id(tok)
+    unk = tok.unknown_id()
     n_unk = int(id_counts.filter(pl.col("id") == unk).get_column("n").sum()) if unk is not None \
         else 0
     unk_chars = int((unknown_chars(tok, words, ids, initial) * counts).sum())

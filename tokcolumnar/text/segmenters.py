@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from ..errors import TokcolumnarError, TokcolumnarValueError
-from .pretokenizers import AFTER_WHITESPACE_OR_CJK, LineCut, PreTokenizer
+from .pretokenizers import AFTER_WHITESPACE_OR_CJK, PreTokenizer
 
 SEGMENTER_NAMES = ("jieba", "mecab")
 CJK_SPLITS = ("words", "chars")
@@ -167,7 +167,7 @@ class JiebaSplit(Segmenter):
             raise _missing(self.name) from None
         self._cut = rjieba.cut
 
-    def line_cut(self) -> LineCut | None:
+    def line_cut(self) -> str | None:
         # whitespace and the CJK punctuation of this rule are outside jieba's block class
         return AFTER_WHITESPACE_OR_CJK
 
