@@ -5,6 +5,7 @@ HF ports are (`Sequence[Split(Regex(p), "isolated"), ByteLevel(use_regex=False)]
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import polars as pl
@@ -66,6 +67,9 @@ def test_small_corpora_encode_as_hf(name, file, tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("file", [m for m in MEDIUM if m != MISSING])
 def test_medium_corpora_encode_as_hf(name, file, tmp_path):
+    if not os.environ.get("TOKCOLUMNAR_SLOW"):
+        pytest.skip("the medium corpora against HF take ~20 minutes in all (CI's "
+                    "budget); set TOKCOLUMNAR_SLOW=1")
     check_encodes_as_hf(name, corpus(f"medium/{file}"), tmp_path, limit=100_000)
 
 

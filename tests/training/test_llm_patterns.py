@@ -6,6 +6,7 @@ and HF loading our tokenizer.json encodes every line to our ids."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,9 @@ def test_small_identical_to_hf(name, corpus_name, tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("lang", [m for m in MEDIUM if m != MISSING])
 def test_medium_identical_to_hf(name, lang, tmp_path):
+    if not os.environ.get("TOKCOLUMNAR_SLOW"):
+        pytest.skip("the medium corpora against HF take ~20 minutes in all (CI's "
+                    "budget); set TOKCOLUMNAR_SLOW=1")
     check_pattern(name, corpus(f"medium/{lang}"), tmp_path, encode_lines=20000)
 
 
