@@ -126,3 +126,56 @@ def test_a_huge_word_over_the_limit_is_refused_before_the_loop(tmp_path):
     assert "needs about" in line and "raise --memory-limit to at least" in line
     assert "--max-words cannot help" in line  # the one word does not fit
     assert peak_mib * 2**20 <= 300 * 10**6  # refused before the merge loop's work
+
+
+# 7. a table whose pairs are rarer than the estimate assumes (random words of a 282-character
+# alphabet: the loop takes ~280 MB where the estimate says 216): the loop is watched, and stops
+# with its checkpoint once past the limit (before: 745 MB peak under --memory-limit 250MB, exit
+# 0); --resume with a larger limit ends with the merges of an unlimited run
+
+def _random_words(tmp_path):
+    rng = random.Random(1)
+    ranges = [(0x61, 0x7b), (0x430, 0x450), (0x3b1, 0x3ca), (0x5d0, 0x5eb), (0x10a0, 0x10f0),
+              (0x904, 0x939), (0xc05, 0xc39)]
+    alphabet = [chr(c) for lo, hi in ranges for c in range(lo, hi)][:282]
+    lines, total = [], 0
+    while total < 5_000_000:
+        words = ["".join(rng.choices(alphabet, k=rng.randint(3, 14))) for _ in range(10)]
+        total += sum(map(len, words))
+        lines.append(" ".join(words))
+    src = tmp_path / "random_words.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return src
+
+
+def test_a_loop_outgrowing_its_estimate_stops_at_the_limit_and_resumes(tmp_path):
+    src = _random_words(tmp_path)
+    args = ["train", str(src), "--vocab-size", "30000", "--quiet"]
+    out = tmp_path / "o"
+    limit = 250 * 10**6
+    code, err, peak_mib, _ = run_measured([*args, "--out", str(out), "--memory-limit",
+                                           str(limit)], timeout=300)
+    assert code == 2, err
+    line = error_line(err)
+    assert "the merge loop passed --memory-limit 250 MB after" in line, line
+    assert "--resume" in line and (tmp_path / "o.work").is_dir()
+    assert not out.exists()
+    # the limit, the libraries' allowance (64 MB) and the interpreter (~70 MB), with what
+    # one 50 ms polling interval and the checkpoint add: not the 745 MB of the unwatched loop
+    assert peak_mib * 2**20 <= limit + 64 * 10**6 + 150 * 10**6, peak_mib
+    resumed = run_cli(*args, "--out", str(out), "--memory-limit", "1GB", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    whole = run_cli(*args, "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr
+    assert (out / "merges.txt").read_bytes() == (tmp_path / "whole" / "merges.txt").read_bytes()
+    assert (out / "vocab.json").read_bytes() == (tmp_path / "whole" / "vocab.json").read_bytes()
+
+
+def test_the_loop_watch_reads_this_process(monkeypatch):
+    from tokcolumnar import memory
+    resident = memory.resident_bytes()
+    assert resident is not None and resident > 10 * 2**20  # an interpreter with NumPy
+    watch = memory.LoopWatch(1, floor=0)
+    assert watch.over() is not None  # far past 1 byte beyond nothing
+    assert memory.LoopWatch(10**12, floor=resident).over() is None
+    assert memory.LoopWatch(1, floor=None).over() is None  # no floor: not watched

@@ -108,8 +108,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    "which spell a character the pieces lack in its UTF-8 bytes")
     g.add_argument("--preset", choices=PRESETS, default=None,
                    help="a reference configuration (fixes some options, gives defaults to "
-                   "others): gpt2, bert, subword-nmt, sentencepiece (spm_train "
-                   "--model_type=unigram), or a word-segmenting BERT")
+                   "others): gpt2; the LLM byte-level BPEs gpt4, gpt4o, llama3, qwen2; bert "
+                   "and the word-segmenting BERTs bert-zh-wwm, bert-ja; subword-nmt; "
+                   "sentencepiece (spm_train --model_type=unigram); see docs/cli.md")
     g.add_argument("--engine", choices=ENGINES, default=None,
                    help="where to count and train (default polars; duckdb: the SQL twin; ray, "
                    "spark: count on a cluster)")

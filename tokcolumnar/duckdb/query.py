@@ -15,6 +15,7 @@ file, no `COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD` or `EXPORT`. `allow_external=
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import sys
 import tempfile
@@ -30,6 +31,14 @@ from ..stdout import escaped_for_stdout, holds, json_for_stdout, table_borders_f
 from . import ANALYSIS_DIR, QUERY_FORMATS, ready_queries
 
 VIEWS = ("words", "merges", "vocab", "encoded", "rounds")  # rounds: a Unigram run's pruning
+
+#: DuckDB column types every output format writes as they are (lists of them too); a column of
+#: another type (VARIANT, UNION, BIT, INTERVAL, MAP, fixed-size arrays, structs, BLOB...) is
+#: cast to text in DuckDB, which can print every value, before it reaches Polars, which cannot
+#: hold some of them and cannot write others as CSV or JSON.
+PLAIN_TYPE = re.compile(r"(BOOLEAN|(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?)|FLOAT|DOUBLE"
+                        r"|DECIMAL\(\d+, ?\d+\)|VARCHAR|JSON|DATE|TIME"
+                        r"|TIMESTAMP( WITH TIME ZONE|_S|_MS|_NS)?)(\[\])*")
 
 
 def connect(directory: str | Path, allow_external: bool = False,
@@ -128,11 +137,25 @@ def _query(directory: str | Path, sql: str, params: dict[str, Any] | None,
             con.execute(st)
         last = statements[-1]
         rel = con.sql(last.query)
-        return rel.pl() if rel is not None else None
+        return as_text_where_needed(rel).pl() if rel is not None else None
     except duckdb.Error as e:
         raise TokcolumnarError(f"SQL error: {_first_line(e)}") from None
     finally:
         con.close()
+
+
+def as_text_where_needed(rel: Any) -> Any:
+    """The relation with its columns of types outside `PLAIN_TYPE` cast to VARCHAR."""
+    types = [str(t) for t in rel.types]
+    if all(PLAIN_TYPE.fullmatch(t) for t in types):
+        return rel
+    names = [f'"{c.replace(chr(34), chr(34) * 2)}"' for c in rel.columns]
+    if len(set(names)) < len(names):  # a projection by name cannot tell them apart
+        raise TokcolumnarError("the result has two columns of one name and a type that must be "
+                               "cast to text: name the columns apart (AS)")
+    return rel.project(", ".join(
+        n if PLAIN_TYPE.fullmatch(t) else f"CAST({n} AS VARCHAR) AS {n}"
+        for n, t in zip(names, types)))
 
 
 def run_sql(directory: str, query_text: str, fmt: str = "table", output: str | None = None,

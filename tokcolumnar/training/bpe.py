@@ -257,7 +257,10 @@ class BpeTrainer:
         self.pair_counts = PairCounts.from_arrays(key_arr, count_arr)
         entry_arr = first_entry + np.arange(key_arr.size, dtype=np.int64)
         if self.settings.tie_break == "id":
-            self.threshold = int(count_arr.max()) // self.cold_divisor if count_arr.size else 0
+            # at least 2: pairs seen once wait cold whatever the best count (a table of rare
+            # pairs, e.g. random words, would otherwise queue every pair a pass creates)
+            self.threshold = max(int(count_arr.max()) // self.cold_divisor, 2
+                                 ) if count_arr.size else 0
             if self.threshold > 1:
                 cold = count_arr < self.threshold
                 if cold.any():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..memory import LoopWatch
 from ..workdir import WorkDir, kill_point
 from .bpe import BpeTrainer
 from .symbols import Initial
@@ -26,8 +27,11 @@ class MergeCheckpoint:
     """Writes (and, on a resumed work directory, restores) the merge loop's state."""
 
     def __init__(self, work: WorkDir, every: float,
-                 ready: Callable[[], None] | None = None) -> None:
+                 ready: Callable[[], None] | None = None,
+                 watch: LoopWatch | None = None) -> None:
         self.work = work
+        #: the memory limit, watched before each pass of a Polars engine loop
+        self.memory = watch
         self.every = every
         #: called once, before the first pass: what must be in the work directory before
         #: any checkpoint or kill point (the counted words, saved in a thread)
@@ -62,8 +66,14 @@ class MergeCheckpoint:
         kill_point("merge", self.passes)
 
     def __call__(self, trainer: Trainer) -> None:
-        """Before each pass of a Polars engine loop: checkpoint when due."""
-        if self.due():
+        """Before each pass of a Polars engine loop: checkpoint when due; past the memory
+        limit, checkpoint and stop (`--resume` with a larger limit continues from here)."""
+        used = self.memory.over() if self.memory is not None else None
+        if self.due() or used is not None:
             self.work.write_pickle(CHECKPOINT, (self.initial, trainer))
             self.saved()
+        if used is not None:
+            assert self.memory is not None
+            record = trainer.rec if isinstance(trainer, LikelihoodTrainer) else trainer.merges
+            raise self.memory.refuse(used, len(record.left))
         self.passed()

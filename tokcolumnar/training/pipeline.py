@@ -40,10 +40,12 @@ from ..errors import (
 from ..export import TrainResult, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
+    LoopWatch,
     MemoryLimitError,
     default_limit,
     keep_most_frequent,
     parse_size,
+    resident_bytes,
 )
 from ..outputs import output_dir, writing
 from ..progress import StageTimer
@@ -159,6 +161,9 @@ class RunLimits:
 
     memory_limit: int
     work: WorkDir | None = None
+    #: the process's resident memory when the run started (`memory.resident_bytes`): the
+    #: limit counts what the run adds to it
+    floor: int | None = None
     checkpoint_every: float = 60.0
     spilled_bytes: int = 0
     #: The counted words being saved into the work directory (`count_stage`), if any.
@@ -246,7 +251,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     if resume and work_dir is None:
         raise TokcolumnarValueError("--resume needs the work directory: give out_dir or "
                                     "work_dir")
-    limits = RunLimits(limit, checkpoint_every=float(checkpoint_every))
+    limits = RunLimits(limit, checkpoint_every=float(checkpoint_every), floor=resident_bytes())
     if out_dir is None:
         with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
             result = _train(inputs, from_counts, cfg, limits)
@@ -365,7 +370,8 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         # every engine's loop checkpoints into the work directory, when there is one; its
         # first checkpoint (or test kill point) waits for the counted words' save
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
-                                      ready=limits.wait_saved)
+                                      ready=limits.wait_saved,
+                                      watch=LoopWatch(limits.memory_limit, limits.floor))
                       if limits.work is not None else None)
         # --extend: the loop continues a base's (`extend`; Polars engine only)
         tables = (train_extended(words, cfg, timer, checkpoint) if cfg.extend is not None
