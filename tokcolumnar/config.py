@@ -326,14 +326,12 @@ def apply_pattern_rules(cfg: TrainConfig) -> None:
         raise TokcolumnarValueError(f"--pattern applies to --pre-tokenizer byte-level only "
                                     f"(got --pre-tokenizer {cfg.pre_tokenizer})")
     if cfg.pattern not in ("gpt2", "cl100k", "o200k", "qwen2"):
-        # a user's regex: split as HF's Split does (refused with look-around, whose only
-        # exact split here is the named patterns' `\s+(?!\S)`: docs/patterns.md)
+        # a user's regex: split as HF's Split does (by Polars' engine, or with look-around
+        # by Python's, `text.backtracking`: docs/patterns.md)
         try:
             PatternByteLevel(use_regex=False, pattern=pattern_of(cfg.pattern))
         except TokcolumnarValueError as e:
             why = " ".join(str(e).split())  # the regex crate's message spans lines
-            if "look-around" in why:
-                why += " (of the patterns with look-ahead, the named ones are supported)"
             raise TokcolumnarValueError(f"--pattern: {why}") from None
     if cfg.pattern != "gpt2" and cfg.engine == "duckdb":
         raise TokcolumnarValueError(f"--pattern {cfg.pattern} is split by the Polars engine "

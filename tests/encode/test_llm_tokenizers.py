@@ -22,12 +22,17 @@ from tokcolumnar.text.patterns import PATTERNS
 from tokcolumnar.text.pretokenizers import PatternByteLevel
 
 NAMES = ("cl100k", "o200k", "qwen2")
+#: A user's regex with look-ahead (tests/training/test_llm_patterns.py)
+LOOKAHEAD = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+"
+             r"|\p{N}{1,2}(?=(?:\p{N}{2})*(?!\p{N}))"
+             r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 BOS = "<|begin_of_text|>"
 
 
 def hf_llm_tokenizer(path: Path, name: str, out: Path, vocab_size: int = 8000) -> HFTokenizer:
     tok = HFTokenizer(models.BPE())
-    tok.pre_tokenizer = hfp.Sequence([hfp.Split(Regex(PATTERNS[name].regex), "isolated"),
+    regex = PATTERNS[name].regex if name in PATTERNS else name  # a named pattern, or a regex
+    tok.pre_tokenizer = hfp.Sequence([hfp.Split(Regex(regex), "isolated"),
                                       hfp.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.Sequence([
@@ -44,7 +49,7 @@ def hf_llm_tokenizer(path: Path, name: str, out: Path, vocab_size: int = 8000) -
 def check_encodes_as_hf(name: str, path: Path, tmp: Path, limit: int | None = None) -> None:
     hf = hf_llm_tokenizer(path, name, tmp / "tokenizer.json")
     ours = Tokenizer.from_file(tmp / "tokenizer.json")
-    assert isinstance(ours.pre_tokenizer, PatternByteLevel)
+    assert isinstance(ours.pre_tokenizer, PatternByteLevel) or name not in PATTERNS
     lines = encoded_rows(path)[:limit]
     got, want = ours.encode_batch(lines), hf.encode_batch(lines)
     bad = [i for i, (a, b) in enumerate(zip(got, want))
@@ -62,9 +67,17 @@ def test_small_corpora_encode_as_hf(name, file, tmp_path):
     check_encodes_as_hf(name, corpus(f"small/{file}"), tmp_path)
 
 
+@pytest.mark.corpus
+@pytest.mark.parametrize("file", small_tiered("udhr_multiscript.txt"))
+def test_small_corpora_encode_as_hf_with_a_lookahead_regex(file, tmp_path):
+    """An HF-made tokenizer.json whose Split has a user's regex with look-ahead (run by
+    Python's engine, `text.backtracking`): HF's ids and offsets on every line."""
+    check_encodes_as_hf(LOOKAHEAD, corpus(f"small/{file}"), tmp_path)
+
+
 @pytest.mark.slow
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [*NAMES, LOOKAHEAD])
 @pytest.mark.parametrize("file", [m for m in MEDIUM if m != MISSING])
 def test_medium_corpora_encode_as_hf(name, file, tmp_path):
     if not os.environ.get("TOKCOLUMNAR_SLOW"):

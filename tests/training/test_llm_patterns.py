@@ -34,11 +34,19 @@ def hf_pattern_bpe(path: Path, regex: str, vocab_size: int) -> HFTokenizer:
     return tok
 
 
+#: A user's regex with look-ahead (run by Python's engine, `text.backtracking`): cl100k's, with
+#: digits grouped in twos from the right (`1234567` -> `1`, `23`, `45`, `67`).
+LOOKAHEAD = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+"
+             r"|\p{N}{1,2}(?=(?:\p{N}{2})*(?!\p{N}))"
+             r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
 def check_pattern(name: str, path: Path, tmp: Path, encode_lines: int | None = None) -> None:
+    """`name`: a named pattern, or a regex."""
     out = tmp / "ours"
     train([str(path)], out_dir=out, pattern=name, vocab_size=30000,
           initial_alphabet=list(BYTE_ALPHABET))
-    hf = hf_pattern_bpe(path, PATTERNS[name].regex, 30000)
+    hf = hf_pattern_bpe(path, PATTERNS[name].regex if name in PATTERNS else name, 30000)
     (tmp / "hf").mkdir()
     hf.model.save(str(tmp / "hf"))
     assert (out / "merges.txt").read_bytes() == (tmp / "hf" / "merges.txt").read_bytes()
@@ -46,7 +54,7 @@ def check_pattern(name: str, path: Path, tmp: Path, encode_lines: int | None = N
     # HF reads our tokenizer.json (the Sequence above) and encodes as we do
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:encode_lines]
     ours = Tokenizer.from_dir(out)
-    assert isinstance(ours.pre_tokenizer, PatternByteLevel)
+    assert isinstance(ours.pre_tokenizer, PatternByteLevel) or name not in PATTERNS
     got = ours.encode_ids(lines).get_column("ids").to_list()
     want = [e.ids for e in HFTokenizer.from_file(str(out / "tokenizer.json")).encode_batch(lines)]
     bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
@@ -61,9 +69,25 @@ def test_small_identical_to_hf(name, corpus_name, tmp_path):
     check_pattern(name, corpus(f"small/{corpus_name}"), tmp_path)
 
 
+@pytest.mark.corpus
+@pytest.mark.parametrize("corpus_name", small_tiered("en_taylorswift_wiki.txt"))
+def test_small_custom_lookahead_identical_to_hf_and_tiktoken(corpus_name, tmp_path):
+    path = corpus(f"small/{corpus_name}")
+    check_pattern(LOOKAHEAD, path, tmp_path)
+    # tiktoken (whose engine has look-around) with our tokenizer.tiktoken and the same regex
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+    enc = tiktoken.Encoding("custom", pat_str=LOOKAHEAD, special_tokens={},
+                            mergeable_ranks=load_tiktoken_bpe(
+                                str(tmp_path / "ours" / "tokenizer.tiktoken")))
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    got = Tokenizer.from_dir(tmp_path / "ours").encode_ids(lines).get_column("ids").to_list()
+    assert got == enc.encode_ordinary_batch(lines)
+
+
 @pytest.mark.slow
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [*NAMES, LOOKAHEAD])
 @pytest.mark.parametrize("lang", [m for m in MEDIUM if m != MISSING])
 def test_medium_identical_to_hf(name, lang, tmp_path):
     if not os.environ.get("TOKCOLUMNAR_SLOW"):
@@ -111,7 +135,8 @@ def test_custom_regex_without_look_around_identical_to_hf(regex, tmp_path):
 
 def test_custom_regex_rules():
     assert TrainConfig(pattern=CUSTOM).pattern == CUSTOM
-    with pytest.raises(ValueError, match="look-around .* the named ones are supported"):
-        TrainConfig(pattern=r"\p{L}+|\s+(?!\S)|\s+")
+    assert TrainConfig(pattern=LOOKAHEAD).pattern == LOOKAHEAD  # Python's engine runs it
+    with pytest.raises(ValueError, match=r"^--pattern: regex .*: \\k is not supported"):
+        TrainConfig(pattern=r"(?<q>')\p{L}+\k<q>|\s+")
     with pytest.raises(ValueError, match="^--pattern: invalid regex '\\[a': [^\n]*$"):
         TrainConfig(pattern="[a")

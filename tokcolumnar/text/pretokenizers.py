@@ -39,6 +39,7 @@ Known differences from HF:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -47,6 +48,8 @@ import polars as pl
 
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, component_type
+from .backtracking import compile_onig
+from .backtracking import split_expr as backtracking_split_expr
 from .bytelevel import byte_map_expr
 from .gpt2_split import gpt2_pieces
 from .llm_split import llm_pieces, llm_split_expr
@@ -601,6 +604,7 @@ class Split(PreTokenizer):
         if not self.pattern:
             raise TokcolumnarValueError("Split: empty pattern")
         self._gpt2 = self.regex and self.pattern == GPT2_PATTERN
+        self._python: re.Pattern[str] | None = None
         # an LLM pattern (cl100k, o200k, qwen2): split by `llm_split` (isolated only)
         named = recognise(self.pattern) if self.regex and not self._gpt2 else None
         self._llm = named
@@ -620,7 +624,15 @@ class Split(PreTokenizer):
                 "supported (HF and tiktoken split it differently: `{1,3}+` and `$` mean other "
                 "things to Oniguruma); the original string (Llama 3's, --pattern cl100k) is")
         elif self.regex:
-            self._rust = check_regex(onig_to_rust(self.pattern))
+            try:
+                self._rust = check_regex(onig_to_rust(self.pattern))
+            except TokcolumnarValueError as e:
+                if "look-around" not in str(e):
+                    raise
+                # look-around or an atomic group: Python's backtracking engine, once per
+                # distinct text (`backtracking`)
+                self._python = compile_onig(self.pattern)
+                self._rust = ""
         else:
             self._rust = escape_regex(self.pattern)
 
@@ -629,6 +641,8 @@ class Split(PreTokenizer):
             return gpt2_split_expr(col)
         if self._llm is not None:
             return llm_split_expr(col, self._llm)
+        if self._python is not None:
+            return backtracking_split_expr(col, self._python, self.behavior, self.invert)
         return split_pattern(col, self._rust, self.behavior, self.invert,
                              None if self.regex else self.pattern)
 
