@@ -200,9 +200,9 @@ def check_base(base: Base) -> None:
     """The base's merges must build its vocabulary: each merge joins two tokens that exist
     before it into its token (`Vocab.joined`'s rule), and every token of kind `merge` is made
     by one."""
-    if base.model not in ("bpe", "wordpiece"):
+    if base.model not in ("bpe", "wordpiece", "unigram"):
         raise TokcolumnarError(f"--extend {base.path}: a {base.model} base cannot be extended "
-                               "(BPE and WordPiece bases can)")
+                               "(BPE, WordPiece and Unigram bases can)")
     tokens, prefix = base.tokens, base.settings.get("continuing_subword_prefix")
     m = base.merges
     left, right, new = (m.get_column(c).cast(pl.Int64).to_numpy()

@@ -4,11 +4,14 @@ the Unigram trainer (`training.unigram`) -> the result tables.
 Unigram trains on sentences, not on counted words: its seeds are substrings of whole lines
 (docs/unigram.md, 2), so this path reads the lines itself instead of the count stage (no
 spilled count, no `--from-counts`, no resume; the trainer's memory is that of the distinct
-words' lattices). A line is a sequence without its `\\n` (SentencePiece reads lines with
-`std::getline`), normalized by `--normalizer`, then by SentencePiece's whitespace handling."""
+words' lattices). With `--extend` (a Unigram base), the new corpus's own model gives the pieces
+appended to the base's (`training.extend_unigram`). A line is a sequence without its `\\n`
+(SentencePiece reads lines with `std::getline`), normalized by `--normalizer`, then by
+SentencePiece's whitespace handling."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -20,6 +23,7 @@ from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..models.unigram import UnigramModel
 from ..progress import StageTimer
 from ..unigram_export import byte_pieces
+from .extend_unigram import extended_vocab, read_unigram_base
 from .tables import TrainTables, words_table
 from .unigram import (
     UnigramError,
@@ -68,22 +72,32 @@ def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stage
         sentences = load_sentences(read_lines(inputs, cfg), normalize=normalize)
     if len(sentences) == 0:
         raise TokcolumnarError("no text to train on (every line is empty once normalized)")
+    base = read_unigram_base(cfg.extend) if cfg.extend is not None else None
     with timer.stage("merge"):
+        options = unigram_options(cfg)
+        if base is not None:  # the new corpus's own model, whose new pieces are appended
+            options = dataclasses.replace(options, hard_vocab_limit=False)
         try:
-            result = train_unigram(sentences, None, unigram_options(cfg))
+            result = train_unigram(sentences, None, options)
         except UnigramError as e:
             raise TokcolumnarValueError(str(e)) from None
     with timer.stage("tables"):
-        bytes_ = byte_pieces() if byte_fallback(cfg) else []
-        pieces = list(META) + bytes_ + result.pieces
-        head = len(META) + len(bytes_)
-        scores = np.r_[np.zeros(head), result.scores.astype(np.float64)]
-        vocab = pl.DataFrame({
-            "id": pl.Series(np.arange(len(pieces)), dtype=pl.UInt32),
-            "token": pl.Series(pieces, dtype=pl.String),
-            "kind": pl.Series(["special"] * len(META) + ["byte"] * len(bytes_)
-                              + ["piece"] * len(result.pieces), dtype=pl.String),
-            "score": pl.Series(scores, dtype=pl.Float64)})
+        if base is not None:
+            assert cfg.extend is not None
+            vocab = extended_vocab(base, result, cfg.vocab_size, cfg.extend)
+        else:
+            bytes_ = byte_pieces() if byte_fallback(cfg) else []
+            names = list(META) + bytes_ + result.pieces
+            head = len(META) + len(bytes_)
+            vocab = pl.DataFrame({
+                "id": pl.Series(np.arange(len(names)), dtype=pl.UInt32),
+                "token": pl.Series(names, dtype=pl.String),
+                "kind": pl.Series(["special"] * len(META) + ["byte"] * len(bytes_)
+                                  + ["piece"] * len(result.pieces), dtype=pl.String),
+                "score": pl.Series(np.r_[np.zeros(head), result.scores.astype(np.float64)],
+                                   dtype=pl.Float64)})
+        pieces = vocab.get_column("token").to_list()
+        scores = vocab.get_column("score").to_numpy()
         tokens = word_tokens(sentences, np.ones(len(sentences), np.int64))
         words = (tokens.with_row_index("first_seen")
                  .group_by("word").agg(pl.col("count").sum(), pl.col("first_seen").min())
@@ -91,7 +105,7 @@ def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stage
                  .with_columns(pl.col("count").cast(pl.UInt64),
                                pl.col("first_seen").cast(pl.UInt64)))
         model = UnigramModel([(p, float(s)) for p, s in zip(pieces, scores)], unk_id=0,
-                             byte_fallback=bool(bytes_))
+                             byte_fallback=bool((vocab.get_column("kind") == "byte").any()))
         ids, offsets = model.tokenize_flat(words["word"])
         words = words_table(words, offsets, ids, pieces)
         merges = pl.DataFrame(schema={"rank": pl.UInt32, "left": pl.String, "right": pl.String,
