@@ -87,18 +87,19 @@ def test_cli_offsets_column(tmp_path, trained):
 
 
 def test_offsets_refused_for_unsupported_normalizer(tmp_path, trained):
-    """NFC composes across characters: no offsets rather than wrong ones (one clean line)."""
+    """NFKC then lowercase (a Sequence) composes across characters: no offsets rather than
+    wrong ones (one clean line). NFC and NFKC alone are followed (test_composition.py)."""
     d = tmp_path / "nfc"
-    train([str(DATA)], out_dir=d, vocab_size=300, normalizer="nfc")
+    train([str(DATA)], out_dir=d, vocab_size=300, normalizer="nfkc", lowercase=True)
     tok = Tokenizer.from_dir(d)
-    with pytest.raises(TokcolumnarError, match="offsets are not available with the NFC"):
+    with pytest.raises(TokcolumnarError, match="offsets are not available with the Sequence"):
         tok.encode_arrow(["x"], offsets=True)
     assert tok.encode_batch(["x"])[0].offsets == []  # ids still given, offsets left empty
     src = tmp_path / "in.txt"
     src.write_text("a b\n", encoding="utf-8")
     proc = run_cli("encode", str(src), "--tokenizer", str(d), "--out",
                    str(tmp_path / "o.parquet"), "--columns", "ids,offsets", "--quiet")
-    assert_clean_error(proc, "offsets are not available with the NFC normalizer")
+    assert_clean_error(proc, "offsets are not available with the Sequence normalizer")
     assert not (tmp_path / "o.parquet").exists()
 
 

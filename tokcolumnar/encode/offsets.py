@@ -42,19 +42,25 @@ import numpy as np
 import polars as pl
 
 from ..errors import TokcolumnarValueError
-from ..text.normalizers import Normalizer
+from ..text.normalizers import NFC, NFKC, Normalizer
 from ..text.pretokenizers import PreTokenizer
+from .composition import composed_counts
 
 _CHAR = r"(?s)."  # one character (a code point), as HF's char offsets count them
 
 
+def composing(normalizer: Normalizer | None) -> bool:
+    """NFC and NFKC: followed through their compositions (`composition.py`)."""
+    return isinstance(normalizer, (NFC, NFKC))
+
+
 def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> None:
     """Refuse, naming the component, a tokenizer whose offsets this module cannot follow."""
-    if normalizer is not None and not normalizer.char_local():
+    if normalizer is not None and not normalizer.char_local() and not composing(normalizer):
         raise TokcolumnarValueError(
             f"offsets are not available with the {type(normalizer).__name__} normalizer (only "
             "with normalizers that treat each character on its own: BERT's, lowercase, NFD, "
-            "NFKD, strip accents)")
+            "NFKD, strip accents; and with NFC, NFKC)")
     if pre_tokenizer.dropped_chars() is None:
         raise TokcolumnarValueError(
             f"offsets are not available with the pre-tokenizer {type(pre_tokenizer).__name__}")
@@ -160,9 +166,12 @@ class NormAlignment:
         if normalizer is None or table is None:
             return cls(None, None)
         cps, per_seg = code_points(original)
-        # how many characters each original character becomes (looked up per code point)
-        k = table.lookup(cps).astype(np.int64)
         seg_char_base = exclusive_cumsum(per_seg)
+        if composing(normalizer):  # NFC, NFKC: per text the normalizer changes
+            k = composed_lengths(original, normalized, seg_char_base,
+                                 isinstance(normalizer, NFKC))
+        else:  # how many characters each original character becomes (per code point)
+            k = table.lookup(cps).astype(np.int64)
         seg_of_char = np.repeat(np.arange(len(per_seg), dtype=np.int64), per_seg)
         seg_norm_len = np.bincount(seg_of_char, weights=k, minlength=len(per_seg)).astype(
             np.int64)
@@ -184,6 +193,22 @@ class NormAlignment:
         if self.orig is None or self.base is None:
             return pos
         return self.orig[self.base[seg] + pos]
+
+
+def composed_lengths(original: pl.Series, normalized: pl.Series, seg_char_base: np.ndarray,
+                     compat: bool) -> np.ndarray:
+    """Per original character, how many normalized characters NFC (`compat`: NFKC) aligns to
+    it: 1 in the texts it leaves alone, `composition.composed_counts` (once per distinct
+    text) in the others."""
+    k = np.ones(int(seg_char_base[-1]), dtype=np.int64)
+    changed = np.flatnonzero((original != normalized).fill_null(False).to_numpy())
+    done: dict[str, np.ndarray] = {}
+    for s in changed.tolist():
+        text = original[s]
+        if text not in done:
+            done[text] = composed_counts(text, compat)
+        k[seg_char_base[s]:seg_char_base[s + 1]] = done[text]
+    return k
 
 
 def piece_starts(pre_tokenizer: PreTokenizer, kept_table: CharTable, normalized: pl.Series,
