@@ -93,8 +93,10 @@ def resident_bytes() -> int | None:
         return None
 
 
-def _peak_since_reset() -> int | None:
-    """The process's peak resident memory since the last `_reset_peak` (VmHWM), or None."""
+def peak_resident_bytes() -> int | None:
+    """The process's peak resident memory so far (VmHWM), or None where /proc does not say.
+    (It is never reset here: Linux can, but the peak a parent reads with wait4 would then
+    miss what came before.)"""
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
@@ -105,29 +107,19 @@ def _peak_since_reset() -> int | None:
     return None
 
 
-def _reset_peak() -> bool:
-    """Start VmHWM again from the current resident memory (Linux's clear_refs 5)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 class LoopWatch:
     """Watches a merge loop against `limit` bytes of data beyond `floor` (the process's
     resident memory when the run started) and `LIBRARY_WORK`: `over`, called before each
-    pass, says how much data the run holds once that passed the limit. It reads the peak
-    since the loop started (so a pass's transients count) where Linux can reset the peak,
-    else the resident memory; at most every `every` seconds (a read of /proc costs ~20
-    microseconds)."""
+    pass, says how much data the run holds once that passed the limit. It reads the
+    resident memory, and the process's peak once that passed the peak before the loop (then
+    it is the loop's, a pass's transients included); at most every `every` seconds (a read
+    of /proc costs ~20 microseconds)."""
 
     every = 0.05
 
     def __init__(self, limit: int, floor: int | None) -> None:
         self.limit, self.floor = limit, floor
-        self.peak = floor is not None and _reset_peak()
+        self.peak_before = peak_resident_bytes() or 0
         self.last = 0.0
 
     def over(self) -> int | None:
@@ -138,8 +130,9 @@ class LoopWatch:
         if now - self.last < self.every:
             return None
         self.last = now
-        used = _peak_since_reset() if self.peak else resident_bytes()
-        if used is None or used - self.floor - LIBRARY_WORK <= self.limit:
+        peak = peak_resident_bytes() or 0
+        used = max(resident_bytes() or 0, peak if peak > self.peak_before else 0)
+        if used - self.floor - LIBRARY_WORK <= self.limit:
             return None
         return used - self.floor - LIBRARY_WORK
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 import tokcolumnar as tc
-from tests.support.cli import assert_clean_error, error_line, run_cli, run_measured
+from tests.support.cli import assert_clean_error, cli_env, error_line, run_cli, run_measured
 
 
 def _advised(line: str) -> list[list[str]]:
@@ -179,3 +179,20 @@ def test_the_loop_watch_reads_this_process(monkeypatch):
     assert watch.over() is not None  # far past 1 byte beyond nothing
     assert memory.LoopWatch(10**12, floor=resident).over() is None
     assert memory.LoopWatch(1, floor=None).over() is None  # no floor: not watched
+
+
+def test_the_loop_watch_leaves_the_peak_for_the_parent():
+    """The watch reads the peak, never resets it: a parent's wait4 still sees the process's
+    whole peak (a 300 MB array freed before the loop)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np; a = np.ones(300 * 2**20 // 8); del a; "
+            "from tokcolumnar import memory; "
+            "w = memory.LoopWatch(10**12, memory.resident_bytes()); "
+            "w.last = -1; assert w.over() is None")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=cli_env())
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert usage.ru_maxrss >= 300 * 1024, usage.ru_maxrss  # KiB

@@ -83,7 +83,7 @@ def test_medium_corpora_encode_as_hf(name, file, tmp_path):
     if not os.environ.get("TOKCOLUMNAR_SLOW"):
         pytest.skip("the medium corpora against HF take ~20 minutes in all (CI's "
                     "budget); set TOKCOLUMNAR_SLOW=1")
-    check_encodes_as_hf(name, corpus(f"medium/{file}"), tmp_path, limit=100_000)
+    check_encodes_as_hf(name, corpus(f"medium/{file}"), tmp_path)  # every line
 
 
 @pytest.mark.corpus
