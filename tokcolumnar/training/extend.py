@@ -1,6 +1,8 @@
 """Extending a trained tokenizer (`train(..., extend=BASE)`, `--extend BASE`; docs/extend.md):
 every token and id of the base is kept, and the merge loop continues on a new corpus until the
-new vocabulary size.
+new vocabulary size. The base is one of our output directories, an HF `tokenizer.json`
+(`load_hf_base`) or a tiktoken vocabulary with its pattern and special tokens
+(`load_tiktoken_base`).
 
 The new corpus is counted with the base's settings (its normalizer and pre-tokenizer), then the
 loop's state "after the base's merges" is made in one of two ways:
