@@ -12,6 +12,7 @@ import base64
 import csv
 import io
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tests.support.corpora import MEDIUM, corpus, small_tiered
 from tests.support.hf_outputs import check_outputs_in_hf
 from tests.support.markers import tiered
 from tokcolumnar import Tokenizer, train
+from tokcolumnar.config import TrainConfig
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.text.bytelevel import BYTE_ALPHABET
 from tokcolumnar.tiktoken_format import read_tiktoken, tiktoken_text
@@ -46,6 +48,10 @@ CONFIGS = [
 #: The medium corpora's oracle: K and N above the initial vocabulary.
 MEDIUM_CONFIGS = ("whitespace-id", "gpt2", "cl100k", "bert")
 MEDIUM_K, MEDIUM_N = 2000, 4000
+#: The medium cases over a minute (byte-level Chinese: its pieces are long runs of
+#: characters, 660,000 distinct ones, and each of the four or five trainings takes 15-20 s;
+#: 57 s and 81 s), run with TOKCOLUMNAR_SLOW=1 only, as the other minutes-long references.
+MEDIUM_MINUTES = {("gpt2", "zh.txt"), ("cl100k", "zh.txt")}
 TABLES = ("merges.parquet", "vocab.parquet", "words.parquet")
 
 
@@ -68,7 +74,11 @@ def _k_then_n(tmp_path: Path, text: Path, options: dict, k: int, n: int,
     subword-nmt, as its -s)."""
     base, direct, extended = tmp_path / "base", tmp_path / "direct", tmp_path / "extended"
     if options.get("preset") != "subword-nmt":
-        initial = train(str(text), vocab_size=1 << 20, max_merges=0, **options).vocab.height
+        cfg = TrainConfig(**options)
+        if set(cfg.initial_alphabet) == set(BYTE_ALPHABET):  # (no count needed)
+            initial = len(cfg.special_tokens) + 256
+        else:
+            initial = train(str(text), vocab_size=1 << 20, max_merges=0, **options).vocab.height
         k, n = initial + k, initial + n
     train(str(text), out_dir=base, vocab_size=k, **options)
     train(str(text), out_dir=direct, vocab_size=n, **options)
@@ -110,8 +120,10 @@ def test_extend_is_training_on(tmp_path, name, config):
 @pytest.mark.parametrize("name", MEDIUM)
 @pytest.mark.parametrize("config", MEDIUM_CONFIGS)
 def test_extend_is_training_on_medium(tmp_path, name, config):
-    """The oracle on the medium corpora (7-27 MB), 2,000 merges then 4,000 (each case within
-    about a minute)."""
+    """The oracle on the medium corpora (7-27 MB), 2,000 merges then 4,000."""
+    if (config, name) in MEDIUM_MINUTES and not os.environ.get("TOKCOLUMNAR_SLOW"):
+        pytest.skip("byte-level BPE on medium/zh.txt takes 1-2 minutes per case (CI's "
+                    "budget); set TOKCOLUMNAR_SLOW=1")
     check_oracle(tmp_path, corpus(f"medium/{name}"), config, MEDIUM_K, MEDIUM_N)
 
 
@@ -436,7 +448,7 @@ def test_tiktoken_base_on_another_corpus(tmp_path, specials):
                    "o200k", "--special-tokens", special[0], "--vocab-size", "3000", "--out",
                    str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
-    base_ranks, _ = _tiktoken_encoding(tmp_path / "base", "o200k")
+    base_ranks, base_enc = _tiktoken_encoding(tmp_path / "base", "o200k")
     ranks, enc = _tiktoken_encoding(out, "o200k")
     assert all(ranks[b] == r for b, r in base_ranks.items())
     top = max(base_ranks.values())
@@ -447,7 +459,8 @@ def test_tiktoken_base_on_another_corpus(tmp_path, specials):
     ours = Tokenizer.from_dir(out)
     got = ours.encode_ids([x + "\n" for x in held]).get_column("ids").to_list()
     assert got == enc.encode_ordinary_batch([x + "\n" for x in held])
-    assert sum(map(len, got)) < sum(map(len, enc.encode_ordinary_batch(held))) + len(held)
+    # (the English base spends a token per byte of Chinese; the extension far fewer)
+    assert 2 * sum(map(len, got)) < sum(map(len, base_enc.encode_ordinary_batch(held)))
     check_outputs_in_hf(out, held)
     merges = pl.read_parquet(out / "merges.parquet")
     base_merges = pl.read_parquet(tmp_path / "base" / "merges.parquet")
