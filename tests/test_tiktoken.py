@@ -7,13 +7,14 @@ from __future__ import annotations
 import base64
 import json
 
+import polars as pl
 import pytest
 
 from tests.support.corpora import corpus, small_tiered
 from tokcolumnar import Tokenizer, train
-from tokcolumnar.text.bytelevel import BYTE_ALPHABET
+from tokcolumnar.text.bytelevel import BYTE_ALPHABET, byte_map_bytes
 from tokcolumnar.text.patterns import PATTERNS
-from tokcolumnar.tiktoken_format import read_tiktoken
+from tokcolumnar.tiktoken_format import read_tiktoken, trained_merges_of_ranks
 
 tiktoken = pytest.importorskip("tiktoken")
 load = pytest.importorskip("tiktoken.load")
@@ -29,6 +30,11 @@ def check_tiktoken(path, out, pattern: str, encode_lines: int | None = None) -> 
     # tiktoken's own reader of the file, with the recorded pattern and special tokens
     ranks = load.load_tiktoken_bpe(str(out / "tokenizer.tiktoken"))
     assert ranks == read_tiktoken(str(out / "tokenizer.tiktoken"))
+    # the file gives the run's merges back (what `train --extend FILE.tiktoken` starts from)
+    merges = pl.read_parquet(out / "merges.parquet").sort("rank")
+    assert [(byte_map_bytes(a), byte_map_bytes(b)) for a, b, _ in trained_merges_of_ranks(ranks)
+            ] == list(zip(merges.get_column("left").to_list(),
+                          merges.get_column("right").to_list()))
     enc = tiktoken.Encoding("t", pat_str=record["pat_str"], mergeable_ranks=ranks,
                             special_tokens=record["special_tokens"])
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:encode_lines]

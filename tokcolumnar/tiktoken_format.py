@@ -167,3 +167,41 @@ def parse_special_tokens(items: list[str], ranks: dict[bytes, int]) -> dict[str,
             raise TokcolumnarValueError(f"special token {name!r}: id {i} is the rank of "
                                         f"{taken[i]!r}")
     return out
+
+
+def _encode_below(ranks: dict[bytes, int], token: bytes, limit: int) -> list[bytes]:
+    """`token`'s bytes encoded as tiktoken encodes them with the ranks below `limit` only:
+    the adjacent pair whose joined bytes rank lowest is joined first (the leftmost on a tie)."""
+    parts = [token[i:i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best, at = limit, -1
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1], limit)
+            if r < best:
+                best, at = r, i
+        if at < 0:
+            break
+        parts[at:at + 2] = [parts[at] + parts[at + 1]]
+    return parts
+
+
+def trained_merges_of_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes, bytes]]:
+    """The merges a BPE training made, one per token of two bytes or more, in rank order
+    (`left`, `right`, token): a token's merge joins the two tokens its own bytes encode to
+    with the lower ranks (as the merges are applied in rank order, each word's symbols at the
+    step that made a token are the encoding of their bytes by the earlier tokens). Unlike
+    `merges_of_ranks`, which lists every split for encoding, this is the training's list (a
+    trained output's `tokenizer.tiktoken` gives its merges back: tests/training/
+    test_extend.py). Raises when a token is no such join: not a BPE vocabulary."""
+    merges: list[tuple[bytes, bytes, bytes]] = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = _encode_below(ranks, token, rank)
+        if len(parts) != 2:
+            raise TokcolumnarValueError(
+                f"rank {rank} ({token!r}) is not the join of two tokens of lower rank (its "
+                f"bytes encode to {len(parts)} tokens below it), as each token a BPE training "
+                "makes is: not a BPE vocabulary")
+        merges.append((parts[0], parts[1], token))
+    return merges

@@ -2,14 +2,17 @@
 
 The exactness oracle: training K tokens, then extending that output to N on the same corpus,
 gives the files training N directly gives (run.json aside; Parquet tables by content, without
-`origin`). On another corpus the base's tokens, ids and merges stay, HF loads the result and
-encodes as we do."""
+`origin`), from the output directory and, for a byte-level run without a preset, from its
+`tokenizer.tiktoken` with `--pattern`. On another corpus the base's tokens, ids and merges
+stay, HF (and tiktoken, from a .tiktoken base) loads the result and encodes as we do."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -17,14 +20,19 @@ import polars as pl
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.corpora import corpus, small_tiered
+from tests.support.corpora import MEDIUM, corpus, small_tiered
 from tests.support.hf_outputs import check_outputs_in_hf
 from tests.support.markers import tiered
-from tokcolumnar import train
+from tokcolumnar import Tokenizer, train
+from tokcolumnar.config import TrainConfig
 from tokcolumnar.errors import TokcolumnarError
+from tokcolumnar.text.bytelevel import BYTE_ALPHABET
+from tokcolumnar.tiktoken_format import read_tiktoken, tiktoken_text
 from tokcolumnar.training import extend as extend_module
 
-#: (name, options, K, N): every tie-break, the three presets, special tokens with a suffix
+#: (name, options, K, N): every tie-break, the three presets, special tokens with a suffix,
+#: byte-level runs with the cl100k and o200k patterns (the 256 bytes as alphabet, as tiktoken
+#: needs: these are also extended from their tokenizer.tiktoken)
 CONFIGS = [
     ("whitespace-id", {}, 400, 1000),
     ("whitespace-lexical-max", {"tie_break": "lexical-max"}, 400, 1000),
@@ -34,7 +42,16 @@ CONFIGS = [
     ("gpt2", {"preset": "gpt2"}, 400, 1000),
     ("bert", {"preset": "bert"}, 400, 1000),
     ("subword-nmt", {"preset": "subword-nmt"}, 400, 1000),
+    ("cl100k", {"pattern": "cl100k", "initial_alphabet": list(BYTE_ALPHABET)}, 400, 1000),
+    ("o200k", {"pattern": "o200k", "initial_alphabet": list(BYTE_ALPHABET)}, 400, 1000),
 ]
+#: The medium corpora's oracle: K and N above the initial vocabulary.
+MEDIUM_CONFIGS = ("whitespace-id", "gpt2", "cl100k", "bert")
+MEDIUM_K, MEDIUM_N = 2000, 4000
+#: The medium cases over a minute (byte-level Chinese: its pieces are long runs of
+#: characters, 660,000 distinct ones, and each of the four or five trainings takes 15-20 s;
+#: 57 s and 81 s), run with TOKCOLUMNAR_SLOW=1 only, as the other minutes-long references.
+MEDIUM_MINUTES = {("gpt2", "zh.txt"), ("cl100k", "zh.txt")}
 TABLES = ("merges.parquet", "vocab.parquet", "words.parquet")
 
 
@@ -57,7 +74,11 @@ def _k_then_n(tmp_path: Path, text: Path, options: dict, k: int, n: int,
     subword-nmt, as its -s)."""
     base, direct, extended = tmp_path / "base", tmp_path / "direct", tmp_path / "extended"
     if options.get("preset") != "subword-nmt":
-        initial = train(str(text), vocab_size=1 << 20, max_merges=0, **options).vocab.height
+        cfg = TrainConfig(**options)
+        if set(cfg.initial_alphabet) == set(BYTE_ALPHABET):  # (no count needed)
+            initial = len(cfg.special_tokens) + 256
+        else:
+            initial = train(str(text), vocab_size=1 << 20, max_merges=0, **options).vocab.height
         k, n = initial + k, initial + n
     train(str(text), out_dir=base, vocab_size=k, **options)
     train(str(text), out_dir=direct, vocab_size=n, **options)
@@ -65,18 +86,45 @@ def _k_then_n(tmp_path: Path, text: Path, options: dict, k: int, n: int,
     return base, direct, extended
 
 
-@pytest.mark.corpus
-@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
-@pytest.mark.parametrize("config", [c[0] for c in CONFIGS])
-def test_extend_is_training_on(tmp_path, name, config):
-    """The oracle, for every small corpus and configuration."""
-    _, options, k, n = next(c for c in CONFIGS if c[0] == config)
-    base, direct, extended = _k_then_n(tmp_path, corpus(f"small/{name}"), options, k, n)
+def check_oracle(tmp_path: Path, text: Path, config: str, k: int | None = None,
+                 n: int | None = None) -> None:
+    """The oracle for one corpus and configuration (its K and N unless given); a byte-level
+    run with a pattern and no preset is also extended from its tokenizer.tiktoken."""
+    _, options, k0, n0 = next(c for c in CONFIGS if c[0] == config)
+    base, direct, extended = _k_then_n(tmp_path, text, options, k or k0, n or n0)
     assert_same_output(direct, extended)
     merges = pl.read_parquet(extended / "merges.parquet")
     k_merges = pl.read_parquet(base / "merges.parquet").height
     assert merges.get_column("origin").to_list() == (
         ["base"] * k_merges + ["extend"] * (merges.height - k_merges))
+    if "pattern" in options:
+        size = pl.read_parquet(direct / "vocab.parquet").height
+        train(str(text), out_dir=tmp_path / "from-tiktoken", vocab_size=size,
+              extend=base / "tokenizer.tiktoken", pattern=options["pattern"])
+        assert_same_output(direct, tmp_path / "from-tiktoken")
+        merges = pl.read_parquet(tmp_path / "from-tiktoken" / "merges.parquet")
+        assert merges.get_column("origin").to_list() == (
+            ["base"] * k_merges + ["extend"] * (merges.height - k_merges))
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
+@pytest.mark.parametrize("config", [c[0] for c in CONFIGS])
+def test_extend_is_training_on(tmp_path, name, config):
+    """The oracle, for every small corpus and configuration."""
+    check_oracle(tmp_path, corpus(f"small/{name}"), config)
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", MEDIUM)
+@pytest.mark.parametrize("config", MEDIUM_CONFIGS)
+def test_extend_is_training_on_medium(tmp_path, name, config):
+    """The oracle on the medium corpora (7-27 MB), 2,000 merges then 4,000."""
+    if (config, name) in MEDIUM_MINUTES and not os.environ.get("TOKCOLUMNAR_SLOW"):
+        pytest.skip("byte-level BPE on medium/zh.txt takes 1-2 minutes per case (CI's "
+                    "budget); set TOKCOLUMNAR_SLOW=1")
+    check_oracle(tmp_path, corpus(f"medium/{name}"), config, MEDIUM_K, MEDIUM_N)
 
 
 @pytest.mark.corpus
@@ -192,8 +240,8 @@ def _corrupt_merges(base: Path) -> None:
      "--model wordpiece contradicts the base, which has --model bpe"),
     (["--vocab-size", "900", "--corrupt"], "its merges do not build its vocabulary (merge 3"),
     (["--vocab-size", "900", "--not-ours"], "not a readable tokcolumnar output directory"),
-    (["--vocab-size", "900", "--a-file"], "not a tokcolumnar output directory or a "
-     "tokenizer.json"),
+    (["--vocab-size", "900", "--a-file"], "not a tokcolumnar output directory, a "
+     "tokenizer.json or a .tiktoken file"),
     (["--vocab-size", "900", "--wordpiece-json"], "a WordPiece model cannot be extended from "
      "a tokenizer.json"),
 ])
@@ -317,3 +365,193 @@ def test_extension_killed_then_resumed(tmp_path, new, point):
             assert pl.read_parquet(p).equals(pl.read_parquet(out / p.name)), p.name
         elif p.name != "run.json":
             assert p.read_bytes() == (out / p.name).read_bytes(), p.name
+
+
+# -- a .tiktoken base ------------------------------------------------------------------------
+
+GPT4_SPECIALS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
+                 "<|endofprompt|>"]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("preset", tiered([None, "gpt4"], lambda p: p is None))
+def test_tiktoken_base_with_special_tokens(tmp_path, preset):
+    """A byte-level run's tokenizer.tiktoken starts at the rank after its special tokens
+    (ours come first): given back by name (`--special-tokens`), they get their ids again, and
+    the extension is training on. The file records no preset: from a `--preset gpt4` run, every
+    file is the direct run's but tokenizer.json's post-processor (the preset's
+    `ByteLevel(trim_offsets=False)`, which only moves offsets), run.json and the merges'
+    `origin`."""
+    text = corpus("small/en_botchan.txt")
+    options = ({"preset": "gpt4"} if preset else
+               {"pattern": "cl100k", "initial_alphabet": list(BYTE_ALPHABET),
+                "special_tokens": GPT4_SPECIALS[:2]})
+    specials = GPT4_SPECIALS if preset else GPT4_SPECIALS[:2]
+    size = 256 + len(specials)
+    for out, n in (("base", size + 500), ("direct", size + 1200)):
+        train(str(text), out_dir=tmp_path / out, vocab_size=n, **options)
+    first = (tmp_path / "base" / "tokenizer.tiktoken").read_text(encoding="ascii").split()[1]
+    assert int(first) == len(specials)  # ranks start after the special tokens
+    proc = run_cli("train", str(text), "--extend", str(tmp_path / "base" / "tokenizer.tiktoken"),
+                   "--pattern", "gpt4" if preset else "cl100k", "--special-tokens",
+                   ",".join(specials), "--vocab-size", str(size + 1200), "--out",
+                   str(tmp_path / "extended"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    direct, extended = tmp_path / "direct", tmp_path / "extended"
+    if preset is None:
+        assert_same_output(direct, extended)
+        return
+    a = json.loads((direct / "tokenizer.json").read_text(encoding="utf-8"))
+    b = json.loads((extended / "tokenizer.json").read_text(encoding="utf-8"))
+    assert a.pop("post_processor") == {"type": "ByteLevel", "add_prefix_space": True,
+                                       "trim_offsets": False, "use_regex": True}
+    assert b.pop("post_processor") is None
+    assert a == b
+    (direct / "tokenizer.json").unlink()
+    (extended / "tokenizer.json").unlink()
+    assert_same_output(direct, extended)
+
+
+def _tiktoken_encoding(out: Path, pattern: str):
+    tiktoken_load = pytest.importorskip("tiktoken.load")
+    import tiktoken
+
+    from tokcolumnar.text.patterns import PATTERNS
+
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert run["tiktoken"]["pat_str"] == PATTERNS[pattern].regex
+    ranks = tiktoken_load.load_tiktoken_bpe(str(out / "tokenizer.tiktoken"))
+    return ranks, tiktoken.Encoding("t", pat_str=PATTERNS[pattern].regex,
+                                    mergeable_ranks=ranks,
+                                    special_tokens=run["tiktoken"]["special_tokens"])
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("specials", tiered(["first", "after"], lambda s: s == "first"))
+def test_tiktoken_base_on_another_corpus(tmp_path, specials):
+    """An English byte-level BPE (o200k's pattern) as a .tiktoken file, extended with Chinese:
+    tiktoken, loading the extension's tokenizer.tiktoken, encodes held-apart lines to our ids
+    (and HF too); the base's ranks are unchanged. The special token is the base run's (id 0,
+    the ranks starting at 1) or one the base file does not have (`after`: it gets the id after
+    the highest rank, as tiktoken's encodings number theirs, and the new tokens come after it).
+    """
+    special = ["<|endoftext|>"]
+    train(str(corpus("small/en_botchan.txt")), out_dir=tmp_path / "base", vocab_size=1000,
+          pattern="o200k", initial_alphabet=list(BYTE_ALPHABET),
+          special_tokens=special if specials == "first" else [])
+    lines = corpus("small/zh_hongloumeng_300k.txt").read_text(encoding="utf-8").splitlines()
+    held = lines[-50:]
+    (tmp_path / "new.txt").write_text("\n".join(lines[:-50]) + "\n", encoding="utf-8")
+    base_file = tmp_path / "base" / "tokenizer.tiktoken"
+    out = tmp_path / "extended"
+    proc = run_cli("train", str(tmp_path / "new.txt"), "--extend", str(base_file), "--pattern",
+                   "o200k", "--special-tokens", special[0], "--vocab-size", "3000", "--out",
+                   str(out), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    base_ranks, base_enc = _tiktoken_encoding(tmp_path / "base", "o200k")
+    ranks, enc = _tiktoken_encoding(out, "o200k")
+    assert all(ranks[b] == r for b, r in base_ranks.items())
+    top = max(base_ranks.values())
+    special_id = 0 if specials == "first" else top + 1
+    assert enc.encode("<|endoftext|>", allowed_special="all") == [special_id]
+    assert len(ranks) + 1 == 3000 and min(r for r in ranks.values() if r > top) == top + 1 + (
+        specials == "after")
+    ours = Tokenizer.from_dir(out)
+    got = ours.encode_ids([x + "\n" for x in held]).get_column("ids").to_list()
+    assert got == enc.encode_ordinary_batch([x + "\n" for x in held])
+    # (the English base spends a token per byte of Chinese; the extension far fewer)
+    assert 2 * sum(map(len, got)) < sum(map(len, base_enc.encode_ordinary_batch(held)))
+    check_outputs_in_hf(out, held)
+    merges = pl.read_parquet(out / "merges.parquet")
+    base_merges = pl.read_parquet(tmp_path / "base" / "merges.parquet")
+    assert merges.head(base_merges.height).select("rank", "left", "right", "id").equals(
+        base_merges.select("rank", "left", "right", "id"))
+    assert set(merges.get_column("origin").head(base_merges.height)) == {"base"}
+
+
+@pytest.fixture(scope="module")
+def tiktoken_base(tmp_path_factory) -> Path:
+    """A cl100k byte-level run's tokenizer.tiktoken (600 tokens of en_botchan.txt)."""
+    out = tmp_path_factory.mktemp("tiktoken-base") / "base"
+    train(str(corpus("small/en_botchan.txt")), out_dir=out, vocab_size=600, pattern="cl100k",
+          initial_alphabet=list(BYTE_ALPHABET))
+    return out / "tokenizer.tiktoken"
+
+
+def _bad_tiktoken(tmp_path: Path, good: Path, kind: str) -> Path:
+    """A .tiktoken base with one thing wrong (see test_bad_tiktoken_base_is_one_line)."""
+    path = tmp_path / f"{kind}.tiktoken"
+    lines = good.read_text(encoding="ascii").splitlines()
+    if kind == "holes":  # ranks from 2: ids 0 and 1 are no token's
+        lines = [f"{b} {int(r) + 2}" for b, r in (x.split() for x in lines)]
+    elif kind == "bytes":  # byte 0 missing
+        lines = [x for x in lines if x.split()[0] != "AA=="]
+    elif kind == "not-base64":
+        lines[3] = "%%% 3"
+    elif kind == "not-bpe":  # a token of 3 bytes no two lower ranks join into
+        lines.append(f"{base64.b64encode(b'qzx').decode()} {len(lines)}")
+    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    return path
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("kind,args,needle", [
+    ("ok", [], "a .tiktoken base needs --pattern (its split pattern: gpt2, cl100k, o200k"),
+    ("ok", ["--pattern", "cl100k", "--special-tokens", "<s>=3"],
+     "--special-tokens '<s>=3': with a .tiktoken base special tokens are names, not NAME=ID"),
+    ("holes", ["--pattern", "cl100k"], "no token has ids 0..1 (2 below the highest rank"),
+])
+def test_bad_tiktoken_base_is_one_line(tmp_path, tiktoken_base, kind, args, needle):
+    text = corpus("small/en_botchan.txt")
+    base = tiktoken_base if kind == "ok" else _bad_tiktoken(tmp_path, tiktoken_base, kind)
+    proc = run_cli("train", str(text), "--extend", str(base), "--vocab-size", "1200", "--out",
+                   str(tmp_path / "out"), *args)
+    assert_clean_error(proc, needle)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("kind,options,needle", [
+    ("ok", {"special_tokens": ["a"]}, "the special token 'a' is the token of rank"),
+    ("ok", {"pattern": "qwen2", "normalizer": "nfc"},
+     "--normalizer nfc contradicts the base, which has --normalizer none"),
+    ("ok", {"preset": "gpt4"}, "--preset gpt4 contradicts the base, which has no --preset"),
+    ("holes", {"special_tokens": ["<s>"]}, "no token has id 1 (1 below the highest rank"),
+    ("bytes", {}, "1 of the 256 bytes have no rank (e.g. b'\\x00')"),
+    ("not-base64", {}, "line 4 is not `base64 rank`"),
+    ("not-bpe", {}, "(b'qzx') is not the join of two tokens of lower rank"),
+])
+def test_bad_tiktoken_base_refused(tmp_path, tiktoken_base, kind, options, needle):
+    """(The same refusals from Python; the CLI's one line is checked above.)"""
+    base = tiktoken_base if kind == "ok" else _bad_tiktoken(tmp_path, tiktoken_base, kind)
+    with pytest.raises(TokcolumnarError) as e:
+        train(str(corpus("small/en_botchan.txt")), extend=base, vocab_size=1200,
+              out_dir=tmp_path / "out", **{"pattern": "cl100k", **options})
+    assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.corpus
+def test_tiktoken_base_from_python(tmp_path):
+    """`train(..., extend="x.tiktoken", pattern=...)`, an alias of the pattern and a base whose
+    byte-level alphabet is not numbered as ours (tiktoken's encodings give the 256 bytes ranks
+    0..255 in byte order): the extension keeps every rank, takes the rebuilt path, and
+    tiktoken encodes as we do."""
+    text = corpus("small/ru_pushkin_300k.txt")
+    train(str(text), out_dir=tmp_path / "ours", vocab_size=800, pattern="cl100k",
+          initial_alphabet=list(BYTE_ALPHABET))
+    ours = read_tiktoken(str(tmp_path / "ours" / "tokenizer.tiktoken"))
+    # the same vocabulary with the bytes in byte order (merges keep their relative order)
+    order = [bytes([b]) for b in range(256)] + sorted(
+        (t for t in ours if len(t) > 1), key=ours.__getitem__)
+    (tmp_path / "base.tiktoken").write_text(tiktoken_text({t: i for i, t in enumerate(order)}),
+                                            encoding="ascii")
+    result = train(str(text), out_dir=tmp_path / "out", extend=tmp_path / "base.tiktoken",
+                   pattern="llama3", vocab_size=1500)
+    assert result.config.pattern == "cl100k"
+    assert result.vocab.height == 1500
+    ranks, enc = _tiktoken_encoding(tmp_path / "out", "cl100k")
+    assert all(ranks[t] == i for i, t in enumerate(order))
+    lines = text.read_text(encoding="utf-8").splitlines(keepends=True)[:300]
+    got = Tokenizer.from_dir(tmp_path / "out").encode_ids(lines).get_column("ids").to_list()
+    assert got == enc.encode_ordinary_batch(lines)

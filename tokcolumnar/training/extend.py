@@ -1,6 +1,8 @@
 """Extending a trained tokenizer (`train(..., extend=BASE)`, `--extend BASE`; docs/extend.md):
 every token and id of the base is kept, and the merge loop continues on a new corpus until the
-new vocabulary size.
+new vocabulary size. The base is one of our output directories, an HF `tokenizer.json`
+(`load_hf_base`) or a tiktoken vocabulary with its pattern and special tokens
+(`load_tiktoken_base`).
 
 The new corpus is counted with the base's settings (its normalizer and pre-tokenizer), then the
 loop's state "after the base's merges" is made in one of two ways:
@@ -33,15 +35,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ..config import TrainConfig, _show
+from ..config import TrainConfig, _show, _string_list
 from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..layout import Layout
 from ..models.bpe import BPEModel
 from ..progress import StageTimer
-from ..text.bytelevel import BYTE_ALPHABET
+from ..text.bytelevel import BYTE_ALPHABET, byte_map_bytes
+from ..text.decoders import ByteLevelDecoder
 from ..text.normalizers import NORMALIZER_NAMES, build_normalizer
+from ..text.patterns import pattern_name_or_regex
 from ..text.pretokenizers import PRETOKENIZER_NAMES, build_pretokenizer
-from ..tokenizer import Tokenizer
+from ..tiktoken_format import read_tiktoken, trained_merges_of_ranks
+from ..tokenizer import AddedToken, Tokenizer
 from .bpe import BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
 from .polars_engine import initial_symbols, make_trainer, merge_loop
@@ -55,6 +60,8 @@ FREE = ("vocab_size", "max_merges", "engine", "format", "column", "show_progress
 LOOP = ("min_frequency", "tie_break", "max_token_length", "min_score", "wordpiece_scoring")
 #: The `origin` of each merge in an extension's merges table.
 BASE_ORIGIN, NEW_ORIGIN = "base", "extend"
+#: A base file in tiktoken's format (`load_tiktoken_base`).
+TIKTOKEN_SUFFIX = ".tiktoken"
 
 
 @dataclass
@@ -73,17 +80,21 @@ class Base:
         return str(self.settings.get("model"))
 
 
-def load_base(path: str | Path) -> Base:
-    """Read a base: one of our output directories (run.json, vocab.parquet, merges.parquet)
-    or an HF `tokenizer.json` with a BPE model (`load_hf_base`)."""
+def load_base(path: str | Path, pattern: str | None = None,
+              special_tokens: list[str] | None = None) -> Base:
+    """Read a base: one of our output directories (run.json, vocab.parquet, merges.parquet),
+    an HF `tokenizer.json` with a BPE model (`load_hf_base`) or a tiktoken vocabulary with its
+    split `pattern` and `special_tokens` (`load_tiktoken_base`)."""
     p = Path(path)
     if not p.exists():
         raise TokcolumnarError(f"--extend {path}: no such file or directory")
     if p.is_file() and p.suffix == ".json":
         return load_hf_base(p)
+    if p.is_file() and p.suffix == TIKTOKEN_SUFFIX:
+        return load_tiktoken_base(p, pattern, special_tokens)
     if not p.is_dir():
-        raise TokcolumnarError(f"--extend {path}: not a tokcolumnar output directory or a "
-                               "tokenizer.json (a .tiktoken base is not supported yet)")
+        raise TokcolumnarError(f"--extend {path}: not a tokcolumnar output directory, a "
+                               "tokenizer.json or a .tiktoken file")
     try:
         run = json.loads((p / "run.json").read_text(encoding="utf-8"))
         vocab = pl.read_parquet(p / "vocab.parquet", columns=["id", "token", "kind"])
@@ -187,6 +198,8 @@ def extended_tokenizer(cfg: TrainConfig, ids: dict[str, int],
                        merges: list[tuple[str, str]]) -> Tokenizer:
     """The extension's tokenizer: the base's, with the extended vocabulary and merges."""
     assert cfg.extend is not None
+    if is_tiktoken_base(cfg.extend):
+        return tiktoken_extended_tokenizer(cfg, ids, merges)
     base = base_tokenizer(cfg.extend)
     model = base.model
     assert isinstance(model, BPEModel)
@@ -227,6 +240,8 @@ def check_base(base: Base) -> None:
 def _same(name: str, given: Any, base: Any) -> bool:
     if name in ("pre_tokenizer", "normalizer") and isinstance(given, str):
         given = given.lower()
+    if name == "pattern" and isinstance(given, str) and given:  # an alias or a named regex
+        given = pattern_name_or_regex(given)[0] or given
     if name == "initial_alphabet" and given is not None and base is not None:
         return set(given) == set(base)
     if isinstance(given, tuple):
@@ -240,7 +255,7 @@ def extend_options(extend: str | Path, options: dict[str, Any]) -> dict[str, Any
     naming the base's value."""
     if "config" in options:
         raise TokcolumnarValueError("give the options as keywords with extend=, not config=")
-    base = load_base(extend)
+    base = load_base(extend, options.get("pattern"), options.get("special_tokens"))
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     settings = {k: v for k, v in base.settings.items() if k in known}
     for name, value in options.items():
@@ -381,7 +396,7 @@ def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
                    checkpoint: MergeCheckpoint | None = None) -> TrainTables:
     """The Polars engine's `train` for an extension (see the module docstring)."""
     assert cfg.extend is not None
-    base = load_base(cfg.extend)
+    base = load_base(cfg.extend, cfg.pattern, cfg.special_tokens)
     k = base.merges.height
     restored = checkpoint.restore() if checkpoint is not None else None
     trainer: Trainer | None = None
@@ -459,3 +474,112 @@ def _with_base_merges(base: Base, new: pl.DataFrame, joined: np.ndarray | None,
                            pl.lit(NEW_ORIGIN).alias("origin"))
     cols = [c for c in new.columns if c in old.columns]
     return pl.concat([old.select(cols).cast(new.select(cols).schema), new.select(cols)])
+
+
+def is_tiktoken_base(path: str | Path) -> bool:
+    return Path(path).suffix == TIKTOKEN_SUFFIX and Path(path).is_file()
+
+
+def tiktoken_special_ids(path: Path, names: list[str], ranks: dict[bytes, int],
+                         tokens: dict[str, int]) -> dict[str, int]:
+    """The ids of a tiktoken base's special tokens (names, in order): the ids no rank has,
+    first those below the highest rank (a tokcolumnar output numbers its special tokens
+    before the 256 bytes, so its `tokenizer.tiktoken` starts at the rank after them: given
+    back, they get their ids again), then the ids after it, as tiktoken's encodings number
+    theirs. Every id 0..n-1 must then be a token's: the extension's vocabulary has no holes."""
+    for name in names:
+        head, eq, value = name.rpartition("=")
+        if eq and head and value.isdigit():
+            raise TokcolumnarError(
+                f"--special-tokens {name!r}: with a .tiktoken base special tokens are names, "
+                "not NAME=ID: they take the ids no rank has, in order (below the highest rank "
+                "first, then after it)")
+        if name in tokens:
+            raise TokcolumnarError(f"--extend {path}: the special token {name!r} is the token "
+                                   f"of rank {tokens[name]} (its bytes in byte-level "
+                                   "characters)")
+    taken = set(ranks.values())
+    top = max(taken)
+    free = [i for i in range(top) if i not in taken]
+    ids = dict(zip(names, free + list(range(top + 1, top + 1 + len(names)))))
+    holes = free[len(names):]
+    if holes:
+        shown = f"{holes[0]}" if len(holes) == 1 else f"{holes[0]}..{holes[-1]}"
+        raise TokcolumnarError(
+            f"--extend {path}: no token has id{'s' if len(holes) > 1 else ''} {shown} "
+            f"({len(holes):,} below the highest rank {top:,}); give the special tokens that "
+            "had them with --special-tokens (in id order: a tokcolumnar output's are its "
+            "run's --special-tokens)")
+    return ids
+
+
+def load_tiktoken_base(path: Path, pattern: str | None,
+                       special_tokens: list[str] | None) -> Base:
+    """A tiktoken vocabulary (`base64(token bytes) rank` lines, as our byte-level runs write
+    `tokenizer.tiktoken`) as a base: a byte-level BPE whose ids are the ranks, split by
+    `pattern` (`--pattern`, which the file does not record), with the given special tokens
+    (`tiktoken_special_ids`). Its merges are the ones a training made, one per token in rank
+    order (`tiktoken_format.trained_merges_of_ranks`). Its settings are those of a fresh
+    byte-level run with that pattern and the 256 bytes as alphabet (no normalizer, no preset:
+    the file records neither); the loop's options are the defaults unless given."""
+    if pattern is None:
+        raise TokcolumnarError(f"--extend {path}: a .tiktoken base needs --pattern (its split "
+                               "pattern: gpt2, cl100k, o200k, qwen2, ... or a regex)")
+    if not isinstance(pattern, str):
+        raise TokcolumnarValueError(f"--pattern must be a string, got {pattern!r}")
+    name, regex = pattern_name_or_regex(pattern)
+    names = _string_list("special_tokens", special_tokens or [])
+    try:
+        ranks = read_tiktoken(str(path))
+        recovered = trained_merges_of_ranks(ranks)
+    except TokcolumnarValueError as e:
+        raise TokcolumnarError(f"--extend {e}" if str(e).startswith(str(path))
+                               else f"--extend {path}: {e}") from None
+    if len(set(ranks.values())) != len(ranks):
+        raise TokcolumnarError(f"--extend {path}: two tokens have the same rank")
+    if min(ranks.values()) < 0:
+        raise TokcolumnarError(f"--extend {path}: a rank is negative")
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise TokcolumnarError(f"--extend {path}: {len(missing)} of the 256 bytes have no rank "
+                               f"(e.g. {bytes([missing[0]])!r}); a byte-level base needs them "
+                               "all")
+    text = {byte_map_bytes(b): r for b, r in ranks.items()}
+    special = tiktoken_special_ids(path, names, ranks, text)
+    n = len(ranks) + len(special)
+    tokens, kinds = [""] * n, ["merge"] * n
+    for b, r in ranks.items():
+        tokens[r] = byte_map_bytes(b)
+        if len(b) == 1:
+            kinds[r] = "alphabet"
+    for t, i in special.items():
+        tokens[i], kinds[i] = t, "special"
+    rows = [(rank, byte_map_bytes(a), byte_map_bytes(b), byte_map_bytes(t), ranks[a], ranks[b],
+             ranks[t]) for rank, (a, b, t) in enumerate(recovered)]
+    merges = pl.DataFrame(rows, schema={"rank": pl.UInt32, "left": pl.String,
+                                        "right": pl.String, "token": pl.String,
+                                        "left_id": pl.Int64, "right_id": pl.Int64,
+                                        "id": pl.Int64}, orient="row")
+    merges = merges.with_columns(pl.lit(0, dtype=pl.UInt64).alias("count"),
+                                 pl.lit(None, dtype=pl.Float64).alias("score"),
+                                 pl.lit(0, dtype=pl.UInt64).alias("words"))
+    settings: dict[str, Any] = {
+        "model": "bpe", "pre_tokenizer": "byte-level", "pattern": name or regex,
+        "normalizer": "none", "lowercase": False, "initial_alphabet": list(BYTE_ALPHABET),
+        "special_tokens": sorted(special, key=special.__getitem__),
+        "end_of_word_suffix": None, "end_of_word_token": None,
+        "continuing_subword_prefix": None, "unk_token": None, "preset": None}
+    base = Base(str(path), settings, tokens, kinds, merges)
+    check_base(base)
+    return base
+
+
+def tiktoken_extended_tokenizer(cfg: TrainConfig, ids: dict[str, int],
+                                merges: list[tuple[str, str]]) -> Tokenizer:
+    """The extension of a tiktoken base: the tokenizer a fresh byte-level run with the base's
+    settings makes (`export.build_tokenizer`): the pattern's pre-tokenizer, the ByteLevel
+    decoder, no normalizer and no post-processor, the special tokens by id."""
+    normalizer, pretokenizer = cfg.text_components()
+    decoder = ByteLevelDecoder(add_prefix_space=True, trim_offsets=True, use_regex=True)
+    added = [AddedToken(t, ids[t]) for t in sorted(cfg.special_tokens, key=ids.__getitem__)]
+    return Tokenizer(BPEModel(ids, merges), normalizer, pretokenizer, decoder, None, added)
