@@ -53,6 +53,8 @@ FREE = ("vocab_size", "max_merges", "engine", "format", "column", "show_progress
         "max_word_chars", "extend")
 #: Options of the merge loop: the base's value unless given.
 LOOP = ("min_frequency", "tie_break", "max_token_length", "min_score", "wordpiece_scoring")
+#: The engines that extend (the DuckDB one: `duckdb.extend`).
+ENGINES = ("polars", "duckdb")
 #: The `origin` of each merge in an extension's merges table.
 BASE_ORIGIN, NEW_ORIGIN = "base", "extend"
 
@@ -267,9 +269,9 @@ def extend_options(extend: str | Path, options: dict[str, Any]) -> dict[str, Any
     if isinstance(size, int) and not isinstance(size, bool) and size <= have:
         raise TokcolumnarValueError(f"--vocab-size {size} is not above the base's "
                                     f"{have:,} {what} ({base.path})")
-    if out.get("engine", "polars") != "polars":
-        raise TokcolumnarValueError(f"--extend runs on the Polars engine only (got --engine "
-                                    f"{out['engine']})")
+    if out.get("engine", "polars") not in ENGINES:
+        raise TokcolumnarValueError(f"--extend runs on the Polars and DuckDB engines only "
+                                    f"(got --engine {out['engine']})")
     return out
 
 
@@ -459,3 +461,12 @@ def _with_base_merges(base: Base, new: pl.DataFrame, joined: np.ndarray | None,
                            pl.lit(NEW_ORIGIN).alias("origin"))
     cols = [c for c in new.columns if c in old.columns]
     return pl.concat([old.select(cols).cast(new.select(cols).schema), new.select(cols)])
+
+
+def check_rebuilt_size(cfg: TrainConfig, base: Base, n: int) -> None:
+    """A rebuilt initial vocabulary of `n` tokens (the base's and the new corpus's characters
+    it has no token for) must fit in --vocab-size."""
+    if n > cfg.vocab_size:
+        raise TokcolumnarValueError(
+            f"--vocab-size {cfg.vocab_size} is below the base's {len(base.tokens):,} tokens and "
+            f"the {n - len(base.tokens):,} characters of the new corpus it has no token for")

@@ -367,8 +367,9 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved)
                       if limits.work is not None else None)
-        # --extend: the loop continues a base's (`extend`; Polars engine only)
-        tables = (train_extended(words, cfg, timer, checkpoint) if cfg.extend is not None
+        # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
+        tables = (train_extended(words, cfg, timer, checkpoint)
+                  if cfg.extend is not None and engine.name != "duckdb"
                   else engine.train(words, cfg, timer, checkpoint=checkpoint))
         limits.wait_saved()
     finally:
