@@ -59,6 +59,8 @@ class DuckDBEngine:
     temp_directory: str | None = None
     #: DuckDB counts every input itself (and spills by itself, within the same limit).
     counts_in_units = False
+    #: --extend runs here, in SQL (`extend`).
+    trains_extensions = True
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
         """DuckDB's `memory_limit`, and its `temp_directory` inside the work directory."""
