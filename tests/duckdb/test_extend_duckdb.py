@@ -178,3 +178,44 @@ def test_extension_killed_then_resumed(tmp_path, new, point):
     resumed = run_cli(*args, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert_same_files(tmp_path / "whole", tmp_path / "out")
+
+
+@pytest.mark.parametrize("tie_break", tiered(["lexical-max", "first-seen"],
+                                             lambda t: t == "lexical-max"))
+def test_small_input_extends_through_the_chain(tmp_path, tie_break):
+    """An input of at most 4,096 characters of distinct words runs lexical-max (and first-seen
+    always) through the chain of stages 10-11: the oracle there, and the rebuild of another
+    corpus as the Polars engine's."""
+    lines = corpus("small/en_botchan.txt").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "a.txt").write_text("\n".join(lines[200:260]) + "\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("\n".join(lines[400:460]) + "\n", encoding="utf-8")
+    a = str(tmp_path / "a.txt")
+    words = train(a, vocab_size=1 << 20, max_merges=0).words
+    assert words.get_column("word").str.len_chars().sum() <= 4096
+    initial = train(a, vocab_size=1 << 20, max_merges=0).vocab.height
+    options = {"tie_break": tie_break, **DUCK}
+    train(a, out_dir=tmp_path / "base", vocab_size=initial + 60, **options)
+    train(a, out_dir=tmp_path / "direct", vocab_size=initial + 200, **options)
+    train(a, out_dir=tmp_path / "extended", extend=tmp_path / "base",
+          vocab_size=initial + 200, **DUCK)
+    assert_same_output(tmp_path / "direct", tmp_path / "extended")
+    for engine in ("duckdb", "polars"):
+        train(str(tmp_path / "b.txt"), out_dir=tmp_path / f"b-{engine}",
+              extend=tmp_path / "base", vocab_size=initial + 200, engine=engine)
+    assert_same_files(tmp_path / "b-polars", tmp_path / "b-duckdb")
+
+
+@pytest.mark.parametrize("options", tiered(
+    [{"max_merges": 700}, {"min_frequency": 3}, {"max_token_length": 4}],
+    lambda o: "max_merges" in o))
+def test_loop_options_work_as_for_a_fresh_run(tmp_path, options):
+    """--max-merges (counting the base's merges), --min-frequency and --max-token-length given
+    to the extension: the tables of a direct DuckDB run with them."""
+    text = str(corpus("small/en_botchan.txt"))
+    train(text, out_dir=tmp_path / "base", vocab_size=500,
+          **{k: v for k, v in options.items() if k != "max_merges"})
+    direct = train(text, vocab_size=1100, **options, **DUCK)
+    extended = train(text, extend=tmp_path / "base", vocab_size=1100, **options, **DUCK)
+    for table in ("merges", "vocab", "words"):
+        assert getattr(direct, table).equals(getattr(extended, table).drop("origin",
+                                                                          strict=False))
