@@ -26,9 +26,11 @@ counters, among them the path taken and whether the replay is done."""
 
 from __future__ import annotations
 
+import duckdb
 import polars as pl
 
 from ..config import TrainConfig
+from ..errors import TokcolumnarError
 from ..progress import StageTimer
 from ..training.checkpoint import MergeCheckpoint
 from ..training.extend import (
@@ -44,7 +46,7 @@ from ..training.extend import (
 from ..training.tables import TrainTables
 from .bpe import MergeLoop, initial_symbols, pair_counts
 from .checkpoint import STATE_DB, DuckDBCheckpoint
-from .runner import Scripts
+from .runner import Scripts, duck_error
 from .wordpiece import LikelihoodLoop
 
 #: What an extension adds to its loop's checkpointed counters.
@@ -140,14 +142,18 @@ def _rebuild(sql: Scripts, cfg: TrainConfig, base: Base) -> int:
     """The words segmented by the base's merges, with the base's ids and the new corpus's
     characters it lacks after them, in tc_seg and tc_vocab; returns the vocabulary size."""
     initial_symbols(sql, cfg, check=False, own_characters=True)
-    sql.run("extend", "own_ids")
-    n = sql.con.execute("SELECT count(*) FROM tc_vocab").fetchone()[0]
-    check_rebuilt_size(cfg, base, n)
-    (every,), = sql.rows("extend", "well_formed")
-    sql.run("extend", "segment_start")
-    while sql.rows("extend", "segment_round", every=every)[0][0]:
-        pass
-    sql.run("extend", "segment_end")
+    try:
+        sql.run("extend", "own_ids")
+        n = sql.con.execute("SELECT count(*) FROM tc_vocab").fetchone()[0]
+        check_rebuilt_size(cfg, base, n)
+        (every,), = sql.rows("extend", "well_formed")
+        sql.run("extend", "segment_start")
+        while sql.rows("extend", "segment_round", every=every)[0][0]:
+            pass
+        sql.run("extend", "segment_end")
+    except duckdb.Error as e:  # e.g. out of memory: one line, as stages 4-6
+        raise TokcolumnarError(f"segmenting the words by the base's merges failed: "
+                               f"{duck_error(e)}") from None
     return n
 
 
