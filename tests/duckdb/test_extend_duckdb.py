@@ -42,23 +42,8 @@ def assert_same_files(a: Path, b: Path) -> None:
             assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
-def _oracle_cases() -> list:
-    """Every small corpus with every configuration (the fast tier: en_botchan with gpt2), but
-    first-seen on the corpora whose whitespace words are runs of CJK (a direct first-seen run
-    of the DuckDB chain takes more than 10 minutes there)."""
-    cases = []
-    for name in small_tiered("en_botchan.txt"):
-        fast = not hasattr(name, "values")
-        name = name if fast else name.values[0]
-        for config, *_ in CONFIGS:
-            if config == "whitespace-first-seen" and name.startswith(("ja_", "zh_")):
-                continue
-            cases.append(pytest.param(name, config, marks=[] if fast and config == FAST
-                                      else [pytest.mark.slow]))
-    return cases
-
-
-@pytest.mark.parametrize("name,config", _oracle_cases())
+@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
+@pytest.mark.parametrize("config", tiered([c[0] for c in CONFIGS], lambda c: c == FAST))
 def test_extend_is_training_on(tmp_path, name, config):
     """The oracle on the DuckDB engine: the base's merges replayed by the DuckDB loop, checked,
     and the loop goes on."""
