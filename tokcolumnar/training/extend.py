@@ -379,6 +379,15 @@ def rebuild(words: pl.DataFrame, cfg: TrainConfig, base: Base
     return Initial(vocab, layout, own.n_words), joined, in_words
 
 
+def check_rebuilt_size(cfg: TrainConfig, base: Base, n: int) -> None:
+    """A rebuilt initial vocabulary of `n` tokens (the base's and the new corpus's characters
+    it has no token for) must fit in --vocab-size."""
+    if n > cfg.vocab_size:
+        raise TokcolumnarValueError(
+            f"--vocab-size {cfg.vocab_size} is below the base's {len(base.tokens):,} tokens and "
+            f"the {n - len(base.tokens):,} characters of the new corpus it has no token for")
+
+
 def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
                    checkpoint: MergeCheckpoint | None = None) -> TrainTables:
     """The Polars engine's `train` for an extension (see the module docstring)."""
@@ -461,12 +470,3 @@ def _with_base_merges(base: Base, new: pl.DataFrame, joined: np.ndarray | None,
                            pl.lit(NEW_ORIGIN).alias("origin"))
     cols = [c for c in new.columns if c in old.columns]
     return pl.concat([old.select(cols).cast(new.select(cols).schema), new.select(cols)])
-
-
-def check_rebuilt_size(cfg: TrainConfig, base: Base, n: int) -> None:
-    """A rebuilt initial vocabulary of `n` tokens (the base's and the new corpus's characters
-    it has no token for) must fit in --vocab-size."""
-    if n > cfg.vocab_size:
-        raise TokcolumnarValueError(
-            f"--vocab-size {cfg.vocab_size} is below the base's {len(base.tokens):,} tokens and "
-            f"the {n - len(base.tokens):,} characters of the new corpus it has no token for")
