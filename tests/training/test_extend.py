@@ -268,11 +268,19 @@ def test_bad_extension_is_one_line(tmp_path, args, needle):
 
 
 @pytest.mark.corpus
-def test_duckdb_engine_refused(tmp_path):
+@pytest.mark.duckdb
+def test_duckdb_engine_extends(tmp_path):
+    """--engine duckdb extends as the Polars engine does (its own tests:
+    tests/duckdb/test_extend_duckdb.py); an engine that cannot is refused."""
     text = corpus("small/en_botchan.txt")
     train(str(text), out_dir=tmp_path / "base", vocab_size=400)
-    with pytest.raises(TokcolumnarError, match="--extend runs on the Polars engine only"):
-        train(str(text), extend=tmp_path / "base", vocab_size=900, engine="duckdb")
+    on_duckdb = train(str(text), extend=tmp_path / "base", vocab_size=900, engine="duckdb")
+    on_polars = train(str(text), extend=tmp_path / "base", vocab_size=900)
+    for table in ("merges", "vocab", "words"):
+        assert getattr(on_duckdb, table).equals(getattr(on_polars, table)), table
+    with pytest.raises(TokcolumnarError, match="--extend runs on the Polars and DuckDB "
+                                               "engines only"):
+        train(str(text), extend=tmp_path / "base", vocab_size=900, engine="ray")
 
 
 @pytest.mark.corpus

@@ -196,30 +196,41 @@ def _building_alphabet() -> Iterator[None]:
         raise TokcolumnarError(f"building the alphabet failed: {duck_error(e)}") from None
 
 
-def initial_symbols(sql: Scripts, cfg: TrainConfig) -> int:
+def initial_symbols(sql: Scripts, cfg: TrainConfig, check: bool = True,
+                    own_characters: bool = False) -> int:
     """Stages 4-5 (alphabet, ids, initial symbols in tc_seg), shared with WordPiece; returns
-    the initial vocabulary size."""
+    the initial vocabulary size (`check`: refused when above --vocab-size). `own_characters`:
+    every character of the words and nothing else (no alphabet limit, no initial alphabet, no
+    variant order: an extension's rebuild, `duckdb.extend`)."""
     with _building_alphabet():
         sql.run("alphabet", "chars")
-        sql.run("alphabet", "alphabet", initial_alphabet=list(cfg.initial_alphabet),
-                limit_alphabet=cfg.limit_alphabet)
+        sql.run("alphabet", "alphabet",
+                initial_alphabet=[] if own_characters else list(cfg.initial_alphabet),
+                limit_alphabet=None if own_characters else cfg.limit_alphabet)
         sql.run("alphabet", "vocab", special_tokens=list(cfg.special_tokens),
                 eow_token=cfg.end_of_word_token)
         sql.run("initial_symbols", "symbols", prefix=cfg.continuing_subword_prefix,
                 suffix=cfg.end_of_word_suffix, eow_token=cfg.end_of_word_token)
-        sql.run("initial_symbols", "variants", variant_order=list(cfg.variant_order or []))
+        sql.run("initial_symbols", "variants",
+                variant_order=[] if own_characters else list(cfg.variant_order or []))
         sql.run("initial_symbols", "seg")
     n = sql.con.execute("SELECT count(*) FROM tc_vocab").fetchone()[0]
-    check_vocab_size(cfg.vocab_size, n)
+    if check:
+        check_vocab_size(cfg.vocab_size, n)
     return n
+
+
+def pair_counts(sql: Scripts, cfg: TrainConfig) -> None:
+    """Stage 6 on tc_seg and tc_vocab."""
+    with _building_alphabet():
+        sql.run("pair_counts", "pairs", max_token_length=cfg.max_token_length)
+        sql.run("pair_counts", "tables")
 
 
 def initial(sql: Scripts, cfg: TrainConfig) -> int:
     """Stages 4-6; returns the initial vocabulary size."""
     n = initial_symbols(sql, cfg)
-    with _building_alphabet():
-        sql.run("pair_counts", "pairs", max_token_length=cfg.max_token_length)
-        sql.run("pair_counts", "tables")
+    pair_counts(sql, cfg)
     return n
 
 

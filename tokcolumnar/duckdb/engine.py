@@ -22,6 +22,7 @@ from ..training.tables import TrainTables
 from ..workdir import WorkDir
 from .bpe import train_bpe
 from .count import count_into, counted_words, load_words
+from .extend import train_extended
 from .runner import THREADS_VARIABLE, Scripts, connect
 from .wordpiece import train_wordpiece
 
@@ -58,6 +59,8 @@ class DuckDBEngine:
     temp_directory: str | None = None
     #: DuckDB counts every input itself (and spills by itself, within the same limit).
     counts_in_units = False
+    #: --extend runs here, in SQL (`extend`).
+    trains_extensions = True
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
         """DuckDB's `memory_limit`, and its `temp_directory` inside the work directory."""
@@ -79,13 +82,19 @@ class DuckDBEngine:
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
               checkpoint: MergeCheckpoint | None = None) -> TrainTables:
         """Stages 4-11 on a words table: BPE and frequency WordPiece through the BPE loop
-        (stages 4-9), likelihood WordPiece through its own (stages 4-5, 10-11); `checkpoint`
-        saves the loop's tables as it runs, and restores them when the run resumes."""
+        (stages 4-9), likelihood WordPiece through its own (stages 4-5, 10-11), an extension
+        (`cfg.extend`) from the base's state (stage 12, `extend`); `checkpoint` saves the
+        loop's tables as it runs, and restores them when the run resumes."""
         with scripts(self.memory_limit, self.temp_directory) as sql:
             load_words(sql, words)
             if words.height < SMALL_WORDS and not os.environ.get(THREADS_VARIABLE):
                 sql.con.execute("SET threads = 1")
-            if cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood":
+            likelihood = cfg.model == "wordpiece" and cfg.wordpiece_scoring == "likelihood"
+            if cfg.extend is not None:  # --extend: the loop continues a base's (`extend`)
+                chain = ("likelihood" if likelihood else cfg.tie_break
+                         if runs_as_chain(cfg, words) else None)
+                return train_extended(sql, words, cfg, timer, chain, checkpoint)
+            if likelihood:
                 return train_wordpiece(sql, cfg, timer, checkpoint=checkpoint)
             if runs_as_chain(cfg, words):
                 tables = train_wordpiece(sql, cfg, timer, order=cfg.tie_break,

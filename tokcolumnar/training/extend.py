@@ -58,6 +58,8 @@ FREE = ("vocab_size", "max_merges", "engine", "format", "column", "show_progress
         "max_word_chars", "extend")
 #: Options of the merge loop: the base's value unless given.
 LOOP = ("min_frequency", "tie_break", "max_token_length", "min_score", "wordpiece_scoring")
+#: The engines that extend (the DuckDB one: `duckdb.extend`).
+ENGINES = ("polars", "duckdb")
 #: The `origin` of each merge in an extension's merges table.
 BASE_ORIGIN, NEW_ORIGIN = "base", "extend"
 #: A base file in tiktoken's format (`load_tiktoken_base`).
@@ -282,9 +284,9 @@ def extend_options(extend: str | Path, options: dict[str, Any]) -> dict[str, Any
     if isinstance(size, int) and not isinstance(size, bool) and size <= have:
         raise TokcolumnarValueError(f"--vocab-size {size} is not above the base's "
                                     f"{have:,} {what} ({base.path})")
-    if out.get("engine", "polars") != "polars":
-        raise TokcolumnarValueError(f"--extend runs on the Polars engine only (got --engine "
-                                    f"{out['engine']})")
+    if out.get("engine", "polars") not in ENGINES:
+        raise TokcolumnarValueError(f"--extend runs on the Polars and DuckDB engines only "
+                                    f"(got --engine {out['engine']})")
     return out
 
 
@@ -390,6 +392,15 @@ def rebuild(words: pl.DataFrame, cfg: TrainConfig, base: Base
     layout = Layout.from_symbols(np.diff(offsets), ids.astype(np.int32), counts,
                                  sym_dtype=np.int32)
     return Initial(vocab, layout, own.n_words), joined, in_words
+
+
+def check_rebuilt_size(cfg: TrainConfig, base: Base, n: int) -> None:
+    """A rebuilt initial vocabulary of `n` tokens (the base's and the new corpus's characters
+    it has no token for) must fit in --vocab-size."""
+    if n > cfg.vocab_size:
+        raise TokcolumnarValueError(
+            f"--vocab-size {cfg.vocab_size} is below the base's {len(base.tokens):,} tokens and "
+            f"the {n - len(base.tokens):,} characters of the new corpus it has no token for")
 
 
 def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,

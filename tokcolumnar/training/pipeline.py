@@ -63,6 +63,9 @@ class Engine(Protocol):
     #: Whether the pipeline counts the engine's file inputs itself when the run has a work
     #: directory: unit by unit within --memory-limit, spilling there (`corpus.spill`).
     counts_in_units: bool
+    #: Whether `train` runs an extension (`cfg.extend`) itself; otherwise the pipeline runs
+    #: the Polars engine's (`training.extend`).
+    trains_extensions: bool
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
         """Take the run's memory limit (bytes) and work directory for the engine's own work."""
@@ -373,8 +376,9 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
                                       ready=limits.wait_saved,
                                       watch=LoopWatch(limits.memory_limit, limits.floor))
                       if limits.work is not None else None)
-        # --extend: the loop continues a base's (`extend`; Polars engine only)
-        tables = (train_extended(words, cfg, timer, checkpoint) if cfg.extend is not None
+        # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
+        tables = (train_extended(words, cfg, timer, checkpoint)
+                  if cfg.extend is not None and not engine.trains_extensions
                   else engine.train(words, cfg, timer, checkpoint=checkpoint))
         limits.wait_saved()
     finally:

@@ -28,6 +28,8 @@ class PolarsEngine:
     #: File inputs of a run with a work directory are counted by the pipeline, unit by unit
     #: (`corpus.spill`), with this engine's counting functions.
     counts_in_units = True
+    #: --extend runs through the pipeline (`training.extend`, on this engine's loop).
+    trains_extensions = False
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
         """Nothing to set: the pipeline bounds the count, `check_memory` the merge loop."""
