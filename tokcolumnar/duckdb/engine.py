@@ -12,10 +12,12 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import duckdb
 import polars as pl
 
 from ..config import TrainConfig
 from ..errors import interrupts_kept
+from ..memory import MemoryLimitError, format_size
 from ..progress import StageTimer
 from ..training.checkpoint import MergeCheckpoint
 from ..training.tables import TrainTables
@@ -23,7 +25,7 @@ from ..workdir import WorkDir
 from .bpe import train_bpe
 from .count import count_into, counted_words, load_words
 from .extend import train_extended
-from .runner import THREADS_VARIABLE, Scripts, connect
+from .runner import THREADS_VARIABLE, Scripts, connect, duck_error
 from .wordpiece import train_wordpiece
 
 # Below this many distinct words, the merge passes run on one thread: their tables are tiny, so a
@@ -48,6 +50,10 @@ def scripts(memory_limit: int | None = None, temp_directory: str | None = None
     try:
         with interrupts_kept():
             yield Scripts(con)
+    except duckdb.OutOfMemoryException as e:  # DuckDB's limit: one line, --resume can go on
+        limit = f"--memory-limit {format_size(memory_limit)}" if memory_limit else "the RAM"
+        raise MemoryLimitError(f"DuckDB ran out of memory within {limit} "
+                               f"({duck_error(e)}): raise --memory-limit") from None
     finally:
         con.close()
 
