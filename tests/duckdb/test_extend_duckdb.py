@@ -17,14 +17,18 @@ import polars as pl
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.corpora import corpus, small_tiered
-from tests.support.markers import tiered
-from tests.training.test_extend import CONFIGS, TABLES, assert_same_output
+from tests.support.corpora import SMALL, corpus
+from tests.support.markers import heavy, tiered
+from tests.training.test_extend import CONFIGS as ALL_CONFIGS
+from tests.training.test_extend import TABLES, assert_same_output
 from tokcolumnar import train
 from tokcolumnar.duckdb import extend as duck_extend
 from tokcolumnar.training import extend as polars_extend
 
 pytestmark = [pytest.mark.duckdb, pytest.mark.corpus]
+#: The Polars oracle's configurations the DuckDB engine runs (it splits GPT-2's pattern only:
+#: the cl100k and o200k runs are the Polars engine's)
+CONFIGS = [c for c in ALL_CONFIGS if "pattern" not in c[1]]
 DUCK = {"engine": "duckdb"}
 #: Every configuration of the Polars oracle runs on DuckDB (each tie-break, the gpt2, bert and
 #: subword-nmt presets, special tokens with a suffix); the fast tier runs gpt2.
@@ -42,8 +46,12 @@ def assert_same_files(a: Path, b: Path) -> None:
             assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
-@pytest.mark.parametrize("config", tiered([c[0] for c in CONFIGS], lambda c: c == FAST))
+@pytest.mark.parametrize("name,config", heavy(
+    [(name, c[0]) for name in SMALL for c in CONFIGS],
+    # the full run: every configuration on en_botchan, gpt2 on every corpus; all 56 with
+    # TOKCOLUMNAR_SLOW=1 (10-140 s each)
+    full=lambda v: v[0] == "en_botchan.txt" or v[1] == FAST,
+    fast=lambda v: v == ("en_botchan.txt", FAST), multi=True))
 def test_extend_is_training_on(tmp_path, name, config):
     """The oracle on the DuckDB engine: the base's merges replayed by the DuckDB loop, checked,
     and the loop goes on."""

@@ -4,6 +4,7 @@ run in a tier that claims to leave it out. tests/conftest.py keeps `CURRENT` up 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -29,3 +30,25 @@ def tiered(values: list[Any], fast: Callable[[Any], bool], multi: bool = False) 
     of several arguments."""
     return [v if fast(v) else pytest.param(*(v if multi else (v,)), marks=pytest.mark.slow)
             for v in values]
+
+
+#: The tests that only `TOKCOLUMNAR_SLOW=1` runs (minutes each, or many of them: the full run
+#: would pass CI's budget); docs/testing.md lists them.
+SLOW_ONLY = pytest.mark.skipif(not os.environ.get("TOKCOLUMNAR_SLOW"),
+                               reason="minutes of reference runs: set TOKCOLUMNAR_SLOW=1")
+
+
+def heavy(values: list[Any], full: Callable[[Any], bool], fast: Callable[[Any], bool],
+          multi: bool = False) -> list[Any]:
+    """`values` for `parametrize` in three tiers: `fast(value)` in the fast tier, `full(value)`
+    in the full run (marked `slow`), the others only with TOKCOLUMNAR_SLOW=1 (`SLOW_ONLY`)."""
+    out = []
+    for v in values:
+        args = v if multi else (v,)
+        if fast(v):
+            out.append(v)
+        elif full(v):
+            out.append(pytest.param(*args, marks=pytest.mark.slow))
+        else:
+            out.append(pytest.param(*args, marks=[pytest.mark.slow, SLOW_ONLY]))
+    return out
