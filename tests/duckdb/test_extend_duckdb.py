@@ -48,9 +48,9 @@ def assert_same_files(a: Path, b: Path) -> None:
 
 @pytest.mark.parametrize("name,config", heavy(
     [(name, c[0]) for name in SMALL for c in CONFIGS],
-    # the full run: every configuration on en_botchan, gpt2 on every corpus; all 56 with
+    # the full run: every configuration on en_botchan, gpt2 on the Chinese novel; all 56 with
     # TOKCOLUMNAR_SLOW=1 (10-140 s each)
-    full=lambda v: v[0] == "en_botchan.txt" or v[1] == FAST,
+    full=lambda v: v[0] == "en_botchan.txt" or v == ("zh_hongloumeng_300k.txt", FAST),
     fast=lambda v: v == ("en_botchan.txt", FAST), multi=True))
 def test_extend_is_training_on(tmp_path, name, config):
     """The oracle on the DuckDB engine: the base's merges replayed by the DuckDB loop, checked,
@@ -71,8 +71,11 @@ def test_extend_is_training_on(tmp_path, name, config):
         ["base"] * k_merges + ["extend"] * (merges.height - k_merges))
 
 
-@pytest.mark.slow  # (the fast tier rebuilds in test_extend_on_another_corpus)
-@pytest.mark.parametrize("config", [c[0] for c in CONFIGS])
+# (the fast tier rebuilds in test_extend_on_another_corpus; the full run here the `id` and
+# first-seen orders, the others with TOKCOLUMNAR_SLOW=1)
+@pytest.mark.parametrize("config", heavy(
+    [c[0] for c in CONFIGS], full=lambda c: c in (FAST, "whitespace-first-seen"),
+    fast=lambda c: False))
 def test_rebuilt_state_is_the_loop_state(tmp_path, monkeypatch, config):
     """The rebuild in SQL (own ids, the words segmented by the base's merges in rounds, the
     base's merges logged first) gives on the same corpus the direct DuckDB run's merges,
