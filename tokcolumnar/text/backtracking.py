@@ -19,7 +19,9 @@ between the two syntaxes is translated (`onig_to_python`):
 What cannot be translated exactly is refused in one line: back-references and subroutine calls
 (`\\1`, `\\k<..>`, `\\g<..>`), `\\b`/`\\B`, `\\R`, `\\X`, `\\K`, `\\G`, nested classes and set
 operations (`[a[b]]`, `&&`, `[:alpha:]`), `X{n,m}+` (a repetition of a repetition to Oniguruma,
-a possessive quantifier to Python), and atomic groups or possessive quantifiers on Python 3.10.
+a possessive quantifier to Python), case-insensitive matching that may meet a multi-character
+case folding (`(?i:ß)` matches `SS` in Oniguruma, not in Python), and atomic groups or
+possessive quantifiers on Python 3.10.
 
 The regex runs once per distinct text of a batch (`re.finditer` in C; the Python work is per
 distinct text, not per line), and the pieces follow HF's `NormalizedString::split`: the
@@ -113,9 +115,38 @@ def _ranges_of(pattern: str, rust_class: str) -> tuple[tuple[int, int], ...]:
                                     f"{' '.join(str(exc).split())}") from None
 
 
+@functools.lru_cache(maxsize=1)
+def _multi_char_folds() -> tuple[frozenset[str], tuple[str, ...]]:
+    """The characters whose case folding is several characters (ß -> ss, ﬁ -> fi...), and
+    those foldings: Oniguruma matches them case-insensitively across the lengths, Python's
+    `re` does not."""
+    chars, folds = set(), set()
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        f = c.casefold()
+        if len(f) > 1:
+            chars.add(c)
+            folds.add(f)
+    return frozenset(chars), tuple(sorted(folds))
+
+
+def _check_case_folding(pattern: str) -> None:
+    """Refuse case-insensitive matching that may involve a multi-character case folding."""
+    if "(?i" not in pattern:
+        return
+    chars, folds = _multi_char_folds()
+    text = pattern.casefold()
+    if any(c in chars for c in pattern) or any(f in text for f in folds):
+        raise _refuse(pattern, "case-insensitive matching of a character whose case folding is "
+                      "several characters (ß and ss, ﬁ and fi...)")
+
+
 def onig_to_python(pattern: str) -> str:
     """An HF (Oniguruma) regex as Python `re` syntax with the same matches (see the module
     docstring), or `TokcolumnarValueError` naming what has no exact translation."""
+    _check_case_folding(pattern)
     out: list[str] = []
     i, n, in_class = 0, len(pattern), False
     atomic_ok = sys.version_info >= ATOMIC_SINCE
