@@ -20,9 +20,9 @@ import polars as pl
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.corpora import MEDIUM, corpus, small_tiered
+from tests.support.corpora import MEDIUM, SMALL, corpus
 from tests.support.hf_outputs import check_outputs_in_hf
-from tests.support.markers import tiered
+from tests.support.markers import heavy, tiered
 from tokcolumnar import Tokenizer, train
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.errors import TokcolumnarError
@@ -108,8 +108,13 @@ def check_oracle(tmp_path: Path, text: Path, config: str, k: int | None = None,
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
-@pytest.mark.parametrize("config", [c[0] for c in CONFIGS])
+@pytest.mark.parametrize("name,config", heavy(
+    [(name, c[0]) for c in CONFIGS for name in SMALL],
+    # the byte-level LLM patterns (three runs and one from tokenizer.tiktoken each) on
+    # en_botchan and the Chinese novel in the full run, on every corpus with TOKCOLUMNAR_SLOW=1
+    full=lambda v: v[1] not in ("cl100k", "o200k") or v[0] in (
+        "en_botchan.txt", "zh_hongloumeng_300k.txt"),
+    fast=lambda v: v[0] == "en_botchan.txt", multi=True))
 def test_extend_is_training_on(tmp_path, name, config):
     """The oracle, for every small corpus and configuration."""
     check_oracle(tmp_path, corpus(f"small/{name}"), config)
