@@ -130,6 +130,19 @@ def _named(component: Any, names: list[tuple[dict[str, Any], Any]], what: str,
                            "splits text")
 
 
+def base_merges_table(rows: list[tuple[int, str, str, str, int, int, int]]) -> pl.DataFrame:
+    """A base's merges (rank, left, right, token and their ids) as a merges table, with the
+    columns a training run fills (count, score, words) empty: a base read from a file has no
+    counts."""
+    merges = pl.DataFrame(rows, schema={"rank": pl.UInt32, "left": pl.String,
+                                        "right": pl.String, "token": pl.String,
+                                        "left_id": pl.Int64, "right_id": pl.Int64,
+                                        "id": pl.Int64}, orient="row")
+    return merges.with_columns(pl.lit(0, dtype=pl.UInt64).alias("count"),
+                               pl.lit(None, dtype=pl.Float64).alias("score"),
+                               pl.lit(0, dtype=pl.UInt64).alias("words"))
+
+
 def load_hf_base(path: Path) -> Base:
     """An HF `tokenizer.json` as a base: its BPE model's vocabulary (ids 0..n-1) and merges,
     with the settings that count text as its normalizer and pre-tokenizer do. Its added
@@ -152,13 +165,7 @@ def load_hf_base(path: Path) -> Base:
         joined = a + (b[len(prefix):] if prefix and b.startswith(prefix) else b)
         rows.append((rank, a, b, joined, model.vocab.get(a, -1), model.vocab.get(b, -1),
                      model.vocab.get(joined, -1)))
-    merges = pl.DataFrame(rows, schema={"rank": pl.UInt32, "left": pl.String,
-                                        "right": pl.String, "token": pl.String,
-                                        "left_id": pl.Int64, "right_id": pl.Int64,
-                                        "id": pl.Int64}, orient="row")
-    merges = merges.with_columns(pl.lit(0, dtype=pl.UInt64).alias("count"),
-                                 pl.lit(None, dtype=pl.Float64).alias("score"),
-                                 pl.lit(0, dtype=pl.UInt64).alias("words"))
+    merges = base_merges_table(rows)
     made = set(merges.get_column("id").to_list())
     added = [t.content for t in sorted(tok.added_tokens, key=lambda t: t.id)
              if model.vocab.get(t.content) == t.id]
@@ -567,13 +574,7 @@ def load_tiktoken_base(path: Path, pattern: str | None,
         tokens[i], kinds[i] = t, "special"
     rows = [(rank, byte_map_bytes(a), byte_map_bytes(b), byte_map_bytes(t), ranks[a], ranks[b],
              ranks[t]) for rank, (a, b, t) in enumerate(recovered)]
-    merges = pl.DataFrame(rows, schema={"rank": pl.UInt32, "left": pl.String,
-                                        "right": pl.String, "token": pl.String,
-                                        "left_id": pl.Int64, "right_id": pl.Int64,
-                                        "id": pl.Int64}, orient="row")
-    merges = merges.with_columns(pl.lit(0, dtype=pl.UInt64).alias("count"),
-                                 pl.lit(None, dtype=pl.Float64).alias("score"),
-                                 pl.lit(0, dtype=pl.UInt64).alias("words"))
+    merges = base_merges_table(rows)
     settings: dict[str, Any] = {
         "model": "bpe", "pre_tokenizer": "byte-level", "pattern": name or regex,
         "normalizer": "none", "lowercase": False, "initial_alphabet": list(BYTE_ALPHABET),
