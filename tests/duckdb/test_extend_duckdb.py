@@ -20,7 +20,7 @@ from tests.support.cli import run_cli
 from tests.support.corpora import SMALL, corpus
 from tests.support.markers import heavy, tiered
 from tests.training.test_extend import CONFIGS as ALL_CONFIGS
-from tests.training.test_extend import TABLES, assert_same_output
+from tests.training.test_extend import TABLES, assert_base_kept, assert_same_output
 from tokcolumnar import train
 from tokcolumnar.duckdb import extend as duck_extend
 from tokcolumnar.training import extend as polars_extend
@@ -112,15 +112,7 @@ def test_extend_on_another_corpus(tmp_path, preset):
     proc = run_cli("train", text, "--extend", str(tmp_path / "base"), "--vocab-size", "3000",
                    "--engine", "duckdb", "--out", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
-    vocab = pl.read_parquet(out / "vocab.parquet")
-    merges = pl.read_parquet(out / "merges.parquet")
-    assert vocab.height == 3000
-    assert vocab.head(base.vocab.height).select("id", "token", "kind").equals(
-        base.vocab.select("id", "token", "kind"))
-    assert merges.head(base.merges.height).select("rank", "left", "right", "id").equals(
-        base.merges.select("rank", "left", "right", "id"))
-    assert merges.get_column("origin").to_list() == (
-        ["base"] * base.merges.height + ["extend"] * (merges.height - base.merges.height))
+    assert_base_kept(out, base, 3000)
     train(text, extend=tmp_path / "base", vocab_size=3000, out_dir=tmp_path / "polars")
     assert_same_files(tmp_path / "polars", out)
 

@@ -68,6 +68,21 @@ def assert_same_output(direct: Path, extended: Path) -> None:
         assert a.equals(b), name
 
 
+def assert_base_kept(out: Path, base, size: int) -> pl.DataFrame:
+    """An extension's output keeps the base's (a `train` result's) ids, tokens, kinds and
+    merges in their ranks, the base's merges first with `origin` "base"; its merges table."""
+    vocab = pl.read_parquet(out / "vocab.parquet")
+    merges = pl.read_parquet(out / "merges.parquet")
+    assert vocab.height == size
+    assert vocab.head(base.vocab.height).select("id", "token", "kind").equals(
+        base.vocab.select("id", "token", "kind"))
+    assert merges.head(base.merges.height).select("rank", "left", "right", "id").equals(
+        base.merges.select("rank", "left", "right", "id"))
+    assert merges.get_column("origin").to_list() == (
+        ["base"] * base.merges.height + ["extend"] * (merges.height - base.merges.height))
+    return merges
+
+
 def _k_then_n(tmp_path: Path, text: Path, options: dict, k: int, n: int,
               **extend_kw) -> tuple[Path, Path, Path]:
     """K and N are sizes above the corpus's initial vocabulary (a number of merges for
@@ -205,16 +220,7 @@ def test_extend_on_another_corpus(tmp_path, preset):
     proc = run_cli("train", str(tmp_path / "new.txt"), "--extend", str(tmp_path / "base"),
                    "--vocab-size", "3000", "--out", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
-    vocab = pl.read_parquet(out / "vocab.parquet")
-    merges = pl.read_parquet(out / "merges.parquet")
-    assert vocab.height == 3000
-    assert vocab.head(base.vocab.height).select("id", "token", "kind").equals(
-        base.vocab.select("id", "token", "kind"))
-    assert merges.head(base.merges.height).select("rank", "left", "right", "id").equals(
-        base.merges.select("rank", "left", "right", "id"))
-    assert set(merges.get_column("origin").head(base.merges.height)) == {"base"}
-    assert set(merges.get_column("origin").tail(merges.height - base.merges.height)) == {
-        "extend"}
+    merges = assert_base_kept(out, base, 3000)
     assert merges.tail(merges.height - base.merges.height).get_column("id").min() \
         >= base.vocab.height
     # the base's tokenizer around the model is kept as it was
