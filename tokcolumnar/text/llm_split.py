@@ -26,7 +26,9 @@ character classes of HF's Oniguruma and of Polars' regex crate agree (`\\s`, `\\
 
 The cuts are found with NumPy from each character's class (`gpt2_split.char_classes`), the
 parts are the texts' own UTF-8 buffer cut there (no copy per part), and Polars' `extract_all`
-runs once over all the parts."""
+runs once over all the parts. cl100k and qwen2 need no regex at all: their pieces tile the
+text, and `cl100k_starts` finds where each one starts from the characters' classes
+(docs/patterns.md, "cl100k and qwen2 without a regex engine")."""
 
 from __future__ import annotations
 
@@ -34,10 +36,15 @@ import numpy as np
 import polars as pl
 
 from ..buffers import lists_at, string_parts, strings_from_parts, utf8_chars
-from .gpt2_split import WHITE, char_classes
+from .gpt2_split import LETTER, NUMBER, OTHER, WHITE, char_classes
 from .patterns import NamedPattern
 
-LF, CR = 0x0A, 0x0D
+LF, CR, SPACE, APOSTROPHE = 0x0A, 0x0D, 0x20, 0x27
+#: The code points `(?i:x)` matches for each letter of the contractions (simple case folding,
+#: as HF's Oniguruma and the regex crate fold: `ſ` U+017F is an `s`), by the letter.
+FOLDS = {c: (ord(c), ord(c.upper())) + ((0x17F,) if c == "s" else ()) for c in "stmdrevl"}
+#: The patterns `cl100k_starts` splits, with their digits per piece (`\p{N}{1,3}`, `\p{N}`).
+DIGITS = {"cl100k": 3, "qwen2": 1}
 
 
 def part_starts(code: np.ndarray, cls: np.ndarray, text_start: np.ndarray) -> np.ndarray:
@@ -57,9 +64,110 @@ def part_starts(code: np.ndarray, cls: np.ndarray, text_start: np.ndarray) -> np
     return starts
 
 
+def _folded(code: np.ndarray, letter: str) -> np.ndarray:
+    return np.isin(code, FOLDS[letter])
+
+
+def contraction_length(code: np.ndarray, at: np.ndarray, n_text: np.ndarray) -> np.ndarray:
+    """For each apostrophe at `at`, the letters `(?i:'s|'t|'re|'ve|'m|'ll|'d)` takes after it
+    (0: none); `n_text[k]`: how many characters of its text follow the apostrophe."""
+    one = np.where(n_text >= 1, code[np.minimum(at + 1, len(code) - 1)], 0)
+    two = np.where(n_text >= 2, code[np.minimum(at + 2, len(code) - 1)], 0)
+    length = np.zeros(len(at), dtype=np.int64)
+    length[_folded(one, "s") | _folded(one, "t") | _folded(one, "m") | _folded(one, "d")] = 1
+    for a, b in ("re", "ve", "ll"):
+        length[_folded(one, a) & _folded(two, b)] = 2
+    return length
+
+
+def cl100k_starts(code: np.ndarray, cls: np.ndarray, text_start: np.ndarray,
+                  digits: int) -> np.ndarray:
+    """Per character, whether a piece of cl100k's pattern (qwen2's with `digits` 1) starts
+    there, for texts given as their code points one after the other; `text_start`: per
+    character and one past the end, whether a text starts there. How each rule follows from
+    the pattern: docs/patterns.md, "cl100k and qwen2 without a regex engine"."""
+    n = len(code)
+    first = text_start[:n]
+    after = ~text_start[1:]  # after[i]: character i + 1 exists and is in i's text
+    letter, number, other, white = cls == LETTER, cls == NUMBER, cls == OTHER, cls == WHITE
+    line_break = (code == LF) | (code == CR)
+    # 1. every run of one class (letters, numbers, others, whitespace) starts a piece
+    run_first = first.copy()
+    run_first[1:] |= cls[1:] != cls[:-1]
+    starts = run_first.copy()
+    # 2. numbers: a piece every `digits` characters of the run (`\p{N}{1,3}`)
+    at = np.flatnonzero(number)
+    begin = np.maximum.accumulate(np.where(run_first[at], at, 0)) if len(at) else at
+    starts[at[(at - begin) % digits == 0]] = True
+    # 3. whitespace. A run ending in horizontal whitespace before a character of its text:
+    # its last character starts a piece (`\\s+(?!\\S)` leaves it to the next match) and takes
+    # the letters after it (`[^\\r\\n\\p{L}\\p{N}]?\\p{L}+`) or, a space, the others after it
+    # (` ?[^\\s\\p{L}\\p{N}]+`)
+    white_next = np.append(white[1:], False) & after
+    last_h = white & ~line_break & after & ~white_next
+    starts |= last_h
+    starts[1:] &= ~(last_h[:-1] & (letter[1:] | ((code[:-1] == SPACE) & other[1:])))
+    # the runs [p, q) that hold a line break or more than one character; the others are one
+    # horizontal character, which the rules above settle
+    white_prev = np.zeros(n, dtype=bool)
+    white_prev[1:] = white_next[:-1]
+    long_run = white & (line_break | white_prev | white_next)
+    p = np.flatnonzero(long_run & run_first)
+    q = np.flatnonzero(long_run & ~white_next) + 1
+    # the positions of their line breaks (-1 in front) and horizontal whitespace (n behind)
+    breaks = np.append(-1, np.flatnonzero(long_run & line_break))
+    horizontal = np.append(np.flatnonzero(long_run & ~line_break), n)
+    # 3a. after others, the line breaks opening the run are theirs (`[^\\s\\p{L}\\p{N}]+
+    # [\\r\\n]*`): the run's pieces begin after them
+    taken = ~first[p] & other[np.maximum(p - 1, 0)]
+    pt, qt = p[taken], q[taken]
+    first_h = horizontal[np.searchsorted(horizontal, pt)]
+    starts[pt] = False
+    starts[first_h[first_h < qt]] = True
+    # 3b. `\\s*[\\r\\n]+` takes the run up to its last line break; the rest starts a piece
+    last_break = breaks[np.searchsorted(breaks, q) - 1]
+    starts[last_break[(last_break >= p) & (last_break + 1 < q)] + 1] = True
+    # 4. a lone other character that starts a piece, before letters: an apostrophe of a
+    # contraction takes its letters (the letters after them start a piece), any other takes
+    # the letters (`[^\r\n\p{L}\p{N}]?\p{L}+`)
+    o = np.flatnonzero(other[:-1] & starts[:-1] & after[:-1] & letter[1:]) if n > 1 \
+        else np.zeros(0, dtype=np.int64)
+    o = o[first[o] | ~other[np.maximum(o - 1, 0)]]  # alone: its run is one character
+    apostrophe = o[code[o] == APOSTROPHE]
+    if len(apostrophe):
+        text_end = np.flatnonzero(text_start)
+        left = text_end[np.searchsorted(text_end, apostrophe, side="right")] - apostrophe - 1
+        length = contraction_length(code, apostrophe, left)
+        c = apostrophe[length > 0]
+        o = np.setdiff1d(o, c, assume_unique=True)
+        after_c = c + 1 + length[length > 0]
+        starts[c + 1] = False
+        keep = after_c < n
+        keep[keep] = ~text_start[after_c[keep]]
+        starts[after_c[keep]] = True
+    starts[o + 1] = False
+    return starts
+
+
+def cl100k_pieces(texts: pl.Series, digits: int) -> tuple[np.ndarray, pl.Series]:
+    """`llm_pieces` for cl100k (`digits` 3) and qwen2 (1) by `cl100k_starts`: the texts' own
+    UTF-8 buffer cut where the pieces start, with no regex engine."""
+    offsets, data = string_parts(texts)
+    code, char_byte = utf8_chars(data)
+    text_char = offsets if char_byte is None else np.searchsorted(char_byte, offsets)
+    text_start = np.zeros(len(code) + 1, dtype=bool)
+    text_start[text_char] = True
+    starts = np.flatnonzero(cl100k_starts(code, char_classes(code), text_start, digits))
+    per_text = np.diff(np.searchsorted(starts, text_char)).astype(np.int64)
+    bounds = np.append(starts if char_byte is None else char_byte[starts], len(data))
+    return per_text, strings_from_parts("word", bounds.astype(np.int64), data)
+
+
 def llm_pieces(texts: pl.Series, pattern: NamedPattern) -> tuple[np.ndarray, pl.Series]:
     """The pieces of each text (a String Series; null: none) under `pattern`: the number of
     pieces of each text, and all the pieces in order as one String Series."""
+    if pattern.name in DIGITS:
+        return cl100k_pieces(texts, DIGITS[pattern.name])
     offsets, data = string_parts(texts)
     code, char_byte = utf8_chars(data)
     text_char = offsets if char_byte is None else np.searchsorted(char_byte, offsets)
