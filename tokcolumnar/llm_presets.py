@@ -57,8 +57,11 @@ LLM_PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                    "<|end_header_id|>", "<|eot_id|>"]}),
     "qwen2": ({**_BYTE_LEVEL_BPE, "pattern": "qwen2", "normalizer": "nfc"},
               {"special_tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}),
-    # characters, not bytes: the word split (`pretokenizers.SentencePieceSplit`) and the
-    # tokenizer.json text steps are the preset's own (`export.build_tokenizer`)
+}
+#: the SentencePiece-style BPE presets (characters, not bytes: the word split,
+#: `pretokenizers.SentencePieceSplit`, and the tokenizer.json text steps are the preset's own,
+#: `export.build_tokenizer`), merged into `presets.PRESET_RULES` too
+SENTENCEPIECE_BPE_PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "llama2": ({"model": "bpe", "pre_tokenizer": "metaspace", "normalizer": "none",
                 "lowercase": False, "byte_fallback": True, "end_of_word_suffix": None,
                 "end_of_word_token": None, "continuing_subword_prefix": None,
@@ -69,12 +72,12 @@ LLM_PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 
 def llm_post_processor(preset: str | None, ids: dict[str, int]) -> PostProcessor | None:
     """The post-processor of an LLM preset's tokenizer.json (None for other runs)."""
-    if preset not in LLM_PRESETS:
-        return None
     if preset == "llama2":  # `<s>` first (LlamaTokenizerFast's add_bos_token)
         bos = LLAMA2_SPECIAL[1]
         return TemplateProcessing.from_strings(f"{bos} $A", f"{bos} $A {bos}:1 $B:1",
                                                [(bos, ids[bos])])
+    if preset not in LLM_PRESETS:
+        return None
     byte_level = ByteLevelProcessing(add_prefix_space=True, trim_offsets=False, use_regex=True)
     if preset != "llama3":
         return byte_level

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .llm_presets import LLM_PRESETS
+from .llm_presets import LLM_PRESETS, SENTENCEPIECE_BPE_PRESETS
 from .text.bytelevel import BYTE_ALPHABET
 
 BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -67,7 +67,8 @@ PRESET_RULES: dict[str, Preset] = {
 # today's LLMs: byte-level BPE gpt4, gpt4o, llama3, qwen2, and SentencePiece-style BPE with
 # byte fallback llama2 (llm_presets.py)
 PRESET_RULES.update({name: Preset(fixed, defaults)
-                     for name, (fixed, defaults) in LLM_PRESETS.items()})
+                     for name, (fixed, defaults) in {**LLM_PRESETS,
+                                                     **SENTENCEPIECE_BPE_PRESETS}.items()})
 # the presets with BERT's [CLS] ... [SEP] template
 BERT_PRESETS = ("bert", "bert-zh-wwm", "bert-ja")
 PRESETS = tuple(PRESET_RULES)

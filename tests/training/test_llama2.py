@@ -175,8 +175,14 @@ def test_tokenizer_files(tmp_path: Path) -> None:
     directory and encodes as HF does, decoding back to the text."""
     from transformers import AutoTokenizer
 
-    from tokcolumnar.models.sentencepiece_model import BPE, BYTE, CONTROL, NORMAL, UNKNOWN
-    from tokcolumnar.models.sentencepiece_model import SentencePieceModel
+    from tokcolumnar.models.sentencepiece_model import (
+        BPE,
+        BYTE,
+        CONTROL,
+        NORMAL,
+        UNKNOWN,
+        SentencePieceModel,
+    )
 
     src = tmp_path / "in.txt"
     src.write_text("the cat sat on the mat\nthe dog sat  on a log\n" * 5, encoding="utf-8")

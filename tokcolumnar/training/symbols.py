@@ -153,4 +153,4 @@ def check_vocab_size(vocab_size: int, n_initial: int) -> None:
     if vocab_size < n_initial:
         raise TokcolumnarError(
             f"--vocab-size {vocab_size} is below the initial vocabulary ({n_initial} special "
-            "tokens, byte pieces, characters and variants); raise it or use --limit-alphabet")
+            "tokens, characters and variants); raise it or use --limit-alphabet")
