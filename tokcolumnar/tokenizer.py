@@ -39,6 +39,7 @@ from .encode.offsets import (
     kept_chars,
     normalized_lengths,
     offsets_supported,
+    offsets_view,
     piece_starts,
     trim_offsets,
     word_spans,
@@ -616,11 +617,17 @@ class Tokenizer:
                  token_item: np.ndarray, item_word: np.ndarray, item_seg: np.ndarray
                  ) -> dict[str, pl.Series]:
         """Each token's (start, end) in its row's original text (see `encode.offsets`)."""
-        pre = self.pre_tokenizer
+        normalizer, pre = offsets_view(self.normalizer, self.pre_tokenizer)
         normalized = seg.get_column("text")
-        # 1. normalized position -> original character, per segment
+        # 1. normalized position -> original character, per segment (without the character
+        # a `Prepend` put before the text: `offsets_view` counts it as the pre-tokenizer's)
         tables = self._char_tables()
-        align = NormAlignment.build(self.normalizer, tables[0], original, normalized)
+        unprefixed = normalized
+        if pre is not self.pre_tokenizer:
+            unprefixed = normalized.to_frame("t").select(
+                pl.when(pl.col("t").str.len_bytes() > 0).then(pl.col("t").str.slice(1))
+                .otherwise(pl.col("t"))).to_series()
+        align = NormAlignment.build(normalizer, tables[0], original, unprefixed)
         # 2. each word's start in its segment's normalized text
         word_start = piece_starts(pre, tables[1], normalized, flat, seg_of_word, per_seg)
         # 3. each token's span in its word, per distinct word
@@ -663,9 +670,9 @@ class Tokenizer:
         pre-tokenizer keeps the character."""
         with self._lock:
             if self._offset_chars is None:
-                self._offset_chars = (None if self.normalizer is None
-                                      else normalized_lengths(self.normalizer),
-                                      kept_chars(self.pre_tokenizer))
+                normalizer, pre = offsets_view(self.normalizer, self.pre_tokenizer)
+                self._offset_chars = (None if normalizer is None
+                                      else normalized_lengths(normalizer), kept_chars(pre))
         return self._offset_chars
 
     def _token_table(self) -> TokenTable:

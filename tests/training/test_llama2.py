@@ -119,17 +119,22 @@ def test_byte_fallback_with_another_pre_tokenizer_trains_as_hf(tmp_path: Path) -
 
 def encodes_alike(out: Path, lines: list[str]) -> None:
     """SentencePiece with our tokenizer.model, HF with our tokenizer.json and our encoder give
-    the same ids on every line (SentencePiece on the lines without a literal `<unk>` `<s>`
-    `</s>`: HF, as with Llama 2's own tokenizer.json, takes those as the special tokens, where
-    SentencePiece spells them in pieces — ours is HF there)."""
+    the same ids on every line, and ours HF's offsets (SentencePiece on the lines without a
+    literal `<unk>` `<s>` `</s>`: HF, as with Llama 2's own tokenizer.json, takes those as the
+    special tokens, where SentencePiece spells them in pieces — ours is HF there)."""
     import sentencepiece as spm
     from tokenizers import Tokenizer as HFTokenizer
 
     sp = spm.SentencePieceProcessor(model_file=str(out / "tokenizer.model"))
     hf = HFTokenizer.from_file(str(out / "tokenizer.json"))
-    theirs = [e.ids for e in hf.encode_batch(lines)]
-    ours = Tokenizer.load(out).encode_ids(lines)["ids"].to_list()
-    assert ours == theirs
+    encodings = hf.encode_batch(lines)
+    theirs = [e.ids for e in encodings]
+    frame = Tokenizer.load(out).encode_frame(pl.Series(lines), offsets=True)
+    assert frame["ids"].to_list() == theirs
+    # offsets too: the `▁` Prepend puts before the text spans the text's first character
+    assert [list(zip(s, e)) for s, e in zip(frame["starts"].to_list(),
+                                            frame["ends"].to_list())] == \
+        [e.offsets for e in encodings]
     plain = [i for i, line in enumerate(lines) if not any(t in line for t in SPECIAL)]
     assert [ids[1:] for ids in (theirs[i] for i in plain)] == \
         sp.encode([lines[i] for i in plain])

@@ -42,8 +42,9 @@ import numpy as np
 import polars as pl
 
 from ..errors import TokcolumnarValueError
-from ..text.normalizers import NFC, NFKC, Normalizer
-from ..text.pretokenizers import PreTokenizer
+from ..text.normalizers import NFC, NFKC, Normalizer, Prepend
+from ..text.normalizers import Sequence as NormalizerSequence
+from ..text.pretokenizers import PreTokenizer, WholeSequence
 from .composition import composed_counts
 
 _CHAR = r"(?s)."  # one character (a code point), as HF's char offsets count them
@@ -54,8 +55,39 @@ def composing(normalizer: Normalizer | None) -> bool:
     return isinstance(normalizer, (NFC, NFKC))
 
 
+class PrefixedText(WholeSequence):
+    """For offsets only: a whole-sequence pre-tokenizer after a `Prepend` normalizer, seen as
+    one character put before every non-empty text (`offsets_view`)."""
+
+    def prefix_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return col.str.len_bytes() > 0
+
+
+def offsets_view(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer
+                 ) -> tuple[Normalizer | None, PreTokenizer]:
+    """The pipeline as this module follows it. Llama 2's `Prepend("▁")` + `Replace(" ", "▁")`
+    with no pre-tokenizer is not character-local, but it is the same as the character-local
+    rest of the normalizers followed by one character put before the text: HF aligns the
+    prepended character to the text's first one, as it does Metaspace's (a `Prepend` first,
+    of one character the rest leaves alone, before character-local steps and no
+    pre-tokenizer); any other pipeline as it is."""
+    steps = (normalizer.normalizers if isinstance(normalizer, NormalizerSequence)
+             else [normalizer])
+    if type(pre_tokenizer) is not WholeSequence or not steps or \
+            not isinstance(steps[0], Prepend) or len(steps[0].prepend) != 1:
+        return normalizer, pre_tokenizer
+    rest = steps[1:]
+    if not all(n.char_local() for n in rest):
+        return normalizer, pre_tokenizer
+    after = NormalizerSequence(rest) if rest else None
+    if after is not None and after.apply([steps[0].prepend]) != [steps[0].prepend]:
+        return normalizer, pre_tokenizer
+    return after, PrefixedText()
+
+
 def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> None:
     """Refuse, naming the component, a tokenizer whose offsets this module cannot follow."""
+    normalizer, pre_tokenizer = offsets_view(normalizer, pre_tokenizer)
     if normalizer is not None and not normalizer.char_local() and not composing(normalizer):
         raise TokcolumnarValueError(
             f"offsets are not available with the {type(normalizer).__name__} normalizer (only "
