@@ -20,8 +20,11 @@ keeps CONTROL and BYTE pieces out of its merge lookup)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from .errors import TokcolumnarValueError
 from .llm_presets import LLAMA2_SPECIAL
+from .models.bpe import BPEModel
 from .models.sentencepiece_model import (
     BPE,
     BYTE,
@@ -40,8 +43,9 @@ from .text.decoders import (
     SequenceDecoder,
     StripDecoder,
 )
-from .text.normalizers import Normalizer, Prepend, Replace
+from .text.normalizers import Normalizer, Precompiled, Prepend, Replace
 from .text.normalizers import Sequence as NormalizerSequence
+from .text.pretokenizers import PreTokenizer, WholeSequence
 
 #: the vocabulary kinds that are not normal pieces (`training.symbols`)
 NOT_PIECES = ("special", "byte")
@@ -59,12 +63,16 @@ def llama2_decoder() -> Decoder:
                             StripDecoder(" ", 1, 0)])
 
 
-def sentencepiece_merges(tokens: Sequence[str], kinds: Sequence[str]) -> list[tuple[str, str]]:
-    """tokenizer.json's merges for pieces ranked by id (see the module docstring): for each
-    normal piece in id order, every split into two normal pieces, by (left id, right id)."""
+def sentencepiece_merges(tokens: Sequence[str], kinds: Sequence[str],
+                         scores: Sequence[float] | None = None) -> list[tuple[str, str]]:
+    """tokenizer.json's merges for pieces ranked by id (see the module docstring), or with
+    `scores` by (score desc, id): for each normal piece in that order, every split into two
+    normal pieces, by (left id, right id)."""
     ids = {t: i for i, (t, k) in enumerate(zip(tokens, kinds)) if k not in NOT_PIECES}
+    order = (range(len(tokens)) if scores is None
+             else sorted(range(len(tokens)), key=lambda i: (-scores[i], i)))
     out: list[tuple[str, str]] = []
-    for t, k in zip(tokens, kinds):
+    for t, k in ((tokens[i], kinds[i]) for i in order):
         if k in NOT_PIECES or len(t) < 2:
             continue
         splits = [(ids[t[:i]], ids[t[i:]], t[:i], t[i:]) for i in range(1, len(t))
@@ -101,3 +109,64 @@ def bpe_sentencepiece_file(tokens: Sequence[str], kinds: Sequence[str]) -> bytes
     model = SentencePieceModel(pieces, normalizer=spec, model_type=BPE,
                                byte_fallback=any(k == "byte" for k in kinds))
     return model.to_bytes()
+
+
+@dataclass
+class BPEParts:
+    """A SentencePiece BPE model's tokenizer components; `special`: (token, id) of its
+    UNKNOWN and CONTROL pieces."""
+
+    model: BPEModel
+    normalizer: Normalizer
+    pre_tokenizer: PreTokenizer
+    decoder: Decoder
+    special: list[tuple[str, int]]
+
+
+def sentencepiece_bpe_parts(model: SentencePieceModel) -> BPEParts:
+    """The tokenizer of a SentencePiece BPE `.model` (ours or spm_train's) that encodes as
+    `SentencePieceProcessor`: the pieces as the vocabulary, every split of a NORMAL piece into
+    two NORMAL pieces as merges ranked by the piece's score (`sentencepiece_merges`), BYTE
+    pieces for byte fallback, the normalizer spec as normalizers — the char map, the extra
+    whitespace removal (as for Unigram, `unigram_export`), `Prepend("▁")` for the dummy
+    prefix, spaces as `▁` — and no pre-tokenizer (Llama 2's form). Refused: user-defined and
+    unused pieces, unescaped whitespace, byte fallback without the 256 byte pieces."""
+    kinds = {NORMAL: "piece", UNKNOWN: "special", CONTROL: "special", BYTE: "byte"}
+    if any(p.type not in kinds for p in model.pieces):
+        raise TokcolumnarValueError("SentencePiece model: user-defined and unused pieces are "
+                                    "not supported")
+    spec = model.normalizer
+    if not spec.escape_whitespaces:
+        raise TokcolumnarValueError("SentencePiece model: only escaped whitespace "
+                                    "(escape_whitespaces) is supported")
+    if not spec.precompiled_charsmap and spec.name not in ("identity", ""):
+        raise TokcolumnarValueError(
+            f"SentencePiece model: its normalization rule {spec.name!r} has no compiled char "
+            "map in the file")
+    tokens = [p.piece for p in model.pieces]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        raise TokcolumnarValueError("SentencePiece model: a piece is listed twice")
+    unk = [p.piece for p in model.pieces if p.type == UNKNOWN]
+    byte_fallback = model.byte_fallback and any(p.type == BYTE for p in model.pieces)
+    steps: list[Normalizer] = []
+    if spec.precompiled_charsmap:
+        steps.append(Precompiled(spec.precompiled_charsmap))
+    if spec.remove_extra_whitespaces:
+        steps += [Replace("^ +|[ ▁]+$", "", regex=True), Replace(" {2,}", " ", regex=True)]
+    if spec.add_dummy_prefix:
+        steps.append(Prepend("▁"))
+    steps.append(Replace(" ", "▁"))
+    merges = sentencepiece_merges(tokens, [kinds[p.type] for p in model.pieces],
+                                  [p.score for p in model.pieces])
+    bpe = BPEModel(vocab, merges, unk_token=unk[0] if unk else None, fuse_unk=True,
+                   byte_fallback=byte_fallback)
+    if byte_fallback:
+        missing = [b for b in range(256) if f"<0x{b:02X}>" not in vocab]
+        if missing:
+            raise TokcolumnarValueError(f"SentencePiece model: byte fallback without the byte "
+                                        f"piece <0x{missing[0]:02X}>")
+    decoder = (llama2_decoder() if spec.add_dummy_prefix else SequenceDecoder(
+        [ReplaceDecoder("▁", " "), ByteFallbackDecoder(), FuseDecoder()]))
+    special = [(p.piece, i) for i, p in enumerate(model.pieces) if p.type in (UNKNOWN, CONTROL)]
+    return BPEParts(bpe, NormalizerSequence(steps), WholeSequence(), decoder, special)

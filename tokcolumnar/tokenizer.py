@@ -48,9 +48,12 @@ from .encode.offsets import check_supported as check_offsets_supported
 from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject, check_depth, too_deep
+from .llama2_export import sentencepiece_bpe_parts
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
+from .models.sentencepiece_model import BPE as SENTENCEPIECE_BPE
+from .models.sentencepiece_model import SentencePieceModel
 from .models.whole_words import split_option, whole_words_first
 from .progress import StageTimer
 from .text.bytelevel import byte_map_bytes, byte_map_expr
@@ -260,20 +263,30 @@ class Tokenizer:
 
     @classmethod
     def from_sentencepiece(cls, source: str | Path | bytes) -> Tokenizer:
-        """A SentencePiece Unigram `.model` (a path or its bytes; spm_train's or ours) as a
-        tokenizer that encodes as `SentencePieceProcessor` (`unigram_export.
-        sentencepiece_parts`)."""
+        """A SentencePiece Unigram or BPE `.model` (a path or its bytes; spm_train's or ours)
+        as a tokenizer that encodes as `SentencePieceProcessor` (`unigram_export.
+        sentencepiece_parts`, `llama2_export.sentencepiece_bpe_parts`)."""
         if isinstance(source, bytes):
-            return cls.from_unigram(sentencepiece_parts(source))
+            return cls._from_sentencepiece_bytes(source)
         path = Path(source)
         try:
             data = path.read_bytes()
         except OSError as e:
             raise TokcolumnarError(f"cannot read {path}: {e.strerror or e}") from None
         try:
-            return cls.from_unigram(sentencepiece_parts(data))
+            return cls._from_sentencepiece_bytes(data)
         except TokcolumnarError as e:
             raise type(e)(f"{path}: {e}") from None
+
+    @classmethod
+    def _from_sentencepiece_bytes(cls, data: bytes) -> Tokenizer:
+        model = SentencePieceModel.from_bytes(data)
+        if model.model_type != SENTENCEPIECE_BPE:
+            return cls.from_unigram(sentencepiece_parts(data))
+        parts = sentencepiece_bpe_parts(model)
+        added = [AddedToken(t, i, special=True) for t, i in parts.special]
+        return cls(parts.model, parts.normalizer, parts.pre_tokenizer, parts.decoder, None,
+                   added)
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:

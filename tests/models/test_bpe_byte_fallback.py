@@ -133,3 +133,30 @@ def test_missing_byte_piece_is_refused(tmp_path: Path) -> None:
     proc = run_cli("encode", str(src), "--tokenizer", str(path), "--out",
                    str(tmp_path / "o.parquet"))
     assert_clean_error(proc, "byte_fallback=true needs the 256 byte pieces in the vocabulary")
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("options", [
+    {},  # spm_train's defaults: nmt_nfkc (its char map in the file), extra spaces removed
+    {"normalization_rule_name": "nfkc"},
+    {"remove_extra_whitespaces": False},  # Llama 2's: no rule, extra spaces kept
+], ids=["nmt_nfkc", "nfkc", "llama2"])
+def test_sentencepiece_bpe_model_as_tokenizer(tmp_path: Path, options: dict) -> None:
+    """`encode --tokenizer m.model` with spm_train's BPE model: SentencePiece's ids on every
+    line of two corpora and on unseen scripts (byte fallback)."""
+    import sentencepiece as spm
+
+    lines = corpus("small/en_botchan.txt").read_text(encoding="utf-8").split("\n")
+    options = {"normalization_rule_name": "nmt_nfkc", "remove_extra_whitespaces": True,
+               **options}
+    model = spm_bpe_model(lines, 1500, tmp_path / "m.model", **options)
+    texts = lines + corpus("small/udhr_multiscript.txt").read_text(
+        encoding="utf-8").split("\n") + TEXTS + ["   ", "a ▁ ▁b ▁", "ｆｕｌｌ　ｗｉｄｔｈ ①"]
+    texts = [t for t in texts if t and not any(s in t for s in ("<unk>", "<s>", "</s>"))]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "o.parquet"
+    proc = run_cli("encode", str(src), "--tokenizer", str(model), "--out", str(out), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    assert pl.read_parquet(out)["ids"].to_list() == sp.encode(texts)

@@ -136,8 +136,11 @@ def encodes_alike(out: Path, lines: list[str]) -> None:
                                             frame["ends"].to_list())] == \
         [e.offsets for e in encodings]
     plain = [i for i, line in enumerate(lines) if not any(t in line for t in SPECIAL)]
-    assert [ids[1:] for ids in (theirs[i] for i in plain)] == \
-        sp.encode([lines[i] for i in plain])
+    expected = sp.encode([lines[i] for i in plain])
+    assert [ids[1:] for ids in (theirs[i] for i in plain)] == expected
+    # and our reading of the tokenizer.model (`encode --tokenizer tokenizer.model`)
+    from_model = Tokenizer.load(out / "tokenizer.model")
+    assert from_model.encode_ids([lines[i] for i in plain])["ids"].to_list() == expected
     assert all(ids[0] == 1 for ids in theirs)  # <s> first
 
 
