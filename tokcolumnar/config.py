@@ -401,7 +401,8 @@ def check_byte_fallback(cfg: TrainConfig) -> None:
     if cfg.engine == "duckdb":
         raise TokcolumnarValueError("--byte-fallback runs on the Polars engine only")
     if cfg.extend is not None:
-        raise TokcolumnarValueError("--byte-fallback does not combine with --extend")
+        raise TokcolumnarValueError("--extend does not combine with BPE byte fallback yet "
+                                    "(--byte-fallback given, or the base was trained with it)")
     clash = [t for t in cfg.special_tokens if BYTE_PIECE.fullmatch(t)]
     if clash:
         raise TokcolumnarValueError(f"--special-tokens {clash[0]} is one of --byte-fallback's "

@@ -255,3 +255,16 @@ def test_refused_in_one_line(tmp_path: Path, args: list[str], message: str) -> N
     proc = run_cli("train", str(src), *args, "--out", str(tmp_path / "out"))
     assert_clean_error(proc, message)
     assert not (tmp_path / "out").exists()
+
+
+def test_extending_a_byte_fallback_base_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("some text here\nand more text\n", encoding="utf-8")
+    base = tmp_path / "base"
+    proc = run_cli("train", str(src), "--preset", "llama2", "--vocab-size", "280",
+                   "--out", str(base))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("train", str(src), "--extend", str(base), "--vocab-size", "290",
+                   "--out", str(tmp_path / "out"))
+    assert_clean_error(proc, "--extend does not combine with BPE byte fallback yet")
+    assert not (tmp_path / "out").exists()
