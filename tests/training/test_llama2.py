@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.corpora import MEDIUM, corpus, small_tiered
-from tests.support.markers import tiered
+from tests.support.markers import heavy, tiered
 from tokcolumnar.tokenizer import Tokenizer
 
 SPECIAL = ["<unk>", "<s>", "</s>"]
@@ -166,7 +166,10 @@ def test_three_encoders_agree_on_small_corpora(tmp_path: Path, name: str) -> Non
 
 @pytest.mark.corpus
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MEDIUM)
+# the full run: ja, ru, zh (10-30 s each); medium/en (~2 minutes: 258,003 lines through three
+# encoders) with TOKCOLUMNAR_SLOW=1
+@pytest.mark.parametrize("name", heavy(MEDIUM, full=lambda n: n != "en.txt",
+                                       fast=lambda n: False))
 def test_three_encoders_agree_on_medium_corpora(tmp_path: Path, name: str) -> None:
     src = corpus(f"medium/{name}")
     out = tmp_path / "out"
