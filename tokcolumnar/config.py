@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 import shlex
 from collections import Counter
 from dataclasses import dataclass
@@ -29,10 +30,13 @@ from .text.pretokenizers import (
     PRETOKENIZER_NAMES,
     PatternByteLevel,
     PreTokenizer,
+    SentencePieceSplit,
     build_pretokenizer,
 )
 from .text.segmenters import CJK_SPLITS, SEGMENTER_NAMES, build_segmenter
 
+#: SentencePiece's byte pieces `<0x00>` … `<0xFF>`
+BYTE_PIECE = re.compile("<0x[0-9A-F]{2}>")
 TIE_BREAKS = ("id", "lexical-max", "first-seen")
 MODELS = ("bpe", "wordpiece", "unigram")
 ENGINES = ("polars", "duckdb", "ray", "spark")
@@ -107,8 +111,9 @@ class TrainConfig:
     pattern: str | None = None
     # --extend BASE: continue a base tokenizer's merges (`training.extend`)
     extend: str | None = None
-    # --model unigram: SentencePiece's byte fallback (the 256 `<0xNN>` pieces after the meta
-    # pieces; docs/unigram.md)
+    # --model unigram / bpe: SentencePiece's byte fallback (the 256 `<0xNN>` pieces after the
+    # special tokens, a character outside the vocabulary spelled in its UTF-8 bytes;
+    # docs/unigram.md, docs/llama2.md)
     byte_fallback: bool | None = None
 
     def __post_init__(self) -> None:
@@ -134,6 +139,8 @@ class TrainConfig:
         a segmenter, `bert` is BERT's normalizer without the spaces around CJK ideographs (which
         would cut the text into characters before the segmenter sees it)."""
         normalizer = build_normalizer(self.normalizer, self.lowercase)
+        if self.preset == "llama2":  # Llama 2's text steps, a word before each `▁`
+            return normalizer, SentencePieceSplit()
         if self.pattern not in (None, "gpt2"):
             return normalizer, PatternByteLevel(use_regex=False, pattern=pattern_of(self.pattern))
         if self.pre_tokenizer not in SEGMENTER_NAMES:
@@ -369,10 +376,37 @@ def apply_model_rules(cfg: TrainConfig) -> None:
                 raise TokcolumnarValueError(f"{flag(name)} applies to --model wordpiece only")
     elif cfg.model == "unigram":
         apply_unigram_rules(cfg)
-    if cfg.byte_fallback and cfg.model != "unigram":
-        raise TokcolumnarValueError("--byte-fallback applies to --model unigram only")
+    if cfg.byte_fallback:
+        check_byte_fallback(cfg)
     if cfg.normalizer == "nmt_nfkc" and cfg.engine == "duckdb":  # no SQL twin of the char map
         raise TokcolumnarValueError("--normalizer nmt_nfkc runs on the Polars engine only")
+
+
+def check_byte_fallback(cfg: TrainConfig) -> None:
+    """--byte-fallback: Unigram's (docs/unigram.md), or BPE over characters (docs/llama2.md):
+    the 256 byte pieces need characters as the alphabet (a byte-level BPE already spells
+    everything in bytes), no prefix or suffix (HF would spell the prefixed string's bytes),
+    and the Polars engine's trainer."""
+    if cfg.model not in ("bpe", "unigram"):
+        raise TokcolumnarValueError("--byte-fallback applies to --model bpe and unigram only")
+    if cfg.model != "bpe":
+        return
+    if cfg.pre_tokenizer == "byte-level":
+        raise TokcolumnarValueError("--byte-fallback spells unknown characters in byte pieces; "
+                                    "--pre-tokenizer byte-level already makes every byte a "
+                                    "symbol (use one or the other)")
+    for name in ("continuing_subword_prefix", "end_of_word_suffix", "end_of_word_token"):
+        if getattr(cfg, name) is not None:
+            raise TokcolumnarValueError(f"--byte-fallback does not combine with {flag(name)}")
+    if cfg.engine == "duckdb":
+        raise TokcolumnarValueError("--byte-fallback runs on the Polars engine only")
+    if cfg.extend is not None:
+        raise TokcolumnarValueError("--extend does not combine with BPE byte fallback yet "
+                                    "(--byte-fallback given, or the base was trained with it)")
+    clash = [t for t in cfg.special_tokens if BYTE_PIECE.fullmatch(t)]
+    if clash:
+        raise TokcolumnarValueError(f"--special-tokens {clash[0]} is one of --byte-fallback's "
+                                    "byte pieces")
 
 
 # Options --model unigram does not have (SentencePiece's trainer has no equivalent), with the

@@ -26,16 +26,30 @@ from .corpus.counts_file import counts_metadata
 from .corpus.sources import Source, expand_inputs, file_digests
 from .errors import TokcolumnarError, warn
 from .hfconfig import transformers_files
+from .llama2_export import (
+    bpe_sentencepiece_file,
+    llama2_decoder,
+    llama2_normalizer,
+    sentencepiece_merges,
+)
 from .llm_presets import llm_post_processor
 from .models.base import Model
 from .models.bpe import BPEModel
 from .models.wordpiece import WordPieceModel
 from .outputs import output_dir, write_parquet
 from .presets import BERT_PRESETS
-from .text.decoders import BPEDecoder, ByteLevelDecoder, Decoder, WordPieceDecoder
+from .text.decoders import (
+    BPEDecoder,
+    ByteFallbackDecoder,
+    ByteLevelDecoder,
+    Decoder,
+    MetaspaceDecoder,
+    SequenceDecoder,
+    WordPieceDecoder,
+)
 from .text.normalizers import Normalizer
 from .text.postprocessors import bert_template
-from .text.pretokenizers import PreTokenizer
+from .text.pretokenizers import PreTokenizer, WholeSequence
 from .text.segmenters import Segmenter
 from .tiktoken_format import TIKTOKEN_FILE, tiktoken_ranks, tiktoken_record, tiktoken_text
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
@@ -107,13 +121,25 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
     elif cfg.extend is not None:  # the base's tokenizer with the extended model
         return extended_tokenizer(cfg, ids, hf_merges(merges))
     else:
-        model = BPEModel(ids, hf_merges(merges), cfg.continuing_subword_prefix,
-                         cfg.end_of_word_suffix, cfg.end_of_word_token, cfg.unk_token)
+        pairs = hf_merges(merges)
+        if cfg.preset == "llama2":  # every pair of pieces by score (llama2_export)
+            pairs = sentencepiece_merges(vocab.get_column("token").to_list(),
+                                         vocab.get_column("kind").to_list())
+        # fuse_unk as Llama 2 (and transformers' SentencePiece conversion) set it with byte
+        # fallback: with all 256 byte pieces no character is unknown, so it never acts
+        model = BPEModel(ids, pairs, cfg.continuing_subword_prefix, cfg.end_of_word_suffix,
+                         cfg.end_of_word_token, cfg.unk_token,
+                         fuse_unk=bool(cfg.byte_fallback), byte_fallback=bool(cfg.byte_fallback))
         decoder = None
-        if cfg.pre_tokenizer == "byte-level":
+        if cfg.preset == "llama2":
+            decoder = llama2_decoder()
+        elif cfg.pre_tokenizer == "byte-level":
             decoder = ByteLevelDecoder(add_prefix_space=True, trim_offsets=True, use_regex=True)
         elif cfg.end_of_word_suffix:
             decoder = BPEDecoder(suffix=cfg.end_of_word_suffix)
+        elif cfg.byte_fallback:  # byte pieces back to their text (HF then joins with "")
+            decoder = (SequenceDecoder([ByteFallbackDecoder(), MetaspaceDecoder()])
+                       if cfg.pre_tokenizer == "metaspace" else ByteFallbackDecoder())
     post = llm_post_processor(cfg.preset, ids)
     if cfg.model == "wordpiece" and cfg.preset in BERT_PRESETS:
         post = bert_template(ids)
@@ -122,6 +148,8 @@ def build_tokenizer(cfg: TrainConfig, vocab: pl.DataFrame, merges: pl.DataFrame)
                                                    specials.get_column("token").to_list())
              if t in cfg.special_tokens]
     normalizer, pretokenizer = cfg.text_components()
+    if cfg.preset == "llama2":  # its normalizers, no pre-tokenizer (docs/llama2.md)
+        normalizer, pretokenizer = llama2_normalizer(), WholeSequence()
     return Tokenizer(model, normalizer, pretokenizer, decoder, post, added)
 
 
@@ -309,6 +337,11 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
                 f"{a} {b}" for a, b in zip(result.merges.get_column("left").to_list(),
                                            result.merges.get_column("right").to_list())]
             _write_text(directory / "codes.txt", written, "\n".join(codes) + "\n")
+        if cfg.preset == "llama2":  # SentencePiece's own file, for its processor
+            (directory / "tokenizer.model").write_bytes(bpe_sentencepiece_file(
+                result.vocab.get_column("token").to_list(),
+                result.vocab.get_column("kind").to_list()))
+            written.append("tokenizer.model")
     elif cfg.model == "unigram":  # SentencePiece's own file, for its processor
         pieces = result.vocab.filter(pl.col("kind") == "piece")
         (directory / "tokenizer.model").write_bytes(sentencepiece_file(

@@ -1,4 +1,5 @@
 """The presets: the reference configurations `--preset gpt2|bert|subword-nmt|sentencepiece`
+(the LLMs' `gpt4|gpt4o|llama3|qwen2|llama2` are in `llm_presets`)
 (and the word segmenting BERTs `bert-zh-wwm`, `bert-ja`) stand for
 (docs/architecture.md, "Presets"). A preset *fixes* some options — a different value given by
 the user is refused, naming both — and gives *defaults* to others, which the user may
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .llm_presets import LLM_PRESETS
+from .llm_presets import LLM_PRESETS, SENTENCEPIECE_BPE_PRESETS
 from .text.bytelevel import BYTE_ALPHABET
 
 BERT_SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -63,9 +64,11 @@ PRESET_RULES: dict[str, Preset] = {
                "lowercase": False},
         defaults={"vocab_size": 8000}),
 }
-# today's byte-level BPE LLMs: gpt4, gpt4o, llama3, qwen2 (llm_presets.py)
+# today's LLMs: byte-level BPE gpt4, gpt4o, llama3, qwen2, and SentencePiece-style BPE with
+# byte fallback llama2 (llm_presets.py)
 PRESET_RULES.update({name: Preset(fixed, defaults)
-                     for name, (fixed, defaults) in LLM_PRESETS.items()})
+                     for name, (fixed, defaults) in {**LLM_PRESETS,
+                                                     **SENTENCEPIECE_BPE_PRESETS}.items()})
 # the presets with BERT's [CLS] ... [SEP] template
 BERT_PRESETS = ("bert", "bert-zh-wwm", "bert-ja")
 PRESETS = tuple(PRESET_RULES)
@@ -83,9 +86,10 @@ PRESET_ROLES: dict[str, dict[str, str]] = {
     "gpt2": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
              "unk_token": "<|endoftext|>"},
     **{name: _BERT_ROLES for name in BERT_PRESETS},
+    "llama2": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
 }
 #: The `model_max_length` of the released models a preset stands for (their positions).
-PRESET_MAX_LENGTH = {"gpt2": 1024, **{name: 512 for name in BERT_PRESETS}}
+PRESET_MAX_LENGTH = {"gpt2": 1024, **{name: 512 for name in BERT_PRESETS}, "llama2": 4096}
 
 
 def role_name(name: str) -> str:

@@ -39,6 +39,7 @@ from .encode.offsets import (
     kept_chars,
     normalized_lengths,
     offsets_supported,
+    offsets_view,
     piece_starts,
     trim_offsets,
     word_spans,
@@ -47,9 +48,12 @@ from .encode.offsets import check_supported as check_offsets_supported
 from .encode.truncation import Truncation, take_windows, windows
 from .errors import TokcolumnarError, TokcolumnarTypeError, TokcolumnarValueError
 from .hfjson import HFObject, check_depth, too_deep
+from .llama2_export import sentencepiece_bpe_parts
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
+from .models.sentencepiece_model import BPE as SENTENCEPIECE_BPE
+from .models.sentencepiece_model import SentencePieceModel
 from .models.whole_words import split_option, whole_words_first
 from .progress import StageTimer
 from .text.bytelevel import byte_map_bytes, byte_map_expr
@@ -259,20 +263,30 @@ class Tokenizer:
 
     @classmethod
     def from_sentencepiece(cls, source: str | Path | bytes) -> Tokenizer:
-        """A SentencePiece Unigram `.model` (a path or its bytes; spm_train's or ours) as a
-        tokenizer that encodes as `SentencePieceProcessor` (`unigram_export.
-        sentencepiece_parts`)."""
+        """A SentencePiece Unigram or BPE `.model` (a path or its bytes; spm_train's or ours)
+        as a tokenizer that encodes as `SentencePieceProcessor` (`unigram_export.
+        sentencepiece_parts`, `llama2_export.sentencepiece_bpe_parts`)."""
         if isinstance(source, bytes):
-            return cls.from_unigram(sentencepiece_parts(source))
+            return cls._from_sentencepiece_bytes(source)
         path = Path(source)
         try:
             data = path.read_bytes()
         except OSError as e:
             raise TokcolumnarError(f"cannot read {path}: {e.strerror or e}") from None
         try:
-            return cls.from_unigram(sentencepiece_parts(data))
+            return cls._from_sentencepiece_bytes(data)
         except TokcolumnarError as e:
             raise type(e)(f"{path}: {e}") from None
+
+    @classmethod
+    def _from_sentencepiece_bytes(cls, data: bytes) -> Tokenizer:
+        model = SentencePieceModel.from_bytes(data)
+        if model.model_type != SENTENCEPIECE_BPE:
+            return cls.from_unigram(sentencepiece_parts(data))
+        parts = sentencepiece_bpe_parts(model)
+        added = [AddedToken(t, i, special=True) for t, i in parts.special]
+        return cls(parts.model, parts.normalizer, parts.pre_tokenizer, parts.decoder, None,
+                   added)
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -616,11 +630,17 @@ class Tokenizer:
                  token_item: np.ndarray, item_word: np.ndarray, item_seg: np.ndarray
                  ) -> dict[str, pl.Series]:
         """Each token's (start, end) in its row's original text (see `encode.offsets`)."""
-        pre = self.pre_tokenizer
+        normalizer, pre = offsets_view(self.normalizer, self.pre_tokenizer)
         normalized = seg.get_column("text")
-        # 1. normalized position -> original character, per segment
+        # 1. normalized position -> original character, per segment (without the character
+        # a `Prepend` put before the text: `offsets_view` counts it as the pre-tokenizer's)
         tables = self._char_tables()
-        align = NormAlignment.build(self.normalizer, tables[0], original, normalized)
+        unprefixed = normalized
+        if pre is not self.pre_tokenizer:
+            unprefixed = normalized.to_frame("t").select(
+                pl.when(pl.col("t").str.len_bytes() > 0).then(pl.col("t").str.slice(1))
+                .otherwise(pl.col("t"))).to_series()
+        align = NormAlignment.build(normalizer, tables[0], original, unprefixed)
         # 2. each word's start in its segment's normalized text
         word_start = piece_starts(pre, tables[1], normalized, flat, seg_of_word, per_seg)
         # 3. each token's span in its word, per distinct word
@@ -663,9 +683,9 @@ class Tokenizer:
         pre-tokenizer keeps the character."""
         with self._lock:
             if self._offset_chars is None:
-                self._offset_chars = (None if self.normalizer is None
-                                      else normalized_lengths(self.normalizer),
-                                      kept_chars(self.pre_tokenizer))
+                normalizer, pre = offsets_view(self.normalizer, self.pre_tokenizer)
+                self._offset_chars = (None if normalizer is None
+                                      else normalized_lengths(normalizer), kept_chars(pre))
         return self._offset_chars
 
     def _token_table(self) -> TokenTable:

@@ -102,8 +102,9 @@ def sentencepiece_parts(data: bytes) -> UnigramParts:
     pieces, a named rule without its char map."""
     model = SentencePieceModel.from_bytes(data)
     if model.model_type != UNIGRAM:
-        raise TokcolumnarValueError("SentencePiece model: only Unigram models (model_type 1) "
-                                    f"can be read, this one has model_type {model.model_type}")
+        raise TokcolumnarValueError("SentencePiece model: only Unigram and BPE models "
+                                    "(model_type 1, 2) can be read, this one has model_type "
+                                    f"{model.model_type}")
     spec = model.normalizer
     if not spec.precompiled_charsmap and spec.name not in ("identity", ""):
         raise TokcolumnarValueError(

@@ -357,7 +357,7 @@ LOAD_CASES = [
     ("added_tokens null", "'added_tokens' must be an array, got null", True),
     ("added token id taken", "'<x>' has id 3, but HF gives it id", False),
     ("added token id differs from vocab", "has id 7, but HF gives it id 0", False),
-    ("byte_fallback", "byte_fallback=true is not supported", False),
+    ("byte_fallback", "byte_fallback=true needs the 256 byte pieces in the vocabulary", False),
     ("dropout", "dropout 0.5 is not supported", False),
     ("truncated", "is not valid JSON", True),
     ("empty", "is empty (not a tokenizer.json)", True),

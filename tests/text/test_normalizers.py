@@ -225,3 +225,13 @@ def test_nulls_stay_null():
     df = pl.DataFrame({"t": ["A", None]})
     for norm in (N.BertNormalizer(), N.NFKC(), N.Strip(), N.Prepend()):
         assert df.select(norm.expr(pl.col("t"))).to_series().to_list()[1] is None
+
+
+@pytest.mark.parametrize("pair", DECOMPOSING + PLAIN, ids=lambda p: type(p[0]).__name__)
+def test_expression_keeps_the_column_name(pair):
+    """The encoder normalizes with `with_columns(normalizer.expr(pl.col("text")))`: an
+    expression named otherwise adds a column and leaves the text as it was (`Prepend` did,
+    `lit + col` being named "literal": a tokenizer.json with it encoded unnormalized)."""
+    ours, _ = pair
+    frame = pl.DataFrame({"text": ["ab c", ""]}).with_columns(ours.expr(pl.col("text")))
+    assert frame.columns == ["text"]

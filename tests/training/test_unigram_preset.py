@@ -90,7 +90,8 @@ def test_options_as_spm_train(tmp_path: Path, args: list[str], options: dict) ->
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--byte-fallback"], "--byte-fallback applies to --model unigram only"),
+    (["--byte-fallback", "--model", "wordpiece"],
+     "--byte-fallback applies to --model bpe and unigram only"),
     (["--preset", "sentencepiece", "--normalizer", "nfkc"],
      "--preset sentencepiece fixes --normalizer nmt_nfkc"),
     (["--preset", "sentencepiece", "--model", "bpe"], "--preset sentencepiece fixes --model"),

@@ -104,13 +104,15 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="BPE, among equal counts: smallest ids (id: HF's, default), greatest "
                    "strings (lexical-max: subword-nmt's) or first occurrence (first-seen)")
     g.add_argument("--byte-fallback", action="store_true", default=None,
-                   help="--model unigram: SentencePiece's 256 byte pieces <0x00>..<0xFF>, "
-                   "which spell a character the pieces lack in its UTF-8 bytes")
+                   help="--model unigram or bpe: SentencePiece's 256 byte pieces "
+                   "<0x00>..<0xFF> after the special tokens, which spell a character the "
+                   "vocabulary lacks in its UTF-8 bytes")
     g.add_argument("--preset", choices=PRESETS, default=None,
                    help="a reference configuration (fixes some options, gives defaults to "
                    "others): gpt2; the LLM byte-level BPEs gpt4, gpt4o, llama3, qwen2; bert "
                    "and the word-segmenting BERTs bert-zh-wwm, bert-ja; subword-nmt; "
-                   "sentencepiece (spm_train --model_type=unigram); see docs/cli.md")
+                   "sentencepiece (spm_train --model_type=unigram); llama2 (SentencePiece-"
+                   "style BPE with byte fallback); see docs/cli.md")
     g.add_argument("--engine", choices=ENGINES, default=None,
                    help="where to count and train (default polars; duckdb: the SQL twin; ray, "
                    "spark: count on a cluster)")

@@ -42,8 +42,9 @@ import numpy as np
 import polars as pl
 
 from ..errors import TokcolumnarValueError
-from ..text.normalizers import NFC, NFKC, Normalizer
-from ..text.pretokenizers import PreTokenizer
+from ..text.normalizers import NFC, NFKC, Normalizer, Prepend
+from ..text.normalizers import Sequence as NormalizerSequence
+from ..text.pretokenizers import PreTokenizer, WholeSequence
 from .composition import composed_counts
 
 _CHAR = r"(?s)."  # one character (a code point), as HF's char offsets count them
@@ -54,8 +55,39 @@ def composing(normalizer: Normalizer | None) -> bool:
     return isinstance(normalizer, (NFC, NFKC))
 
 
+class PrefixedText(WholeSequence):
+    """For offsets only: a whole-sequence pre-tokenizer after a `Prepend` normalizer, seen as
+    one character put before every non-empty text (`offsets_view`)."""
+
+    def prefix_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return col.str.len_bytes() > 0
+
+
+def offsets_view(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer
+                 ) -> tuple[Normalizer | None, PreTokenizer]:
+    """The pipeline as this module follows it. Llama 2's `Prepend("▁")` + `Replace(" ", "▁")`
+    with no pre-tokenizer is not character-local, but it is the same as the character-local
+    rest of the normalizers followed by one character put before the text: HF aligns the
+    prepended character to the text's first one, as it does Metaspace's (a `Prepend` first,
+    of one character the rest leaves alone, before character-local steps and no
+    pre-tokenizer); any other pipeline as it is."""
+    steps = (normalizer.normalizers if isinstance(normalizer, NormalizerSequence)
+             else [normalizer])
+    if type(pre_tokenizer) is not WholeSequence or not steps or \
+            not isinstance(steps[0], Prepend) or len(steps[0].prepend) != 1:
+        return normalizer, pre_tokenizer
+    rest = steps[1:]
+    if not all(n.char_local() for n in rest):
+        return normalizer, pre_tokenizer
+    after = NormalizerSequence(rest) if rest else None
+    if after is not None and after.apply([steps[0].prepend]) != [steps[0].prepend]:
+        return normalizer, pre_tokenizer
+    return after, PrefixedText()
+
+
 def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> None:
     """Refuse, naming the component, a tokenizer whose offsets this module cannot follow."""
+    normalizer, pre_tokenizer = offsets_view(normalizer, pre_tokenizer)
     if normalizer is not None and not normalizer.char_local() and not composing(normalizer):
         raise TokcolumnarValueError(
             f"offsets are not available with the {type(normalizer).__name__} normalizer (only "
@@ -259,6 +291,10 @@ class TokenTable:
     eow_id: int | None
     unk_id: int | None
     wordpiece: bool
+    #: BPE's fuse_unk: an unknown token covers a run of unknown characters (`known` says
+    #: which characters the vocabulary has)
+    fuse_unk: bool = False
+    known: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, model: Any, id_to_token: list[str], maps_bytes: bool) -> TokenTable:
@@ -268,14 +304,26 @@ class TokenTable:
         eow = getattr(model, "end_of_word_token", None)
         unk = getattr(model, "unk_token", None)
         none = np.zeros(len(tokens), dtype=bool)
-        size = (tokens.str.len_chars() if maps_bytes else tokens.str.len_bytes())
-        return cls(size.to_numpy().astype(np.int64),
+        size = (tokens.str.len_chars() if maps_bytes else tokens.str.len_bytes()
+                ).to_numpy().astype(np.int64)
+        if getattr(model, "byte_fallback", False):
+            # a byte piece is one byte of the word (HF's byte-fallback symbols have length 1)
+            size[model.fallback_ids()] = 1
+        fuse = bool(getattr(model, "fuse_unk", False))
+        return cls(size,
                    tokens.str.starts_with(prefix).to_numpy() if prefix else none,
                    tokens.str.ends_with(suffix).to_numpy() if suffix else none,
                    len(prefix) if maps_bytes else len(prefix.encode()),
                    len(suffix) if maps_bytes else len(suffix.encode()),
                    model.vocab.get(eow) if eow else None, model.vocab.get(unk) if unk else None,
-                   type(model).__name__ == "WordPieceModel")
+                   type(model).__name__ == "WordPieceModel", fuse,
+                   frozenset(t for t in model.vocab if len(t) == 1) if fuse else frozenset())
+
+
+def _char_bytes(raw: bytes, at: int) -> int:
+    """The UTF-8 length of the character starting at byte `at` of `raw`."""
+    lead = raw[at] if at < len(raw) else 0
+    return 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
 
 
 def word_spans(table: TokenTable, words: pl.Series, offsets: np.ndarray, values: np.ndarray
@@ -313,8 +361,13 @@ def word_spans(table: TokenTable, words: pl.Series, offsets: np.ndarray, values:
             at = 0
             for k in range(lo, hi):
                 if ids[k] == table.unk_id:
-                    lead = raw[at] if at < len(raw) else 0
-                    units[k] = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+                    units[k] = _char_bytes(raw, at)
+                    while table.fuse_unk and at + units[k] < len(raw):  # the run it fused
+                        n = _char_bytes(raw, at + int(units[k]))
+                        nxt = raw[at + int(units[k]):at + int(units[k]) + n].decode()
+                        if nxt in table.known:
+                            break
+                        units[k] += n
                 at += int(units[k])
     end = np.cumsum(units) - np.repeat(exclusive_cumsum(units)[offsets[:-1]], n_tok)
     start = end - units

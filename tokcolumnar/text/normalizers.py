@@ -316,7 +316,11 @@ class Prepend(Normalizer):
     prepend: str = "▁"
 
     def expr(self, col: pl.Expr) -> pl.Expr:
-        return pl.when(col.str.len_bytes() > 0).then(pl.lit(self.prepend) + col).otherwise(col)
+        # a replacement at the start, not `lit + col`: the result keeps the column's name
+        # (a `when` is named after its `then`: `lit + col` would be a new column "literal",
+        # and the encoder's `with_columns` would leave the text as it was)
+        at_start = col.str.replace(r"\A", self.prepend.replace("$", "$$"))
+        return pl.when(col.str.len_bytes() > 0).then(at_start).otherwise(col)
 
     def to_hf(self) -> dict[str, Any]:
         return {"type": self.hf_type, "prepend": self.prepend}

@@ -542,6 +542,38 @@ class Metaspace(PreTokenizer):
 
 
 @dataclass
+class SentencePieceSplit(Metaspace):
+    """The words `--preset llama2` trains on: a line (one trailing `\\n` dropped, as
+    SentencePiece's `getline`) through Llama 2's normalizers — `Prepend("▁")` on every
+    non-empty text, even one that starts with a space or a `▁` (HF's Metaspace would not
+    prepend there), and `Replace(" ", "▁")` — then a word before each `▁` (SentencePiece's
+    `SplitIntoWords`, whitespace-only pieces not allowed). Not a tokenizer.json component:
+    Llama 2's file has these normalizers and no pre-tokenizer (`export.build_tokenizer`);
+    since no trained piece holds a `▁` past its first character, no merge crosses the cut."""
+
+    hf_type: ClassVar[str] = ""  # (not registered: read from no tokenizer.json)
+
+    def line_cut(self) -> str | None:
+        return None  # the `▁` in front is per line: a line is never cut
+
+    def expr(self, col: pl.Expr) -> pl.Expr:
+        r = self.replacement
+        s = col.str.strip_suffix("\n").str.replace_all(" ", r, literal=True)
+        s = pl.when(s.str.len_bytes() > 0).then(pl.lit(r) + s).otherwise(s)
+        e = escape_regex(r)
+        return s.str.extract_all(f"{e}[^{e}]*")
+
+    def pieces_expr(self, pieces: pl.Expr, original: pl.Expr) -> pl.Expr:
+        return PreTokenizer.pieces_expr(self, pieces, original)
+
+    def prefix_expr(self, col: pl.Expr) -> pl.Expr | None:
+        return col.str.len_bytes() > 0
+
+    def to_hf(self) -> dict[str, Any] | None:  # type: ignore[override]
+        return None
+
+
+@dataclass
 class Digits(PreTokenizer):
     """HF `Digits`: numbers (`char::is_numeric`, see `NUMERIC_CLASS`) apart from the rest;
     each digit on its own with `individual_digits`, else runs of digits together."""

@@ -1,7 +1,8 @@
 """Alphabet, token ids and initial symbols: the `words` table -> a vocabulary and a flat symbol
 layout ready for the merge loop.
 
-Ids (docs/architecture.md, "Ids"): special tokens in the given order; then the alphabet sorted by
+Ids (docs/architecture.md, "Ids"): special tokens in the given order; with byte fallback the
+256 byte pieces `<0x00>` … `<0xFF>`; then the alphabet sorted by
 code point; then the end-of-word token, then prefixed/suffixed variants (`##a`, `a</w>`) sorted by
 string. Characters outside a limited alphabet are dropped from words, as HF does."""
 
@@ -73,19 +74,25 @@ def select_alphabet(cps: np.ndarray, weights: np.ndarray, limit: int | None,
 
 def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet: int | None,
                   initial_alphabet: list[str], prefix: str | None, suffix: str | None,
-                  eow_token: str | None, variant_order: list[str] | None = None) -> Initial:
+                  eow_token: str | None, variant_order: list[str] | None = None,
+                  byte_fallback: bool = False) -> Initial:
     """Assign ids and lay out every word's initial symbols (prefix/suffix variants included).
 
     Characters map to ids through a lookup table indexed by `code point << 2 | flags` (bit 0:
     not word-initial, for the prefix; bit 1: word-final, for the suffix), so the whole corpus
     is mapped by array gathers. `variant_order` puts the listed variants first, in that order
-    (HF assigns variant ids in hash order; giving its order reproduces its tie-breaks)."""
+    (HF assigns variant ids in hash order; giving its order reproduces its tie-breaks).
+    `byte_fallback`: the 256 byte pieces follow the special tokens (kind `byte`), as HF's
+    BpeTrainer gives them when they are listed as its special tokens (docs/llama2.md)."""
     counts = words.get_column("count").to_numpy().astype(np.int64)
     cps, lengths = code_points(words.get_column("word"))
     word_index = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
     vocab = Vocab()
     for t in special_tokens:
         vocab.add(t, "special", len(t))
+    if byte_fallback:
+        for b in range(256):
+            vocab.add(f"<0x{b:02X}>", "byte", 0)
     alphabet = select_alphabet(cps, counts[word_index].astype(np.float64), limit_alphabet,
                                initial_alphabet)
     for c in alphabet.tolist():

@@ -109,6 +109,33 @@ def distinct_pieces(offsets: np.ndarray, ids: np.ndarray
 
 
 
+def byte_fallback_symbols(lengths: np.ndarray, ids: np.ndarray, cps: np.ndarray,
+                          unknown: np.ndarray, fallback: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Initial symbols (lengths, flat ids) with each `unknown` character replaced by its UTF-8
+    bytes' pieces (`fallback`: byte -> id, all 256 present)."""
+    cp = cps[unknown]
+    n_bytes = 1 + (cp >= 0x80) + (cp >= 0x800) + (cp >= 0x10000)
+    per_symbol = np.ones(len(ids), dtype=np.int64)
+    per_symbol[unknown] = n_bytes
+    out = np.repeat(ids, per_symbol)
+    # the unknown characters are rare: their bytes by Python's encoder (surrogates cannot
+    # occur in a Polars string)
+    data = np.frombuffer("".join(map(chr, cp.tolist())).encode("utf-8"), dtype=np.uint8)
+    out[np.repeat(unknown, per_symbol)] = fallback[data]
+    word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    return np.bincount(word, weights=per_symbol, minlength=len(lengths)).astype(np.int64), out
+
+
+def fuse_runs(lengths: np.ndarray, ids: np.ndarray, unknown: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """HF's `fuse_unk`: of each run of `unknown` symbols within a word, only the first."""
+    word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    run = np.zeros(len(ids), dtype=bool)
+    run[1:] = unknown[1:] & unknown[:-1] & (word[1:] == word[:-1])
+    return np.bincount(word[~run], minlength=len(lengths)).astype(np.int64), ids[~run]
+
+
 @dataclass
 class BPEModel(Model):
     """BPE: vocab, merges in rank order, optional prefix/suffix/end-of-word token."""
@@ -120,6 +147,11 @@ class BPEModel(Model):
     end_of_word_suffix: str | None = None
     end_of_word_token: str | None = None
     unk_token: str | None = None
+    #: HF's `fuse_unk`: a run of unknown characters is one unknown token
+    fuse_unk: bool = False
+    #: HF's `byte_fallback`: a character outside the vocabulary is spelled in the byte pieces
+    #: `<0x00>` … `<0xFF>` of its UTF-8 bytes (all 256 must be in the vocabulary: `hf.py`)
+    byte_fallback: bool = False
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _crossing: CrossingFilter | bool | None = field(default=None, repr=False)
     _char_ids: np.ndarray | None = field(default=None, repr=False)
@@ -292,11 +324,19 @@ class BPEModel(Model):
         return CharTokens(np.full(0x110000, -2, dtype=np.int32), made, min_as_left,
                           min_as_right, short_keys[order], short_ids)
 
+    def fallback_ids(self) -> np.ndarray:
+        """Byte value -> id of its byte piece `<0xNN>` (-1 where the vocabulary lacks it)."""
+        return np.array([self.vocab.get(f"<0x{b:02X}>", -1) for b in range(256)],
+                        dtype=np.int64)
+
     def initial_symbols(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-        """Per-word symbol ids before merging: (lengths, flat ids)."""
+        """Per-word symbol ids before merging: (lengths, flat ids). A character outside the
+        vocabulary is, as in HF's `merge_word`: its UTF-8 bytes' pieces with byte fallback,
+        else the unknown token (a run of them one token with `fuse_unk`), else dropped."""
         plain = (self.continuing_subword_prefix is None and self.end_of_word_suffix is None
                  and self.end_of_word_token is None)
-        if plain and (self.unk_token is None or self.unk_token in self.vocab):
+        if plain and (self.unk_token is None or self.unk_token in self.vocab
+                      or self.byte_fallback):
             # the symbols are the characters: code points through a lookup table
             cps, lengths = code_points(words)
             table = self.char_ids()
@@ -306,8 +346,12 @@ class BPEModel(Model):
             unknown = ids < 0
             if not unknown.any():
                 return lengths, ids
+            if self.byte_fallback:
+                return byte_fallback_symbols(lengths, ids, cps, unknown, self.fallback_ids())
             if self.unk_token is not None:  # unknown characters become the unknown token
                 ids[unknown] = self.vocab[self.unk_token]
+                if self.fuse_unk:
+                    return fuse_runs(lengths, ids, unknown)
                 return lengths, ids
             # no unknown token: unknown characters are dropped (as HF does)
             word = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
@@ -338,7 +382,13 @@ class BPEModel(Model):
                     f"BPE: {char!r} is not in the vocabulary and neither is the unknown token "
                     f"{self.unk_token!r}")
             if self.unk_token in self.vocab:
+                unknown = ex.get_column("id").is_null().to_numpy()
                 ex = ex.with_columns(pl.col("id").fill_null(self.vocab[self.unk_token]))
+                if self.fuse_unk and unknown.any():  # a run of them: one (no suffix here)
+                    w = ex.get_column("w").to_numpy()
+                    run = np.zeros(len(unknown), dtype=bool)
+                    run[1:] = unknown[1:] & unknown[:-1] & (w[1:] == w[:-1])
+                    ex = ex.filter(pl.Series(~run))
         ex = ex.drop_nulls("id")
         w = ex.get_column("w").to_numpy()
         ids = ex.get_column("id").to_numpy()
@@ -394,6 +444,11 @@ class BPEModel(Model):
         if crossing is None or not eligible.any():
             return (*self.merge_symbols(lengths, ids), np.zeros(len(lengths), dtype=bool))
         symbol_word = run_index(lengths)
+        if self.byte_fallback:
+            # a byte piece stands for part of a character: as the unknown token below
+            fallback = self.fallback_ids()
+            eligible &= np.bincount(symbol_word[np.isin(ids, fallback[fallback >= 0])],
+                                    minlength=len(lengths)) == 0
         if self.unk_token in self.vocab:
             # an unknown character's symbol is the unknown token, not the character: the
             # patterns (characters) do not describe it, so its words stay whole
@@ -557,7 +612,8 @@ class BPEModel(Model):
 
     def to_hf(self) -> dict[str, Any]:
         return hf_object(self.vocab, self.merges, self.continuing_subword_prefix,
-                         self.end_of_word_suffix, self.end_of_word_token, self.unk_token)
+                         self.end_of_word_suffix, self.end_of_word_token, self.unk_token,
+                         fuse_unk=self.fuse_unk, byte_fallback=self.byte_fallback)
 
     def tokens_needing_merges(self) -> list[str]:
         """Vocabulary tokens that are not an initial symbol (one character, with the prefix
