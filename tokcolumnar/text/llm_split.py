@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ..buffers import lists_at, string_parts, strings_from_parts, utf8_chars
+from ..buffers import gather_table, lists_at, string_parts, strings_from_parts, utf8_chars
 from .gpt2_split import LETTER, NUMBER, OTHER, WHITE, char_classes
 from .patterns import NamedPattern
 
@@ -43,6 +43,11 @@ LF, CR, SPACE, APOSTROPHE = 0x0A, 0x0D, 0x20, 0x27
 #: The code points `(?i:x)` matches for each letter of the contractions (simple case folding,
 #: as HF's Oniguruma and the regex crate fold: `ſ` U+017F is an `s`), by the letter.
 FOLDS = {c: (ord(c), ord(c.upper())) + ((0x17F,) if c == "s" else ()) for c in "stmdrevl"}
+#: Per code point: 1 if it is in `\\p{Lm}` or `\\p{Lo}`, 0 if not, 255 not looked at yet
+#: (`modifier_or_other_letter`; filled on first sight, as `gpt2_split.char_classes`).
+_lm_lo = np.full(0x110000, 255, dtype=np.uint8)
+#: `o200k_pieces` shortens texts when that leaves out at least 1/SHORTEN_MIN of the characters.
+SHORTEN_MIN = 8
 #: The patterns `cl100k_starts` splits, with their digits per piece (`\p{N}{1,3}`, `\p{N}`).
 DIGITS = {"cl100k": 3, "qwen2": 1}
 
@@ -163,11 +168,70 @@ def cl100k_pieces(texts: pl.Series, digits: int) -> tuple[np.ndarray, pl.Series]
     return per_text, strings_from_parts("word", bounds.astype(np.int64), data)
 
 
+def modifier_or_other_letter(code: np.ndarray) -> np.ndarray:
+    """Whether each code point is in `\\p{Lm}` or `\\p{Lo}` (the regex crate's classes)."""
+    found = _lm_lo[code]
+    unseen = found == 255
+    if unseen.any():
+        new = np.unique(code[unseen])
+        chars = pl.Series("c", [chr(c) for c in new.tolist()], dtype=pl.String)
+        _lm_lo[new] = chars.str.contains(r"^[\p{Lm}\p{Lo}]$").to_numpy()
+        found = _lm_lo[code]
+    return found == 1
+
+
+def o200k_pieces(texts: pl.Series, pattern: NamedPattern) -> tuple[np.ndarray, pl.Series]:
+    """`llm_pieces` for o200k: `regex_pieces` of the texts with every run of `\\p{Lm}`/`\\p{Lo}`
+    characters shortened to its first character, then the texts cut where those pieces start.
+
+    On long runs of such letters (CJK text) the regex crate takes a slow path for o200k's
+    letter classes (medium/zh.txt: ~50 s, where cl100k's split took ~1 s). No o200k piece
+    starts inside such a run: `\\p{Lm}` and `\\p{Lo}` are in both letter classes of its
+    first two alternatives, so their letters stop only at an uppercase letter or at a
+    character that is no letter or mark, and the other alternatives take no letter. So the
+    pieces of the shortened texts, each mapped to the character it starts at, are the texts'
+    pieces (docs/patterns.md, "o200k")."""
+    offsets, data = string_parts(texts)
+    code, char_byte = utf8_chars(data)
+    if char_byte is None:
+        return regex_pieces(texts, pattern)
+    n = len(code)
+    text_char = np.searchsorted(char_byte, offsets)
+    text_start = np.zeros(n + 1, dtype=bool)
+    text_start[text_char] = True
+    letter = modifier_or_other_letter(code)
+    # keep a character unless it continues a run of such letters in its text
+    keep = ~(letter & np.append(False, letter[:-1]) & ~text_start[:n])
+    kept = np.flatnonzero(keep)
+    if len(kept) > n - n // SHORTEN_MIN:  # too few letters left out to pay for the copy
+        return regex_pieces(texts, pattern)
+    short_char, short = gather_table(char_byte, data, kept)
+    kept_before = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    short_texts = strings_from_parts(texts.name, short_char[kept_before[text_char]], short)
+    per_text, flat = regex_pieces(short_texts, pattern)
+    # the pieces tile the shortened texts: each one's first kept character, then the text's
+    lengths = flat.str.len_chars().to_numpy().astype(np.int64)
+    if int(lengths.sum()) != len(kept):
+        raise AssertionError("o200k pieces do not tile the text")
+    first = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=first[1:])
+    bounds = np.append(char_byte[kept[first]], len(data))
+    return per_text, strings_from_parts("word", bounds, data)
+
+
 def llm_pieces(texts: pl.Series, pattern: NamedPattern) -> tuple[np.ndarray, pl.Series]:
     """The pieces of each text (a String Series; null: none) under `pattern`: the number of
     pieces of each text, and all the pieces in order as one String Series."""
     if pattern.name in DIGITS:
         return cl100k_pieces(texts, DIGITS[pattern.name])
+    if pattern.name == "o200k":
+        return o200k_pieces(texts, pattern)
+    return regex_pieces(texts, pattern)
+
+
+def regex_pieces(texts: pl.Series, pattern: NamedPattern) -> tuple[np.ndarray, pl.Series]:
+    """`llm_pieces` by the cut and one regex pass (the module's docstring)."""
     offsets, data = string_parts(texts)
     code, char_byte = utf8_chars(data)
     text_char = offsets if char_byte is None else np.searchsorted(char_byte, offsets)
