@@ -128,6 +128,22 @@ def sorted_desc(items):
 
 # --- loading (TrainerInterface::LoadSentences) ----------------------------------------------
 
+def replace_meta_pieces(text: str, meta: tuple[str, ...]) -> str:
+    """SentencePiece's `PrefixMatcher::GlobalReplace`: left to right, the longest meta piece
+    starting at each position becomes BOUNDARY_CHAR; other characters are kept."""
+    out = []
+    i = 0
+    while i < len(text):
+        found = max((m for m in meta if text.startswith(m, i)), key=len, default=None)
+        if found is None:
+            out.append(text[i])
+            i += 1
+        else:
+            out.append(BOUNDARY_CHAR)
+            i += len(found)
+    return "".join(out)
+
+
 def load_sentences(lines: list[str], opts: Options, normalize=normalize_identity):
     """The normalized sentences (with count 1 each, in SentencePiece's order) and the required
     characters {char: count}; characters outside them replaced by UNK_CHAR."""
@@ -137,7 +153,7 @@ def load_sentences(lines: list[str], opts: Options, normalize=normalize_identity
             continue
         sentences.append([line, 1])
     for s in sentences:
-        s[0] = normalize(s[0])
+        s[0] = replace_meta_pieces(normalize(s[0]), opts.meta_pieces)
     # Empty sentences are removed by swapping the last one in (the order matters to the seeds).
     i = 0
     while i < len(sentences):

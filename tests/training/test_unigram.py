@@ -42,6 +42,43 @@ def test_load_sentences_as_sentencepiece(lines: list[str]) -> None:
 
 
 @examples(0.5)
+@given(st.lists(st.sampled_from(list("<>/unks0x4Aa ") + ["<unk>", "<s>", "</s>", "<0x4A>"]),
+                max_size=20).map("".join))
+def test_meta_pieces_in_the_text_become_the_boundary_as_sentencepiece(text: str) -> None:
+    """`<unk>`, `<s>`, `</s>` (and the byte pieces with byte fallback) written in a line are
+    replaced by U+001F, the longest match at each position first, as the oracle does."""
+    meta = (*ug.META_PIECES, "<0x4A>", "<0x4A")  # a piece that is a prefix of another
+    got = pl.select(ug.replace_meta_pieces(pl.lit(text), meta)).item()
+    assert got == uo.replace_meta_pieces(text, meta)
+
+
+#: Lines with SentencePiece's meta pieces written in them (medium/en has `<unk>` on 8,183 of its
+#: lines): spm_train trains as if each one were a boundary character, not text.
+META_LINES = ["the <unk> cat sat on the <s> mat", "a <unk> dog</s> ran <unk>",
+              "<s>hello world</s>", "the cat <unk><unk> the dog <0x41>"] * 3 + [
+                  "cats and <0x41>dogs and <unk> mice", "hello <s> there"]
+
+
+@pytest.mark.parametrize("byte_fallback", [False, True])
+def test_meta_pieces_in_the_text_train_as_sentencepiece(byte_fallback: bool) -> None:
+    """Without the replacement, `▁<`, `>` and the like are trained as pieces and the scores
+    differ (medium/en at 8,000: a piece-set Jaccard of 0.957 against spm_train)."""
+    from tokcolumnar.unigram_export import byte_pieces
+
+    expected = spm_unigram(META_LINES, 300 if byte_fallback else 40, num_threads=1,
+                           byte_fallback=byte_fallback)
+    meta = list(ug.META_PIECES) + (byte_pieces() if byte_fallback else [])
+    result = ug.train_unigram(
+        ug.load_sentences(pl.Series(META_LINES), meta_pieces=meta), None,
+        ug.UnigramOptions(vocab_size=300 if byte_fallback else 40, num_threads=1,
+                          hard_vocab_limit=False, meta_pieces=len(meta)))
+    assert list(zip(result.pieces, result.scores.tolist())) == expected
+    oracle = uo.train(META_LINES, uo.Options(vocab_size=40, num_threads=1)).pieces
+    if not byte_fallback:
+        assert oracle == expected
+
+
+@examples(0.5)
 @given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10, width=32)), max_size=40))
 def test_sequential_f32_sums(pairs: list[tuple[int, float]]) -> None:
     keys = np.array([k for k, _ in pairs], dtype=np.int64)

@@ -204,17 +204,36 @@ def sentencepiece_whitespace(text: pl.Expr, add_dummy_prefix: bool = True) -> pl
     return body.str.strip_chars_end(WS)
 
 
+#: SentencePiece's meta pieces by default (`<unk>`, `<s>`, `</s>`: ids 0, 1, 2).
+META_PIECES = ("<unk>", "<s>", "</s>")
+
+
+def replace_meta_pieces(text: pl.Expr, meta_pieces: tuple[str, ...] | list[str]) -> pl.Expr:
+    """Every meta piece written in the text replaced by U+001F (`PrefixMatcher::
+    GlobalReplace`: the longest match at each position, left to right, which is a
+    leftmost-first match over the pieces longest first)."""
+    if not meta_pieces:
+        return text
+    meta = sorted(meta_pieces, key=len, reverse=True)
+    return text.str.replace_many(meta, [BOUNDARY_CHAR] * len(meta), leftmost=True)
+
+
 def load_sentences(lines: pl.Series, max_sentence_length: int = 4192,
-                   normalize=sentencepiece_whitespace) -> pl.Series:
+                   normalize=sentencepiece_whitespace,
+                   meta_pieces: tuple[str, ...] | list[str] = META_PIECES) -> pl.Series:
     """The sentences SentencePiece trains on, in its order: lines that are empty, longer than
     `max_sentence_length` bytes or contain `▅` are skipped, the others normalized
-    (`normalize`: an expression on the text); sentences normalized to nothing are removed by
-    swapping the last sentence into their place (docs/unigram.md, 1.3)."""
+    (`normalize`: an expression on the text) and every meta piece written in them (`<unk>`,
+    `<s>`, `</s>`, and the byte pieces with byte fallback) replaced by the boundary character
+    U+001F, as `PrefixMatcher::GlobalReplace` does (the longest match at each position, left
+    to right: leftmost-first over the pieces longest first); sentences normalized to nothing
+    are removed by swapping the last sentence into their place (docs/unigram.md, 1.2-1.3)."""
     kept = (pl.DataFrame({"line": lines}, schema={"line": pl.String})
             .filter((pl.col("line") != "") & (pl.col("line").str.len_bytes()
                                                <= max_sentence_length)
                     & ~pl.col("line").str.contains(UNK_CHAR, literal=True))
-            .select(normalize(pl.col("line")).alias("sentence"))["sentence"])
+            .select(replace_meta_pieces(normalize(pl.col("line")), meta_pieces)
+                    .alias("sentence"))["sentence"])
     empty = (kept == "").to_numpy()
     if not empty.any():
         return kept

@@ -26,6 +26,7 @@ from ..unigram_export import byte_pieces
 from .extend_unigram import extended_vocab, read_unigram_base
 from .tables import TrainTables, words_table
 from .unigram import (
+    META_PIECES,
     UnigramError,
     UnigramOptions,
     load_sentences,
@@ -34,7 +35,7 @@ from .unigram import (
     word_tokens,
 )
 
-META = ("<unk>", "<s>", "</s>")  # SentencePiece's meta pieces: ids 0, 1, 2
+META = META_PIECES  # SentencePiece's meta pieces: ids 0, 1, 2
 
 
 def byte_fallback(cfg: TrainConfig) -> bool:
@@ -69,7 +70,9 @@ def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stage
         return sentencepiece_whitespace(normalizer.expr(col) if normalizer else col)
 
     with timer.stage("count"):
-        sentences = load_sentences(read_lines(inputs, cfg), normalize=normalize)
+        meta = list(META) + (byte_pieces() if byte_fallback(cfg) else [])
+        sentences = load_sentences(read_lines(inputs, cfg), normalize=normalize,
+                                   meta_pieces=meta)
     if len(sentences) == 0:
         raise TokcolumnarError("no text to train on (every line is empty once normalized)")
     base = read_unigram_base(cfg.extend) if cfg.extend is not None else None
