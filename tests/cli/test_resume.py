@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.cli import assert_clean_error, run_cli, snapshot
 from tests.support.corpora import corpus
+from tests.support.markers import heavy
 
 pytestmark = pytest.mark.corpus
 
@@ -274,8 +275,12 @@ def wordpiece_reference(text, tmp_path_factory) -> dict[str, object]:
     return outputs(out)
 
 
-@pytest.mark.parametrize("point", ["merge:1", "merge:300", "merge:900"])
-@pytest.mark.parametrize("every", ["0", "1000"])
+# ~15-30 s each: the fast tier kills at merge 300 with a checkpoint before every merge, the full
+# run also at merge 900 with the default clock; the other four only with TOKCOLUMNAR_SLOW=1
+@pytest.mark.parametrize("every, point", heavy(
+    [(e, p) for e in ("0", "1000") for p in ("merge:1", "merge:300", "merge:900")],
+    full=lambda v: v == ("1000", "merge:900"), fast=lambda v: v == ("0", "merge:300"),
+    multi=True))
 def test_wordpiece_killed_in_the_loop_then_resumed_gives_identical_outputs(
         text, wordpiece_reference, tmp_path, point, every):
     out = tmp_path / "out"

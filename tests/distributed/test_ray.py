@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.corpora import corpus
+from tests.support.markers import SLOW_ONLY
 from tokcolumnar import count_words, train
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.encode.dataset import encode_files
@@ -63,6 +64,7 @@ def test_count_files_on_ray_is_the_single_machine_count(ray_local, inputs):
     assert count_words(inputs, pre_tokenizer="byte-level", engine="ray").equals(expected)
 
 
+@SLOW_ONLY  # a minute or more of Ray start-up and scheduling: docs/testing.md
 def test_count_a_ray_dataset(ray_local, inputs):
     parquet, jsonl = inputs[1], inputs[3]
     for ds, path in [(ray_local.data.read_parquet(parquet), parquet),
@@ -129,6 +131,7 @@ def test_errors(ray_local, inputs, tokenizer, tmp_path):
     assert str(on_ray.value) == str(single.value)
 
 
+@SLOW_ONLY  # a minute or more of Ray start-up and scheduling: docs/testing.md
 def test_uris_on_ray_read_as_local_paths(ray_local, inputs, tokenizer, tmp_path):
     # file:// URIs (read through the Arrow filesystem, made again on each worker): the words,
     # the tokenizer and the ids of the local paths

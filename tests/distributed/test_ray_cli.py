@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.cli import ROOT, error_line, run_cli
 from tests.support.corpora import corpus
+from tests.support.markers import SLOW_ONLY
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                reason="Ray is not installed (pip install 'tokcolumnar[ray]')")
@@ -95,6 +96,7 @@ def test_count_train_and_encode_on_ray_match_the_single_machine_commands(tmp_pat
 @needs_ray
 @pytest.mark.slow
 @pytest.mark.corpus
+@SLOW_ONLY  # a minute or more of Ray start-up and scheduling: docs/testing.md
 def test_ray_commands_read_file_uris_as_local_paths(tmp_path):
     # a file:// glob on Ray: the single-machine words and ids of the local files
     (tmp_path / "in").mkdir()
