@@ -50,10 +50,12 @@ def unigram_options(cfg: TrainConfig) -> UnigramOptions:
 
 
 def read_lines(inputs: Any, cfg: TrainConfig) -> pl.Series:
-    """Every input line without its line feed, in order."""
+    """Every input line without its line feed, in order, as one chunk: Polars'
+    `str.replace_many` (the `nmt_nfkc` char map) builds its automaton of 225,276 sources once
+    per chunk (~0.45 CPU-s each; 2.8 CPU-s of loading 5 MB in 6 chunks, 0.7 in one)."""
     parts = [chunk.str.strip_suffix("\n") for chunk in
              iter_sequences(inputs, fmt=cfg.format, column=cfg.column)]
-    return pl.concat(parts) if parts else pl.Series("line", [], dtype=pl.String)
+    return pl.concat(parts, rechunk=True) if parts else pl.Series("line", [], dtype=pl.String)
 
 
 def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer
