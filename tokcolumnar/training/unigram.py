@@ -16,12 +16,23 @@ order, its threads included (word i is summed by thread i mod `num_threads`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
+from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
+    LatticeBase,
+    Lattices,
+    SeedTrie,
+    code_points,
+    log_sum_exp,
+    sequential_f32_sums,
+    stable_argsort,
+    thread_sums,
+    view_thread_sums,
+)
 
 WS = "\u2581"  # the escaped space
 UNK_CHAR = "\u2585"  # stands for a character outside the required ones
@@ -69,68 +80,7 @@ class UnigramError(ValueError):
     """The corpus cannot give the asked vocabulary (SentencePiece's own checks)."""
 
 
-# --- float32 sums in SentencePiece's order ---------------------------------------------------
-
-def stable_argsort(key: np.ndarray) -> np.ndarray:
-    """`np.argsort(key, kind="stable")` for non-negative integer keys, faster: keys below 2^32
-    are sorted by two stable passes over 16-bit halves (low, then high), for which NumPy uses
-    a radix sort (linear) instead of timsort; the result is the same permutation (a stable
-    sort's is unique)."""
-    if len(key) == 0:
-        return np.zeros(0, np.int64)
-    top = int(key.max())
-    if key.min() < 0 or top >= 1 << 32:
-        return np.argsort(key, kind="stable")
-    if top < 1 << 16:
-        return np.argsort(key.astype(np.uint16), kind="stable")
-    low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
-    return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")]
-
-def sequential_f32_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """For each key in 0..n-1, `acc = float32(acc + v)` over its values in array order (`v` a
-    double: C++'s `float += double`), as SentencePiece's loops sum. Vectorized across keys: the
-    k-th value of every key is added in one step, so there are as many steps as the longest
-    chain."""
-    acc = np.zeros(n, dtype=F32)
-    if len(keys) == 0:
-        return acc
-    order = stable_argsort(keys)
-    k = keys[order]
-    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-    rank = np.arange(len(k)) - np.repeat(starts, np.diff(np.r_[starts, len(k)]))
-    by_rank = stable_argsort(rank)
-    kr = k[by_rank]
-    vr = values[order][by_rank].astype(F64)
-    bounds = np.searchsorted(rank[by_rank], np.arange(rank.max() + 2))
-    for r in range(len(bounds) - 1):
-        sl = slice(bounds[r], bounds[r + 1])
-        kk = kr[sl]
-        acc[kk] = (acc[kk].astype(F64) + vr[sl]).astype(F32)
-    return acc
-
-
-def thread_sums(words: np.ndarray, keys: np.ndarray, values: np.ndarray, n: int,
-                threads: int) -> np.ndarray:
-    """SentencePiece's per-thread float32 sums merged in thread order: word i is summed by
-    thread i mod `threads`, each thread in word order; thread 0's vector += thread 1's, …"""
-    per = sequential_f32_sums((words % threads) * n + keys, values, threads * n)
-    per = per.reshape(threads, n)
-    out = per[0].copy()
-    for t in range(1, threads):
-        out = out + per[t]  # float32 + float32
-    return out
-
-
-def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """SentencePiece's LogSumExp on float32 arrays (the exp and log1p in double)."""
-    vmin = np.minimum(x, y)
-    vmax = np.maximum(x, y)
-    out = vmax.copy()
-    m = ~(vmax > vmin + F32(50.0))
-    d = (vmin[m] - vmax[m]).astype(F64)
-    out[m] = (vmax[m].astype(F64) + np.log1p(np.exp(d))).astype(F32)
-    return out
-
+# --- SentencePiece's float functions ------------------------------------------------------
 
 def digamma(x: np.ndarray) -> np.ndarray:
     """SentencePiece's Digamma (double): the recurrence up to 7, then the asymptotic series."""
@@ -159,14 +109,6 @@ def to_log_prob(values: np.ndarray) -> np.ndarray:
 
 
 # --- text as code points -----------------------------------------------------------------------
-
-def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The code points of the strings end to end and each string's offset (n + 1 offsets)."""
-    lengths = strings.str.len_chars().to_numpy().astype(np.int64)
-    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    text = "".join(strings.to_list())
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64), offsets
-
 
 def lead_byte(cp: np.ndarray) -> np.ndarray:
     """The first UTF-8 byte of each code point."""
@@ -434,171 +376,6 @@ def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptio
             .head(opts.seed_sentencepiece_size).select("piece", "value"))
 
 
-# --- lattices ----------------------------------------------------------------------------------
-
-@dataclass
-class Lattices:
-    """All nodes of the lattices of a list of strings, flat. Positions are numbered string
-    after string (`pos_off[w] + i`, i = 0..n_w); a node runs from `start` to `end` (global
-    positions)."""
-
-    pos_off: np.ndarray  # per string: its first position (n + 1 offsets)
-    nchar: np.ndarray  # per string: characters
-    w: np.ndarray  # per node: its string
-    b: np.ndarray  # per node: start (local)
-    length: np.ndarray
-    id: np.ndarray  # current piece id (0 for an unknown character)
-    score: np.ndarray  # float32
-    unk: np.ndarray  # bool: an UNK node
-    _cache: dict = field(default_factory=dict, repr=False)  # node orders, by `_folds`
-
-    @property
-    def start(self) -> np.ndarray:
-        return self.pos_off[self.w] + self.b
-
-    @property
-    def end(self) -> np.ndarray:
-        return self.start + self.length
-
-    def begin_order(self) -> np.ndarray:
-        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
-        if "begin" not in self._cache:
-            top = int(self.length.max(initial=0)) + 1
-            key = self.start * (top + 1) + np.where(self.unk, top, self.length)
-            self._cache["begin"] = stable_argsort(key)
-        return self._cache["begin"]
-
-    def _folds(self, by_end: bool):
-        """Slices of nodes, each with at most one node per lattice position, in the order the
-        forward (by end, earliest start first) or backward (by start from the right, begin
-        order) folds visit them: (positions rank k of a group are one slice). Cached: the
-        passes over one lattice share them."""
-        if by_end in self._cache:
-            return self._cache[by_end]
-        if by_end:
-            top = int(self.length.max(initial=0))
-            # by (string, end, start): positions are numbered string after string, and for
-            # one end an earlier start is a longer node
-            order = stable_argsort(self.end * (top + 1) + (top - self.length))
-            group = self.end[order]
-        else:
-            order = self.begin_order()
-            group = self.start[order]
-        first = np.r_[True, group[1:] != group[:-1]]
-        starts = np.flatnonzero(first)
-        rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-        local = (self.b + self.length)[order] if by_end else self.b[order]
-        # ascending positions for the forward pass, descending for the backward pass
-        outer = local if by_end else local.max(initial=0) - local
-        key = outer * (rank.max(initial=0) + 1) + rank
-        visit = stable_argsort(key)  # stable: a slice keeps the strings' order
-        order, rank, key = order[visit], rank[visit], key[visit]
-        cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
-        self._cache[by_end] = (order, rank, cuts)
-        return order, rank, cuts
-
-    def forward(self) -> np.ndarray:
-        alpha = np.zeros(self.pos_off[-1], dtype=F32)
-        start, end = self.start, self.end
-        order, rank, cuts = self._folds(by_end=True)
-        for i in range(len(cuts) - 1):
-            idx = order[cuts[i]:cuts[i + 1]]
-            v = self.score[idx] + alpha[start[idx]]
-            t = end[idx]
-            alpha[t] = v if rank[cuts[i]] == 0 else log_sum_exp(alpha[t], v)
-        return alpha
-
-    def backward(self) -> np.ndarray:
-        beta = np.zeros(self.pos_off[-1], dtype=F32)
-        start, end = self.start, self.end
-        order, rank, cuts = self._folds(by_end=False)
-        for i in range(len(cuts) - 1):
-            idx = order[cuts[i]:cuts[i + 1]]
-            v = self.score[idx] + beta[end[idx]]
-            t = start[idx]
-            beta[t] = v if rank[cuts[i]] == 0 else log_sum_exp(beta[t], v)
-        return beta
-
-    def viterbi(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The best path of every string: (its nodes in string order then left to right, and
-        the best score of every string, float32 summed left to right). Ties keep the node
-        ending there that starts first (SentencePiece's strict `>`)."""
-        score = self.score if score is None else score
-        best = np.zeros(self.pos_off[-1], dtype=score.dtype)
-        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
-        start, end = self.start, self.end
-        order, rank, cuts = self._folds(by_end=True)
-        for i in range(len(cuts) - 1):
-            idx = order[cuts[i]:cuts[i + 1]]
-            v = best[start[idx]] + score[idx]
-            t = end[idx]
-            if rank[cuts[i]] == 0:
-                best[t], back[t] = v, idx
-            else:
-                better = v > best[t]
-                best[t[better]], back[t[better]] = v[better], idx[better]
-        last = self.pos_off[1:] - 1  # each string's end position
-        steps = []
-        cur = last.copy()
-        alive = self.nchar > 0
-        while alive.any():
-            node = back[cur[alive]]
-            steps.append((np.flatnonzero(alive), node))
-            cur[alive] = start[node]
-            alive[alive] = self.b[node] > 0
-        if not steps:
-            return np.zeros(0, np.int64), best[last]
-        strings = np.concatenate([s for s, _ in steps])
-        nodes = np.concatenate([n for _, n in steps])
-        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
-        return nodes[np.lexsort((depth, strings))], best[last]
-
-    def marginals(self) -> np.ndarray:
-        """Per node, float(Z-normalized) exponent: ((alpha + score) + beta) - Z, float32."""
-        alpha, beta = self.forward(), self.backward()
-        z = alpha[self.pos_off[1:] - 1]
-        return ((alpha[self.start] + self.score) + beta[self.end]) - z[self.w]
-
-
-def lattices(strings: pl.Series, subs: pl.DataFrame, piece_ids: np.ndarray,
-             scores: np.ndarray, nchar: np.ndarray) -> Lattices:
-    """The lattices of `strings` for the current pieces: `subs` (w, b, l, seed) lists every
-    substring that is a seed, `piece_ids[seed]` its current id or -1; an UNK node (id 0, score
-    min - 10) wherever no piece of one character starts."""
-    cur = piece_ids[subs["seed"].to_numpy()]
-    live = cur >= 0
-    w = subs["w"].to_numpy()[live]
-    b = subs["b"].to_numpy()[live]
-    ln = subs["l"].to_numpy()[live]
-    ids = cur[live]
-    pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
-    covered = np.zeros(pos_off[-1], dtype=bool)
-    covered[(pos_off[w] + b)[ln == 1]] = True
-    all_pos = np.arange(pos_off[-1])
-    word_of = np.repeat(np.arange(len(nchar)), nchar + 1)
-    is_char = all_pos - pos_off[word_of] < nchar[word_of]
-    unk_pos = np.flatnonzero(is_char & ~covered)
-    uw = word_of[unk_pos]
-    min_score = scores.min() if len(scores) else F32(0)
-    return Lattices(
-        pos_off=pos_off, nchar=nchar,
-        w=np.r_[w, uw].astype(np.int64), b=np.r_[b, unk_pos - pos_off[uw]].astype(np.int64),
-        length=np.r_[ln, np.ones(len(uw), np.int64)].astype(np.int64),
-        id=np.r_[ids, np.zeros(len(uw), np.int64)].astype(np.int64),
-        score=np.r_[scores[ids], np.full(len(uw), F32(min_score - F32(10.0)))].astype(F32),
-        unk=np.r_[np.zeros(len(ids), bool), np.ones(len(uw), bool)])
-
-
-def seed_substrings(strings: pl.Series, seeds: pl.Series, max_len: int,
-                    opts: UnigramOptions) -> pl.DataFrame:
-    """(w, b, l, seed): every substring of `strings` that is one of `seeds` (by index)."""
-    rows = _substrings(strings, max_len, opts, single=True)
-    table = pl.DataFrame({"piece": seeds, "seed": np.arange(len(seeds), dtype=np.int64)})
-    return (_with_strings(rows, strings).join(table, on="piece", how="inner",
-                                               maintain_order="left")
-            .select("w", "b", "l", "seed"))
-
-
 # --- EM and pruning ----------------------------------------------------------------------------
 
 @dataclass
@@ -612,14 +389,14 @@ class _Model:
         return out
 
 
-def e_step(model: _Model, n_seeds: int, words: pl.Series, counts: np.ndarray,
-           subs: pl.DataFrame, nchar: np.ndarray, threads: int) -> np.ndarray:
-    lat = lattices(words, subs, model.ids(n_seeds), model.score, nchar)
+def e_step(model: _Model, n_seeds: int, base: LatticeBase, counts: np.ndarray,
+           threads: int) -> np.ndarray:
+    lat = base.view(model.ids(n_seeds), model.score)
     x = lat.marginals()
     freq = counts.astype(F32)[lat.w].astype(F64)
     contrib = freq * np.exp(x.astype(F64))
-    order = lat.begin_order()  # SentencePiece's order: word, start, insertion
-    return thread_sums(lat.w[order], lat.id[order], contrib[order], len(model.seed), threads)
+    # SentencePiece's order: thread, then word, start, insertion (the view's node order)
+    return view_thread_sums(lat, contrib, len(model.seed), threads)
 
 
 def m_step(model: _Model, expected: np.ndarray) -> _Model:
@@ -686,26 +463,25 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     return second_exists, best_whole, cols
 
 
-def prune(model: _Model, n_seeds: int, seeds: pl.Series, words: pl.Series,
-          counts: np.ndarray, subs: pl.DataFrame, nchar: np.ndarray, desired: int,
-          opts: UnigramOptions) -> _Model:
+def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase,
+          counts: np.ndarray, desired: int, opts: UnigramOptions) -> _Model:
     size = len(model.seed)
     ids = model.ids(n_seeds)
-    pieces = seeds.gather(model.seed)
-    # 1. each piece's own 2-best segmentation
-    piece_subs = seed_substrings(pieces, seeds, opts.max_sentencepiece_length, opts)
-    plat = lattices(pieces, piece_subs, ids, model.score, pieces.str.len_chars().to_numpy()
-                    .astype(np.int64))
+    # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept)
+    plat = seed_base.view(ids, model.score, strings=ids >= 0)
     second, whole, alt_cols = two_best(plat)
+    second, whole = second[model.seed], whole[model.seed]
     always_keep = ~second | whole
-    alts = np.stack(alt_cols, axis=1) if alt_cols else np.full((size, 0), -1, np.int64)
+    alts = np.stack([c[model.seed] for c in alt_cols], axis=1) if alt_cols \
+        else np.full((size, 0), -1, np.int64)
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
     # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
-    lat = lattices(words, subs, ids, model.score, nchar)
+    lat = base.view(ids, model.score)
     nodes, _ = lat.viterbi()
-    freq = thread_sums(lat.w[nodes], lat.id[nodes], counts.astype(F32)[lat.w[nodes]], size,
-                       opts.num_threads)
+    on_path = np.zeros(len(lat.w), dtype=bool)
+    on_path[nodes] = True
+    freq = view_thread_sums(lat, counts.astype(F32)[lat.w], size, opts.num_threads, on_path)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
     logsum = F32(np.log(F64(total)))
     # 3. the loss of each candidate
@@ -733,21 +509,19 @@ def prune(model: _Model, n_seeds: int, seeds: pl.Series, words: pl.Series,
     return _Model(model.seed[new], model.score[new])
 
 
-def prune_unreachable(model: _Model, n_seeds: int, seeds: pl.Series,
-                      opts: UnigramOptions) -> _Model:
+def prune_unreachable(model: _Model, n_seeds: int, seed_base: LatticeBase) -> _Model:
     ids = model.ids(n_seeds)
-    pieces = seeds.gather(model.seed)
-    nchar = pieces.str.len_chars().to_numpy().astype(np.int64)
-    subs = seed_substrings(pieces, seeds, opts.max_sentencepiece_length, opts)
-    lat = lattices(pieces, subs, ids, model.score, nchar)
-    self_node = (lat.b == 0) & (lat.length == nchar[lat.w]) & (lat.id == lat.w) & ~lat.unk
-    has_self = np.zeros(len(pieces), dtype=bool)
+    lat = seed_base.view(ids, model.score, strings=ids >= 0)
+    nchar = seed_base.nchar
+    self_node = ((lat.b == 0) & (lat.length == nchar[lat.w]) & ~lat.unk
+                 & (lat.id == ids[lat.w]))
+    has_self = np.zeros(n_seeds, dtype=bool)
     has_self[lat.w[self_node]] = True
     score = lat.score.copy()
     score[self_node] = -np.inf
     _, best = lat.viterbi(score)
-    shadowed = best > model.score
-    keep = has_self & ~shadowed
+    shadowed = best[model.seed] > model.score
+    keep = has_self[model.seed] & ~shadowed
     return _Model(model.seed[keep], model.score[keep])
 
 
@@ -797,23 +571,23 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
                   .sort(["count", "word"], descending=[True, False]))
     words = word_table["word"]
     wcounts = word_table["count"].to_numpy().astype(np.int64)
-    nchar = words.str.len_chars().to_numpy().astype(np.int64)
-    max_len = int(seeds.str.len_chars().max() or 1)
-    subs = seed_substrings(words, seeds, max_len, opts)
+    trie = SeedTrie.build(seeds)
+    base = LatticeBase.build(words, trie)  # the words' lattices
+    seed_base = LatticeBase.build(seeds, trie)  # each seed's own lattice, for pruning
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     desired = int(opts.vocab_size * 1.1)
     rounds = []
     while True:
         before = len(model.seed)
         for _ in range(opts.num_sub_iterations):
-            expected = e_step(model, n_seeds, words, wcounts, subs, nchar, opts.num_threads)
+            expected = e_step(model, n_seeds, base, wcounts, opts.num_threads)
             model = m_step(model, expected)
         after_em = len(model.seed)
-        model = prune(model, n_seeds, seeds, words, wcounts, subs, nchar, desired, opts)
+        model = prune(model, n_seeds, base, seed_base, wcounts, desired, opts)
         rounds.append((len(rounds), before, after_em, len(model.seed)))
         if len(model.seed) <= desired:
             break
-    model = prune_unreachable(model, n_seeds, seeds, opts)
+    model = prune_unreachable(model, n_seeds, seed_base)
     pieces, scores = finalize(model, seeds, required, opts)
     possible = len(pieces) + opts.meta_pieces
     if opts.hard_vocab_limit and possible < opts.vocab_size:

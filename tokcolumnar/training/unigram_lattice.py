@@ -1,0 +1,484 @@
+"""The lattices of the Unigram trainer and encoder as flat arrays, and the float32 folds and sums
+over them in SentencePiece's order (docs/unigram.md, 4 and "The columnar trainer").
+
+A lattice of a string holds a node for every piece that occurs in it (and an unknown node where
+no piece of one character starts). The trainer builds the lattices once, for the seed pieces
+(`LatticeBase`: every substring that is a seed, found by walking `SeedTrie`, the seeds as a trie
+over code points), with everything that only depends on the node set: SentencePiece's node
+order, the schedules of the forward and backward folds and of the float32 sum chains. An EM
+iteration or a pruning round keeps the nodes of the current pieces (`LatticeBase.view`): a
+filter of arrays already in order, no sort and no join.
+
+A fold (forward, backward, Viterbi) combines the nodes ending (or starting) at a position one
+after another, in SentencePiece's list order. Step k of a fold's schedule takes the k-th node of
+every string in that order (`_fold_steps`), so the loop runs max(nodes per string) times; the
+float32 rounding of each step is SentencePiece's. A position's accumulator starts at -inf, so
+its first node's `LogSumExp(-inf, v)` is `v` exactly, as SentencePiece takes the first term as
+is: a filtered schedule (some nodes gone) stays valid without renumbering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+F32 = np.float32
+F64 = np.float64
+
+_CP_BITS = 21  # every code point is below 2^21
+
+
+# --- sorting and float32 sums in SentencePiece's order ----------------------------------------
+
+def stable_argsort(key: np.ndarray) -> np.ndarray:
+    """`np.argsort(key, kind="stable")` for non-negative integer keys, faster: keys below 2^32
+    are sorted by two stable passes over 16-bit halves (low, then high), for which NumPy uses
+    a radix sort (linear) instead of timsort; the result is the same permutation (a stable
+    sort's is unique)."""
+    if len(key) == 0:
+        return np.zeros(0, np.int64)
+    top = int(key.max())
+    if key.min() < 0 or top >= 1 << 32:
+        return np.argsort(key, kind="stable")
+    if top < 1 << 16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+    return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")]
+
+
+def _cuts(step: np.ndarray) -> np.ndarray:
+    """The slice bounds of the runs of equal values of a sorted array."""
+    return np.flatnonzero(np.r_[True, step[1:] != step[:-1], True]) if len(step) \
+        else np.zeros(1, np.int64)
+
+
+def _chain_sums(keys: np.ndarray, values: np.ndarray, cuts: np.ndarray, n: int) -> np.ndarray:
+    """`acc[key] = float32(acc[key] + v)` (`v` a double), slice after slice; a slice holds each
+    key at most once."""
+    acc = np.zeros(n, dtype=F32)
+    for r in range(len(cuts) - 1):
+        kk = keys[cuts[r]:cuts[r + 1]]
+        acc[kk] = (acc[kk] + values[cuts[r]:cuts[r + 1]]).astype(F32)
+    return acc
+
+
+def sequential_f32_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """For each key in 0..n-1, `acc = float32(acc + v)` over its values in array order (`v` a
+    double: C++'s `float += double`), as SentencePiece's loops sum. Vectorized across keys: the
+    k-th value of every key is added in one step, so there are as many steps as the longest
+    chain."""
+    if len(keys) == 0:
+        return np.zeros(n, dtype=F32)
+    order = stable_argsort(keys)
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    rank = np.arange(len(k)) - np.repeat(starts, np.diff(np.r_[starts, len(k)]))
+    by_rank = stable_argsort(rank)
+    return _chain_sums(k[by_rank], values[order][by_rank].astype(F64),
+                       _cuts(rank[by_rank]), n)
+
+
+def merge_threads(per: np.ndarray) -> np.ndarray:
+    """The threads' float32 vectors (rows) added in thread order: thread 0's += thread 1's, …"""
+    out = per[0].copy()
+    for t in range(1, len(per)):
+        out = out + per[t]  # float32 + float32
+    return out
+
+
+def thread_sums(words: np.ndarray, keys: np.ndarray, values: np.ndarray, n: int,
+                threads: int) -> np.ndarray:
+    """SentencePiece's per-thread float32 sums merged in thread order: word i is summed by
+    thread i mod `threads`, each thread in word order; thread 0's vector += thread 1's, …"""
+    per = sequential_f32_sums((words % threads) * n + keys, values, threads * n)
+    return merge_threads(per.reshape(threads, n))
+
+
+def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """SentencePiece's LogSumExp on float32 arrays (the exp and log1p in double):
+    `max` if `max > min + 50`, else `float(max + log1p(exp(double(min - max))))`. With
+    `x = -inf`, `v` comes out exactly."""
+    vmin = np.minimum(x, y)
+    vmax = np.maximum(x, y)
+    near = (vmax + np.log1p(np.exp((vmin - vmax).astype(F64)))).astype(F32)
+    return np.where(vmax > vmin + F32(50.0), vmax, near)
+
+
+# --- text as code points ----------------------------------------------------------------------
+
+def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The code points of the strings end to end and each string's offset (n + 1 offsets)."""
+    lengths = strings.str.len_chars().to_numpy().astype(np.int64)
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    text = "".join(strings.to_list())
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64), offsets
+
+
+# --- the seeds as a trie ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SeedTrie:
+    """Strings (the seed pieces, or a model's vocabulary) as a trie over code points, flat: an
+    edge (parent node, code point) -> child node, keyed `parent << 21 | code point`, the keys
+    sorted so that one `searchsorted` takes a step for every string position at once; each
+    node's string index (-1 for a prefix only). Node 0 is the root. Exact: no hashing."""
+
+    keys: np.ndarray  # int64, sorted
+    child: np.ndarray  # int64, the child node of each key
+    string_of: np.ndarray  # int64 per node
+    depth: int  # the longest string, in characters
+
+    @classmethod
+    def build(cls, strings: pl.Series) -> SeedTrie:
+        """The trie of `strings` (distinct; of equal strings the last is kept)."""
+        cp, off = code_points(strings)
+        n = np.diff(off)
+        depth = int(n.max(initial=0))
+        node = np.zeros(len(n), np.int64)
+        keys, children, string_of = [], [], [np.full(1, -1, np.int64)]
+        next_id = 1
+        for level in range(depth):
+            sel = np.flatnonzero(n > level)
+            uniq, inv = np.unique((node[sel] << _CP_BITS) | cp[off[sel] + level],
+                                  return_inverse=True)
+            ids = next_id + np.arange(len(uniq))
+            node[sel] = ids[inv]
+            ends = np.full(len(uniq), -1, np.int64)
+            done = n[sel] == level + 1
+            ends[inv[done]] = sel[done]
+            keys.append(uniq)
+            children.append(ids)
+            string_of.append(ends)
+            next_id += len(uniq)
+        if not keys:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), string_of[0], 0)
+        key = np.concatenate(keys)
+        order = np.argsort(key)  # the levels interleave
+        return cls(key[order], np.concatenate(children)[order], np.concatenate(string_of),
+                   depth)
+
+    def matches(self, cp: np.ndarray, off: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every substring of the texts (`cp` end to end, `off` their offsets) that is one of
+        the trie's strings: (index of its first character in `cp`, length, string index), by
+        length then position — SentencePiece's `commonPrefixSearch` at every position, one
+        character of every position per step."""
+        if not len(self.keys):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        end = np.repeat(off[1:], np.diff(off))
+        pos = np.arange(len(cp))
+        node = np.zeros(len(cp), np.int64)
+        parts = []
+        for length in range(1, self.depth + 1):
+            live = pos + length <= end
+            key = (node[live] << _CP_BITS) | cp[pos[live] + length - 1]
+            j = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+            hit = self.keys[j] == key
+            pos, end = pos[live][hit], end[live][hit]
+            node = self.child[j[hit]]
+            s = self.string_of[node]
+            found = s >= 0
+            parts.append((pos[found], np.full(int(found.sum()), length), s[found]))
+            if not len(pos):
+                break
+        return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
+
+
+# --- lattices ---------------------------------------------------------------------------------
+
+def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.ndarray,
+                by_end: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A fold's schedule: (node order, step of each, ascending). Forward (`by_end`): a string's
+    nodes by (end, start), SentencePiece's `end_nodes` lists (longest first); step k takes the
+    k-th distinct (end, start) of every string (a character's node and its unknown node, never
+    both present, share one). Backward: by (start from the right, insertion order: length,
+    unknown last), step k the k-th node of every string. A step holds each position at most
+    once, and a string's nodes come in fold order."""
+    if not len(w):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    top = int(length.max()) + 1
+    if by_end:
+        key = (start + length) * (top + 1) + (top - length)
+    else:  # the insertion order within a start; the positions reversed below
+        key = start * (top + 1) + np.where(unk, top, length)
+    order = stable_argsort(key)
+    k, ws = key[order], w[order]
+    new_string = np.r_[True, ws[1:] != ws[:-1]]
+    first = np.flatnonzero(new_string)
+    sizes = np.diff(np.r_[first, len(order)])
+    if by_end:
+        g = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1
+        step = g - np.repeat(g[first], sizes)
+    else:
+        s = start[order]
+        new_start = np.r_[True, s[1:] != s[:-1]]
+        g0 = np.flatnonzero(new_start)
+        group_end = np.repeat(np.r_[g0[1:], len(order)], np.diff(np.r_[g0, len(order)]))
+        group_start = np.repeat(g0, np.diff(np.r_[g0, len(order)]))
+        string_end = np.repeat(first + sizes, sizes)
+        idx = np.arange(len(order))
+        step = (string_end - group_end) + (idx - group_start)
+    visit = stable_argsort(step)
+    return order[visit], step[visit]
+
+
+@dataclass
+class Lattices:
+    """All nodes of the lattices of a list of strings, flat. Positions are numbered string
+    after string (`pos_off[w] + i`, i = 0..n_w); a node runs from `start` to `end` (global
+    positions)."""
+
+    pos_off: np.ndarray  # per string: its first position (n + 1 offsets)
+    nchar: np.ndarray  # per string: characters
+    w: np.ndarray  # per node: its string
+    b: np.ndarray  # per node: start (local)
+    length: np.ndarray
+    id: np.ndarray  # current piece id (0 for an unknown character)
+    score: np.ndarray  # float32
+    unk: np.ndarray  # bool: an UNK node
+    _cache: dict = field(default_factory=dict, repr=False)  # orders and schedules
+
+    @property
+    def start(self) -> np.ndarray:
+        if "start" not in self._cache:
+            self._cache["start"] = self.pos_off[self.w] + self.b
+        return self._cache["start"]
+
+    @property
+    def end(self) -> np.ndarray:
+        if "end" not in self._cache:
+            self._cache["end"] = self.start + self.length
+        return self._cache["end"]
+
+    def begin_order(self) -> np.ndarray:
+        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
+        if "begin" not in self._cache:
+            top = int(self.length.max(initial=0)) + 1
+            key = self.start * (top + 1) + np.where(self.unk, top, self.length)
+            self._cache["begin"] = stable_argsort(key)
+        return self._cache["begin"]
+
+    def _folds(self, by_end: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(node order, slice bounds) of the forward (`by_end`) or backward fold (see
+        `_fold_steps`); cached: the passes over one lattice share them."""
+        if by_end not in self._cache:
+            order, step = _fold_steps(self.w, self.start, self.length, self.unk, by_end)
+            self._cache[by_end] = (order, _cuts(step))
+        return self._cache[by_end]
+
+    def _fold(self, by_end: bool, score: np.ndarray) -> np.ndarray:
+        """Forward (alpha: `by_end`) or backward (beta) log-sum-exp fold in float32."""
+        acc = np.full(self.pos_off[-1], -np.inf, dtype=score.dtype)
+        acc[self.pos_off[:-1] if by_end else self.pos_off[1:] - 1] = 0  # BOS / EOS
+        order, cuts = self._folds(by_end)
+        src, dst = (self.start, self.end) if by_end else (self.end, self.start)
+        src, dst, sc = src[order], dst[order], score[order]
+        for i in range(len(cuts) - 1):
+            a, z = cuts[i], cuts[i + 1]
+            t = dst[a:z]
+            acc[t] = log_sum_exp(acc[t], sc[a:z] + acc[src[a:z]])
+        return acc
+
+    def forward(self) -> np.ndarray:
+        return self._fold(True, self.score)
+
+    def backward(self) -> np.ndarray:
+        return self._fold(False, self.score)
+
+    def viterbi(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The best path of every string: (its nodes in string order then left to right, and
+        the best score of every string, float32 summed left to right). Ties keep the node
+        ending there that starts first (SentencePiece's strict `>`); the first node ending at
+        a position is taken whatever its score (-inf included)."""
+        score = self.score if score is None else score
+        best = np.full(self.pos_off[-1], -np.inf, dtype=score.dtype)
+        best[self.pos_off[:-1]] = 0
+        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
+        start = self.start
+        order, cuts = self._folds(by_end=True)
+        src, dst, sc = start[order], self.end[order], score[order]
+        for i in range(len(cuts) - 1):
+            a, z = cuts[i], cuts[i + 1]
+            t = dst[a:z]
+            v = best[src[a:z]] + sc[a:z]
+            better = (v > best[t]) | (back[t] < 0)
+            t = t[better]
+            best[t], back[t] = v[better], order[a:z][better]
+        last = self.pos_off[1:] - 1  # each string's end position
+        steps = []
+        cur = last.copy()
+        alive = self.nchar > 0
+        while alive.any():
+            node = back[cur[alive]]
+            steps.append((np.flatnonzero(alive), node))
+            cur[alive] = start[node]
+            alive[alive] = self.b[node] > 0
+        if not steps:
+            return np.zeros(0, np.int64), best[last]
+        strings = np.concatenate([s for s, _ in steps])
+        nodes = np.concatenate([n for _, n in steps])
+        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
+        return nodes[np.lexsort((depth, strings))], best[last]
+
+    def marginals(self) -> np.ndarray:
+        """Per node, float(Z-normalized) exponent: ((alpha + score) + beta) - Z, float32."""
+        alpha, beta = self.forward(), self.backward()
+        z = alpha[self.pos_off[1:] - 1]
+        return ((alpha[self.start] + self.score) + beta[self.end]) - z[self.w]
+
+
+@dataclass
+class LatticeBase:
+    """The lattices of `strings` for every seed piece, built once: the nodes in SentencePiece's
+    begin order (string, start, length), with an unknown slot after the nodes of each
+    character's start (present in a view when that character is no piece), and the fold
+    schedules. `view` keeps the current pieces' nodes."""
+
+    pos_off: np.ndarray  # int64 per string (n + 1)
+    nchar: np.ndarray  # int64 per string
+    w: np.ndarray  # int32 per node, its string
+    start: np.ndarray  # int32 per node, its global start position
+    length: np.ndarray  # int32
+    seed: np.ndarray  # int32: the node's seed, -1 for an unknown slot
+    char_node: np.ndarray  # int32, per unknown slot: its character's node (-1: none)
+    forward: tuple[np.ndarray, np.ndarray]  # (node order, step), see `_fold_steps`
+    backward: tuple[np.ndarray, np.ndarray]
+    _chains: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, strings: pl.Series, trie: SeedTrie) -> LatticeBase:
+        """The lattices of `strings` for every string of `trie`. No sort: the matches come by
+        length, each length at distinct positions, so each is put in place by a running
+        cursor per start (begin order) and per end (the forward fold's order)."""
+        cp, off = code_points(strings)
+        nchar = np.diff(off)
+        pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
+        pos, length, seed = trie.matches(cp, off)
+        levels = np.searchsorted(length, np.arange(1, int(length.max(initial=0)) + 2))
+        word_of = np.repeat(np.arange(len(nchar)), nchar)
+        # begin order: at each character, its matches by length, then its unknown slot
+        per_char = np.bincount(pos, minlength=len(cp)) + 1
+        first = np.cumsum(per_char) - per_char
+        slot = np.empty(len(pos), np.int64)
+        cursor = first.copy()
+        for a, z in zip(levels[:-1], levels[1:]):
+            slot[a:z] = cursor[pos[a:z]]
+            cursor[pos[a:z]] += 1
+        n = int(per_char.sum())
+        char = np.repeat(np.arange(len(cp)), per_char)  # each node's first character
+        w = word_of[char]
+        start = char + w
+        node_len = np.ones(n, np.int64)
+        node_len[slot] = length
+        node_seed = np.full(n, -1, np.int64)
+        node_seed[slot] = seed
+        unk = np.zeros(n, bool)
+        unk[cursor] = True
+        has_char = ~unk[first] & (node_len[first] == 1)  # the character is a seed
+        char_node = np.full(n, -1, np.int64)
+        char_node[cursor[has_char]] = first[has_char]
+        # forward steps: a string's distinct (end, start) pairs by end, then start (longest
+        # first); a character's unknown slot shares its character node's step
+        ends = pos + word_of[pos] + length
+        lone = np.flatnonzero(~has_char)  # characters whose unknown slot stands alone
+        lone_end = lone + word_of[lone] + 1
+        before = np.cumsum(np.bincount(np.r_[ends, lone_end], minlength=int(pos_off[-1])))
+        before = np.r_[0, before[:-1]]  # nodes ending before each position
+        rank_at = np.zeros(int(pos_off[-1]), np.int64)
+        fstep = np.empty(n, np.int64)
+        for top in range(len(levels) - 1, 0, -1):  # the longest first
+            a, z = levels[top - 1], levels[top]
+            e = ends[a:z]
+            fstep[slot[a:z]] = before[e] - before[pos_off[word_of[pos[a:z]]]] + rank_at[e]
+            rank_at[e] += 1
+        fstep[cursor[lone]] = (before[lone_end] - before[pos_off[word_of[lone]]]
+                               + rank_at[lone_end])
+        fstep[cursor[has_char]] = fstep[first[has_char]]
+        # backward steps: a string's nodes by start from the right, then insertion order
+        string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
+        idx = np.arange(n)
+        bstep = (np.repeat(string_end - (first + per_char), per_char)
+                 + (idx - np.repeat(first, per_char)))
+        i32 = np.int32
+        forward = stable_argsort(fstep)
+        backward = stable_argsort(bstep)
+        return cls(pos_off=pos_off, nchar=nchar, w=w.astype(i32), start=start.astype(i32),
+                   length=node_len.astype(i32), seed=node_seed.astype(i32),
+                   char_node=char_node.astype(i32),
+                   forward=(forward.astype(i32), fstep[forward].astype(i32)),
+                   backward=(backward.astype(i32), bstep[backward].astype(i32)))
+
+    def chains(self, threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """The float32 sum chains of the seeds' nodes (the unknown slots left out): nodes by
+        (rank in their chain, thread, seed), a chain being one seed's nodes of one thread's
+        words (word i mod `threads`) in begin order; and each node's rank, ascending."""
+        if threads not in self._chains:
+            nodes = np.flatnonzero(self.seed >= 0)
+            key = (self.w[nodes].astype(np.int64) % threads) * (int(self.seed.max()) + 1) \
+                + self.seed[nodes]
+            order = stable_argsort(key)
+            k = key[order]
+            heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+            rank = np.arange(len(k)) - np.repeat(heads, np.diff(np.r_[heads, len(k)]))
+            by_rank = stable_argsort(rank)
+            self._chains[threads] = (nodes[order][by_rank].astype(np.int32),
+                                     rank[by_rank].astype(np.int32))
+        return self._chains[threads]
+
+    def view(self, ids: np.ndarray, scores: np.ndarray, strings: np.ndarray | None = None
+             ) -> Lattices:
+        """The lattices for the current pieces: `ids[seed]` each seed's piece id (-1: gone),
+        `scores` the pieces' float32 scores; an unknown node (id 0, score min - 10) where no
+        piece of one character starts. `strings` (bool per string) keeps only those strings'
+        nodes. The nodes stay in begin order, the fold schedules are the base's filtered."""
+        cur = np.where(self.seed >= 0, ids[np.maximum(self.seed, 0)], -1)
+        piece = cur >= 0
+        has_char = np.where(self.char_node >= 0, piece[np.maximum(self.char_node, 0)], False)
+        unk = (self.seed < 0) & ~has_char
+        live = piece | unk
+        if strings is not None:
+            live &= strings[self.w]
+        rows = np.flatnonzero(live)
+        renumber = np.full(len(live), -1, np.int64)
+        renumber[rows] = np.arange(len(rows))
+        min_score = scores.min() if len(scores) else F32(0)
+        w = self.w[rows].astype(np.int64)
+        start = self.start[rows].astype(np.int64)
+        length = self.length[rows].astype(np.int64)
+        lat = Lattices(pos_off=self.pos_off, nchar=self.nchar, w=w,
+                       b=start - self.pos_off[w], length=length,
+                       id=np.where(unk[rows], 0, cur[rows]),
+                       score=np.where(unk[rows], F32(min_score - F32(10.0)),
+                                      scores[np.maximum(cur[rows], 0)]).astype(F32),
+                       unk=unk[rows])
+        lat._cache.update(start=start, end=start + length, begin=np.arange(len(rows)))
+        for by_end, (order, step) in ((True, self.forward), (False, self.backward)):
+            keep = live[order]
+            lat._cache[by_end] = (renumber[order[keep]], _cuts(step[keep]))
+        lat._cache["base"] = (self, renumber, cur)
+        return lat
+
+
+def view_thread_sums(lat: Lattices, values: np.ndarray, n: int, threads: int,
+                     nodes: np.ndarray | None = None) -> np.ndarray:
+    """`thread_sums` over the nodes of a view (all, or those where `nodes` is true) in begin
+    order, by the base's chain schedule: no sort. Piece 0's chain (the unknown nodes join it,
+    interleaved in begin order) is summed apart, by `sequential_f32_sums`."""
+    base, renumber, cur = lat._cache["base"]
+    order, rank = base.chains(threads)
+    rows = renumber[order]
+    keep = (rows >= 0) & (cur[order] > 0)
+    if nodes is not None:
+        keep[keep] = nodes[rows[keep]]
+    rows, rank = rows[keep], rank[keep]
+    keys = (lat.w[rows] % threads) * n + lat.id[rows]
+    per = _chain_sums(keys, values[rows].astype(F64), _cuts(rank), threads * n)
+    per = per.reshape(threads, n)
+    zero = lat.id == 0
+    if nodes is not None:
+        zero &= nodes
+    z = np.flatnonzero(zero)
+    if n:
+        per[:, 0] = sequential_f32_sums(lat.w[z] % threads, values[z], threads)
+    return merge_threads(per)
