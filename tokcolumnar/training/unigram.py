@@ -31,7 +31,6 @@ from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
     sequential_f32_sums,
     stable_argsort,
     thread_sums,
-    view_thread_sums,
 )
 
 WS = "\u2581"  # the escaped space
@@ -391,12 +390,7 @@ class _Model:
 
 def e_step(model: _Model, n_seeds: int, base: LatticeBase, counts: np.ndarray,
            threads: int) -> np.ndarray:
-    lat = base.view(model.ids(n_seeds), model.score)
-    x = lat.marginals()
-    freq = counts.astype(F32)[lat.w].astype(F64)
-    contrib = freq * np.exp(x.astype(F64))
-    # SentencePiece's order: thread, then word, start, insertion (the view's node order)
-    return view_thread_sums(lat, contrib, len(model.seed), threads)
+    return base.expected(model.ids(n_seeds), model.score, counts, len(model.seed), threads)
 
 
 def m_step(model: _Model, expected: np.ndarray) -> _Model:
@@ -477,11 +471,8 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
     # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
-    lat = base.view(ids, model.score)
-    nodes, _ = lat.viterbi()
-    on_path = np.zeros(len(lat.w), dtype=bool)
-    on_path[nodes] = True
-    freq = view_thread_sums(lat, counts.astype(F32)[lat.w], size, opts.num_threads, on_path)
+    words, pieces = base.viterbi(ids, model.score)
+    freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
     logsum = F32(np.log(F64(total)))
     # 3. the loss of each candidate

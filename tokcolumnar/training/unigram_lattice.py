@@ -128,6 +128,7 @@ class SeedTrie:
     child: np.ndarray  # int64, the child node of each key
     string_of: np.ndarray  # int64 per node
     depth: int  # the longest string, in characters
+    size: int  # strings
 
     @classmethod
     def build(cls, strings: pl.Series) -> SeedTrie:
@@ -152,11 +153,12 @@ class SeedTrie:
             string_of.append(ends)
             next_id += len(uniq)
         if not keys:
-            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), string_of[0], 0)
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), string_of[0], 0,
+                       len(strings))
         key = np.concatenate(keys)
         order = np.argsort(key)  # the levels interleave
         return cls(key[order], np.concatenate(children)[order], np.concatenate(string_of),
-                   depth)
+                   depth, len(strings))
 
     def matches(self, cp: np.ndarray, off: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -329,21 +331,48 @@ class Lattices:
 
 
 @dataclass
+class _Order:
+    """A lattice's nodes in one order: start position (int32), length (int8), code (int32: a
+    seed, or an unknown slot, see `LatticeBase`), and per node its step or rank (int32)."""
+
+    start: np.ndarray
+    length: np.ndarray
+    code: np.ndarray
+    step: np.ndarray
+    w: np.ndarray | None = None  # int32, the node's string (where needed)
+
+    @classmethod
+    def of(cls, rows: np.ndarray, step: np.ndarray, start: np.ndarray, length: np.ndarray,
+           code: np.ndarray, w: np.ndarray | None = None) -> _Order:
+        return cls(start[rows].astype(np.int32), length[rows].astype(np.int8),
+                   code[rows].astype(np.int32), step.astype(np.int32),
+                   None if w is None else w[rows].astype(np.int32))
+
+    def live(self, live: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(start, end, code, w or None, cuts) of the nodes whose code is live."""
+        m = live[self.code]
+        start = self.start[m]
+        return (start, start + self.length[m], self.code[m],
+                None if self.w is None else self.w[m], _cuts(self.step[m]))
+
+
+@dataclass
 class LatticeBase:
     """The lattices of `strings` for every seed piece, built once: the nodes in SentencePiece's
     begin order (string, start, length), with an unknown slot after the nodes of each
-    character's start (present in a view when that character is no piece), and the fold
-    schedules. `view` keeps the current pieces' nodes."""
+    character's start (present when that character is no piece), and the same nodes in the
+    orders of the forward and backward folds and of the float32 sum chains. A node's code is
+    its seed (0..S-1); an unknown slot's is S + its character's seed, or 2S when the character
+    is no seed: per EM iteration, a table over the 2S + 1 codes says which nodes are present,
+    their piece ids and scores (`_tables`), and each order keeps its present nodes — a filter
+    of arrays already in order."""
 
     pos_off: np.ndarray  # int64 per string (n + 1)
     nchar: np.ndarray  # int64 per string
-    w: np.ndarray  # int32 per node, its string
-    start: np.ndarray  # int32 per node, its global start position
-    length: np.ndarray  # int32
-    seed: np.ndarray  # int32: the node's seed, -1 for an unknown slot
-    char_node: np.ndarray  # int32, per unknown slot: its character's node (-1: none)
-    forward: tuple[np.ndarray, np.ndarray]  # (node order, step), see `_fold_steps`
-    backward: tuple[np.ndarray, np.ndarray]
+    n_seeds: int
+    begin: _Order  # with w; step: unused
+    forward: _Order
+    backward: _Order
     _chains: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -351,6 +380,7 @@ class LatticeBase:
         """The lattices of `strings` for every string of `trie`. No sort: the matches come by
         length, each length at distinct positions, so each is put in place by a running
         cursor per start (begin order) and per end (the forward fold's order)."""
+        n_seeds = trie.size
         cp, off = code_points(strings)
         nchar = np.diff(off)
         pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
@@ -371,13 +401,10 @@ class LatticeBase:
         start = char + w
         node_len = np.ones(n, np.int64)
         node_len[slot] = length
-        node_seed = np.full(n, -1, np.int64)
-        node_seed[slot] = seed
-        unk = np.zeros(n, bool)
-        unk[cursor] = True
-        has_char = ~unk[first] & (node_len[first] == 1)  # the character is a seed
-        char_node = np.full(n, -1, np.int64)
-        char_node[cursor[has_char]] = first[has_char]
+        code = np.full(n, 2 * n_seeds, np.int64)
+        code[slot] = seed
+        has_char = (first < cursor) & (node_len[first] == 1)  # the character is a seed
+        code[cursor[has_char]] = n_seeds + code[first[has_char]]
         # forward steps: a string's distinct (end, start) pairs by end, then start (longest
         # first); a character's unknown slot shares its character node's step
         ends = pos + word_of[pos] + length
@@ -397,88 +424,139 @@ class LatticeBase:
         fstep[cursor[has_char]] = fstep[first[has_char]]
         # backward steps: a string's nodes by start from the right, then insertion order
         string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
-        idx = np.arange(n)
         bstep = (np.repeat(string_end - (first + per_char), per_char)
-                 + (idx - np.repeat(first, per_char)))
-        i32 = np.int32
+                 + (np.arange(n) - np.repeat(first, per_char)))
         forward = stable_argsort(fstep)
         backward = stable_argsort(bstep)
-        return cls(pos_off=pos_off, nchar=nchar, w=w.astype(i32), start=start.astype(i32),
-                   length=node_len.astype(i32), seed=node_seed.astype(i32),
-                   char_node=char_node.astype(i32),
-                   forward=(forward.astype(i32), fstep[forward].astype(i32)),
-                   backward=(backward.astype(i32), bstep[backward].astype(i32)))
+        return cls(pos_off=pos_off, nchar=nchar, n_seeds=n_seeds,
+                   begin=_Order.of(slice(None), np.zeros(n, np.int32), start, node_len, code, w),
+                   forward=_Order.of(forward, fstep[forward], start, node_len, code, w),
+                   backward=_Order.of(backward, bstep[backward], start, node_len, code))
 
-    def chains(self, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    def _tables(self, ids: np.ndarray, scores: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per code: present, piece id (0 for an unknown node), score (float32; an unknown
+        node's is min - 10)."""
+        s = self.n_seeds
+        piece = ids >= 0
+        live = np.r_[piece, ~piece, True]
+        idc = np.r_[ids, np.zeros(s + 1, ids.dtype)]
+        min_score = scores.min() if len(scores) else F32(0)
+        score = np.r_[np.where(piece, scores[np.maximum(ids, 0)], 0).astype(F32),
+                      np.full(s + 1, F32(min_score - F32(10.0)), F32)]
+        return live, idc, score
+
+    def chains(self, threads: int) -> _Order:
         """The float32 sum chains of the seeds' nodes (the unknown slots left out): nodes by
         (rank in their chain, thread, seed), a chain being one seed's nodes of one thread's
-        words (word i mod `threads`) in begin order; and each node's rank, ascending."""
+        words (word i mod `threads`) in begin order; `step` is the rank."""
         if threads not in self._chains:
-            nodes = np.flatnonzero(self.seed >= 0)
-            key = (self.w[nodes].astype(np.int64) % threads) * (int(self.seed.max()) + 1) \
-                + self.seed[nodes]
+            b = self.begin
+            nodes = np.flatnonzero(b.code < self.n_seeds)
+            key = (b.w[nodes].astype(np.int64) % threads) * max(self.n_seeds, 1) \
+                + b.code[nodes]
             order = stable_argsort(key)
             k = key[order]
             heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
             rank = np.arange(len(k)) - np.repeat(heads, np.diff(np.r_[heads, len(k)]))
             by_rank = stable_argsort(rank)
-            self._chains[threads] = (nodes[order][by_rank].astype(np.int32),
-                                     rank[by_rank].astype(np.int32))
+            self._chains[threads] = _Order.of(nodes[order][by_rank], rank[by_rank], b.start,
+                                              b.length, b.code, b.w)
         return self._chains[threads]
+
+    def _fold(self, order: _Order, by_end: bool, live: np.ndarray, score: np.ndarray
+              ) -> np.ndarray:
+        """`Lattices._fold` over the present nodes of `order`."""
+        start, end, code, _, cuts = order.live(live)
+        acc = np.full(self.pos_off[-1], -np.inf, dtype=F32)
+        acc[self.pos_off[:-1] if by_end else self.pos_off[1:] - 1] = 0  # BOS / EOS
+        src, dst = (start, end) if by_end else (end, start)
+        sc = score[code]
+        for i in range(len(cuts) - 1):
+            a, z = cuts[i], cuts[i + 1]
+            t = dst[a:z]
+            acc[t] = log_sum_exp(acc[t], sc[a:z] + acc[src[a:z]])
+        return acc
+
+    def expected(self, ids: np.ndarray, scores: np.ndarray, counts: np.ndarray, n: int,
+                 threads: int) -> np.ndarray:
+        """The E-step: every node's marginal `freq × exp(((alpha + score) + beta) - Z)` summed
+        in float32 per piece, in SentencePiece's order (thread = word mod `threads`, then word,
+        start, insertion; the threads' vectors added in thread order). The nodes of piece 0
+        (the unknown nodes join them, interleaved in begin order) are summed apart."""
+        live, idc, score = self._tables(ids, scores)
+        alpha = self._fold(self.forward, True, live, score)
+        beta = self._fold(self.backward, False, live, score)
+        z = alpha[self.pos_off[1:] - 1]
+        freq = counts.astype(F32)
+
+        def contrib(start, end, code, w):
+            x = ((alpha[start] + score[code]) + beta[end]) - z[w]
+            return freq[w].astype(F64) * np.exp(x.astype(F64))
+
+        chains = self.chains(threads)
+        start, end, code, w, cuts = chains.live(live & (idc != 0))
+        per = _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
+                          threads * n).reshape(threads, n)
+        if n:
+            start, end, code, w, _ = self.begin.live(live & (idc == 0))
+            per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
+        return merge_threads(per)
+
+    def viterbi(self, ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The best path of every string for the current pieces (`Lattices.viterbi`): its
+        nodes' strings and piece ids, string after string, left to right."""
+        live, idc, score = self._tables(ids, scores)
+        start, end, code, w, cuts = self.forward.live(live)
+        best = np.full(self.pos_off[-1], -np.inf, dtype=F32)
+        best[self.pos_off[:-1]] = 0
+        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
+        sc = score[code]
+        for i in range(len(cuts) - 1):
+            a, z = cuts[i], cuts[i + 1]
+            t = end[a:z]
+            v = best[start[a:z]] + sc[a:z]
+            better = (v > best[t]) | (back[t] < 0)
+            t = t[better]
+            best[t], back[t] = v[better], a + np.flatnonzero(better)
+        first = self.pos_off[:-1]
+        cur = self.pos_off[1:] - 1
+        alive = np.flatnonzero(self.nchar > 0)
+        steps = []
+        while len(alive):
+            node = back[cur[alive]]
+            steps.append((alive, node))
+            cur[alive] = start[node]
+            alive = alive[start[node] > first[alive]]
+        if not steps:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        strings = np.concatenate([s for s, _ in steps])
+        nodes = np.concatenate([n for _, n in steps])
+        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
+        o = np.lexsort((depth, strings))
+        return strings[o], idc[code[nodes[o]]]
 
     def view(self, ids: np.ndarray, scores: np.ndarray, strings: np.ndarray | None = None
              ) -> Lattices:
-        """The lattices for the current pieces: `ids[seed]` each seed's piece id (-1: gone),
-        `scores` the pieces' float32 scores; an unknown node (id 0, score min - 10) where no
-        piece of one character starts. `strings` (bool per string) keeps only those strings'
-        nodes. The nodes stay in begin order, the fold schedules are the base's filtered."""
-        cur = np.where(self.seed >= 0, ids[np.maximum(self.seed, 0)], -1)
-        piece = cur >= 0
-        has_char = np.where(self.char_node >= 0, piece[np.maximum(self.char_node, 0)], False)
-        unk = (self.seed < 0) & ~has_char
-        live = piece | unk
+        """The lattices for the current pieces as `Lattices`: `ids[seed]` each seed's piece id
+        (-1: gone), `scores` the pieces' float32 scores; an unknown node (id 0, score
+        min - 10) where no piece of one character starts. `strings` (bool per string) keeps
+        only those strings' nodes. The nodes stay in begin order, the fold schedules are the
+        base's filtered."""
+        live, idc, score = self._tables(ids, scores)
+        b = self.begin
+        keep = live[b.code]
         if strings is not None:
-            live &= strings[self.w]
-        rows = np.flatnonzero(live)
-        renumber = np.full(len(live), -1, np.int64)
+            keep &= strings[b.w]
+        rows = np.flatnonzero(keep)
+        renumber = np.full(len(keep), -1, np.int64)
         renumber[rows] = np.arange(len(rows))
-        min_score = scores.min() if len(scores) else F32(0)
-        w = self.w[rows].astype(np.int64)
-        start = self.start[rows].astype(np.int64)
-        length = self.length[rows].astype(np.int64)
+        w = b.w[rows].astype(np.int64)
+        start = b.start[rows].astype(np.int64)
+        length = b.length[rows].astype(np.int64)
+        code = b.code[rows]
         lat = Lattices(pos_off=self.pos_off, nchar=self.nchar, w=w,
-                       b=start - self.pos_off[w], length=length,
-                       id=np.where(unk[rows], 0, cur[rows]),
-                       score=np.where(unk[rows], F32(min_score - F32(10.0)),
-                                      scores[np.maximum(cur[rows], 0)]).astype(F32),
-                       unk=unk[rows])
+                       b=start - self.pos_off[w], length=length, id=idc[code],
+                       score=score[code], unk=code >= self.n_seeds)
         lat._cache.update(start=start, end=start + length, begin=np.arange(len(rows)))
-        for by_end, (order, step) in ((True, self.forward), (False, self.backward)):
-            keep = live[order]
-            lat._cache[by_end] = (renumber[order[keep]], _cuts(step[keep]))
-        lat._cache["base"] = (self, renumber, cur)
         return lat
-
-
-def view_thread_sums(lat: Lattices, values: np.ndarray, n: int, threads: int,
-                     nodes: np.ndarray | None = None) -> np.ndarray:
-    """`thread_sums` over the nodes of a view (all, or those where `nodes` is true) in begin
-    order, by the base's chain schedule: no sort. Piece 0's chain (the unknown nodes join it,
-    interleaved in begin order) is summed apart, by `sequential_f32_sums`."""
-    base, renumber, cur = lat._cache["base"]
-    order, rank = base.chains(threads)
-    rows = renumber[order]
-    keep = (rows >= 0) & (cur[order] > 0)
-    if nodes is not None:
-        keep[keep] = nodes[rows[keep]]
-    rows, rank = rows[keep], rank[keep]
-    keys = (lat.w[rows] % threads) * n + lat.id[rows]
-    per = _chain_sums(keys, values[rows].astype(F64), _cuts(rank), threads * n)
-    per = per.reshape(threads, n)
-    zero = lat.id == 0
-    if nodes is not None:
-        zero &= nodes
-    z = np.flatnonzero(zero)
-    if n:
-        per[:, 0] = sequential_f32_sums(lat.w[z] % threads, values[z], threads)
-    return merge_threads(per)
