@@ -471,7 +471,7 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
     # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
-    words, pieces = base.viterbi(ids, model.score)
+    words, pieces, _, _ = base.viterbi(ids, model.score)
     freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
     logsum = F32(np.log(F64(total)))

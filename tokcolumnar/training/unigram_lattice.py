@@ -376,8 +376,10 @@ class LatticeBase:
     _chains: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, strings: pl.Series, trie: SeedTrie) -> LatticeBase:
-        """The lattices of `strings` for every string of `trie`. No sort: the matches come by
+    def build(cls, strings: pl.Series, trie: SeedTrie, training: bool = True
+              ) -> LatticeBase:
+        """The lattices of `strings` for every string of `trie` (without the begin and backward
+        orders unless `training`: Viterbi needs only the forward one). No sort: the matches come by
         length, each length at distinct positions, so each is put in place by a running
         cursor per start (begin order) and per end (the forward fold's order)."""
         n_seeds = trie.size
@@ -425,25 +427,30 @@ class LatticeBase:
         # backward steps: a string's nodes by start from the right, then insertion order
         string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
         bstep = (np.repeat(string_end - (first + per_char), per_char)
-                 + (np.arange(n) - np.repeat(first, per_char)))
+                 + (np.arange(n) - np.repeat(first, per_char))) if training \
+            else np.zeros(0, np.int64)
         forward = stable_argsort(fstep)
-        backward = stable_argsort(bstep)
+        back = stable_argsort(bstep)
+        every = slice(None) if training else slice(0)
         return cls(pos_off=pos_off, nchar=nchar, n_seeds=n_seeds,
-                   begin=_Order.of(slice(None), np.zeros(n, np.int32), start, node_len, code, w),
+                   begin=_Order.of(every, np.zeros(n, np.int32)[every], start, node_len, code, w),
                    forward=_Order.of(forward, fstep[forward], start, node_len, code, w),
-                   backward=_Order.of(backward, bstep[backward], start, node_len, code))
+                   backward=_Order.of(back, bstep[back], start, node_len, code))
 
-    def _tables(self, ids: np.ndarray, scores: np.ndarray
+    def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
+                unk_score: float | None = None, dtype: type = F32
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per code: present, piece id (0 for an unknown node), score (float32; an unknown
-        node's is min - 10)."""
+        """Per code: present, piece id (`unk_id` for an unknown node), score (`dtype`; an
+        unknown node's is `unk_score`, by default SentencePiece's float32 min - 10)."""
         s = self.n_seeds
         piece = ids >= 0
         live = np.r_[piece, ~piece, True]
-        idc = np.r_[ids, np.zeros(s + 1, ids.dtype)]
-        min_score = scores.min() if len(scores) else F32(0)
-        score = np.r_[np.where(piece, scores[np.maximum(ids, 0)], 0).astype(F32),
-                      np.full(s + 1, F32(min_score - F32(10.0)), F32)]
+        idc = np.r_[ids, np.full(s + 1, unk_id, ids.dtype)]
+        if unk_score is None:
+            min_score = scores.min() if len(scores) else F32(0)
+            unk_score = F32(min_score - F32(10.0))
+        score = np.r_[np.where(piece, scores[np.maximum(ids, 0)], 0).astype(dtype),
+                      np.full(s + 1, unk_score, dtype)]
         return live, idc, score
 
     def chains(self, threads: int) -> _Order:
@@ -503,12 +510,16 @@ class LatticeBase:
             per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
         return merge_threads(per)
 
-    def viterbi(self, ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The best path of every string for the current pieces (`Lattices.viterbi`): its
-        nodes' strings and piece ids, string after string, left to right."""
-        live, idc, score = self._tables(ids, scores)
+    def viterbi(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
+                unk_score: float | None = None, dtype: type = F32
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The best path of every string for the present pieces (`Lattices.viterbi`: scores
+        summed from the left in `dtype`, ties to the node ending there that starts first):
+        its nodes' strings, piece ids, local starts and lengths, string after string, left to
+        right."""
+        live, idc, score = self._tables(ids, scores, unk_id, unk_score, dtype)
         start, end, code, w, cuts = self.forward.live(live)
-        best = np.full(self.pos_off[-1], -np.inf, dtype=F32)
+        best = np.full(self.pos_off[-1], -np.inf, dtype=dtype)
         best[self.pos_off[:-1]] = 0
         back = np.full(self.pos_off[-1], -1, dtype=np.int64)
         sc = score[code]
@@ -529,12 +540,14 @@ class LatticeBase:
             cur[alive] = start[node]
             alive = alive[start[node] > first[alive]]
         if not steps:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return (np.zeros(0, np.int64),) * 4
         strings = np.concatenate([s for s, _ in steps])
         nodes = np.concatenate([n for _, n in steps])
         depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
         o = np.lexsort((depth, strings))
-        return strings[o], idc[code[nodes[o]]]
+        strings, nodes = strings[o], nodes[o]
+        return (strings, idc[code[nodes]], start[nodes] - self.pos_off[strings],
+                (end[nodes] - start[nodes]).astype(np.int64))
 
     def view(self, ids: np.ndarray, scores: np.ndarray, strings: np.ndarray | None = None
              ) -> Lattices:
