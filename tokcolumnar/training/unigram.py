@@ -249,67 +249,6 @@ def word_tokens(sentences: pl.Series, counts: np.ndarray) -> pl.DataFrame:
             .with_columns(final=pl.col("pos") == pl.col("last")))
 
 
-def _substrings(words: pl.Series, max_len: int, opts: UnigramOptions | None, single: bool
-                ) -> pl.DataFrame:
-    """Every substring of the words that may be a piece: (w, b, l, p) for l >= 2 when it is a
-    valid piece (docs/unigram.md, 2; every substring when `opts` is None); with `single`,
-    every character (l = 1) too, valid or not (characters are seeds whatever their script).
-    Columnar over all start positions, one pass per length."""
-    cp, off = code_points(words)
-    nchars = len(cp)
-    word_of = np.repeat(np.arange(len(words)), np.diff(off))
-    wend = off[1:][word_of]
-    if opts is None:
-        p = np.concatenate([np.flatnonzero(np.arange(nchars) + n <= wend)
-                            for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
-        ln = np.concatenate([np.full(int((np.arange(nchars) + n <= wend).sum()), n)
-                             for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
-        w = word_of[p]
-        return pl.DataFrame({"w": w, "b": p - off[w], "l": ln, "p": p})
-    sc = scripts(cp, opts)
-    bad = ((cp == _UNK) | (cp == 0) | (cp == _BOUNDARY) | (cp == 0x20)
-           | ((cp >= 0xD800) & (cp < 0xE000)) | (cp > 0x10FFFF))
-    ws = cp == _WS
-    digit = is_decimal(cp)
-    pos = np.arange(nchars)
-    state = np.full(nchars, _ANY, dtype=np.int64)  # the script so far (none yet: any)
-    valid = np.ones(nchars, dtype=bool)
-    has_digit = np.zeros(nchars, dtype=bool)
-    parts = []
-    for length in range(1, max_len + 1):
-        live = pos + length <= wend
-        if not live.any():
-            break
-        pos, state, valid, has_digit = pos[live], state[live], valid[live], has_digit[live]
-        wend = wend[live]
-        q = pos + length - 1
-        valid &= ~bad[q]
-        valid &= ~(ws[q] & (length > 1))
-        base = ~ws[q] & (sc[q] != _INHERITED)
-        s = sc[q]
-        clash = base & (state != _ANY) & (s != _ANY) & (state != s)
-        if opts.split_by_unicode_script:
-            valid &= ~clash
-        state = np.where(base, s, state)
-        has_digit |= digit[q]
-        ok = valid & ~(opts.split_digits & has_digit & (length > 1))
-        if length == 1:
-            if single:
-                parts.append((pos, np.full(len(pos), 1), np.ones(len(pos), dtype=bool)))
-            continue
-        parts.append((pos[ok], np.full(int(ok.sum()), length), np.ones(int(ok.sum()), bool)))
-    p = np.concatenate([a for a, _, _ in parts]) if parts else np.zeros(0, np.int64)
-    ln = np.concatenate([b for _, b, _ in parts]) if parts else np.zeros(0, np.int64)
-    w = word_of[p]
-    b = p - off[w]
-    return pl.DataFrame({"w": w, "b": b, "l": ln, "p": p})
-
-
-def _with_strings(rows: pl.DataFrame, words: pl.Series) -> pl.DataFrame:
-    return rows.with_columns(
-        piece=words.gather(rows["w"]).str.slice(rows["b"], rows["l"]))
-
-
 # --- seeds -------------------------------------------------------------------------------------
 
 def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
@@ -334,43 +273,109 @@ def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptio
     """The substrings SentencePiece's LCP intervals give, without a suffix array: a substring
     `s` of a word (pieces cannot cross `▁`) is an interval of the byte text when the first
     bytes after its occurrences differ (`freq` = its occurrences), and `s` + NUL is one when
-    `s` ends 2+ sentences whose next bytes differ; both frequencies add up."""
+    `s` ends 2+ sentences whose next bytes differ; both frequencies add up.
+
+    One length at a time over every start position of the distinct (word, sentence-final?)
+    pairs, the substrings as integer ids (a length-l substring's id from its prefix's id and
+    its last character, by a radix sort): its occurrences are a `bincount`, and "the next
+    bytes differ" is min != max over its occurrences. A position whose substring is not a
+    valid piece (validity only gets lost as it grows: scripts, `▁`, forbidden characters,
+    running state per position) or occurs less than twice (so do all its extensions) is
+    dropped; only the candidates' strings are built."""
     tokens = word_tokens(sentences, counts)
     kinds = tokens.group_by("word", "final", maintain_order=True).agg(pl.col("count").sum())
     words = kinds["word"]
-    rows = _substrings(words, opts.max_sentencepiece_length, opts, single=False)
     cp, off = code_points(words)
-    w = rows["w"].to_numpy()
-    end = rows["b"].to_numpy() + rows["l"].to_numpy()
-    at_end = end == np.diff(off)[w]
-    final = kinds["final"].to_numpy()[w]
-    # the first byte after the substring: the next character's, else the next word's `▁`
-    # (0xE2), else the sentence's NUL
-    inner = lead_byte(cp[np.minimum(rows["p"].to_numpy() + rows["l"].to_numpy(), len(cp) - 1)])
-    follow = np.where(at_end, np.where(final, 0, 0xE2), inner)
-    rows = _with_strings(rows, words).with_columns(
-        follow=pl.Series(follow, dtype=pl.Int64), at_end=pl.Series(at_end, dtype=pl.Boolean),
-        final=pl.Series(final, dtype=pl.Boolean),
-        count=kinds["count"].gather(rows["w"]), word=words.gather(rows["w"]))
-    branching = (rows.group_by("piece").agg(occ=pl.col("count").sum(),
-                                            followers=pl.col("follow").n_unique())
-                 .filter(pl.col("followers") >= 2).select("piece", "occ"))
-    # after a sentence's NUL: its own first byte (count - 1 repeats), then the next one's
-    afters = (pl.concat([
-        tokens.filter(pl.col("final")).select("word", after="own_next",
-                                              n=pl.col("count") - 1),
-        tokens.filter(pl.col("final")).select("word", after="next", n=pl.lit(1, pl.Int64))])
-        .filter(pl.col("n") > 0))
-    ends = (rows.filter(pl.col("at_end") & pl.col("final")).select("piece", "word")
-            .join(afters, on="word")
-            .group_by("piece").agg(occ=pl.col("n").sum(), followers=pl.col("after").n_unique())
-            .filter(pl.col("followers") >= 2).select("piece", "occ"))
-    found = (pl.concat([branching, ends]).group_by("piece").agg(pl.col("occ").sum())
-             .filter(pl.col("occ") >= 2))
-    score = (found["occ"].cast(pl.Float32).to_numpy()
-             * found["piece"].str.len_chars().cast(pl.Float32).to_numpy()).astype(F32)
-    return (found.with_columns(value=pl.Series(score, dtype=pl.Float32),
-                               nbytes=pl.col("piece").str.len_bytes())
+    kind_count = kinds["count"].to_numpy().astype(np.int64)
+    kind_final = kinds["final"].to_numpy()
+    # after a sentence's NUL: its own first byte (count - 1 repeats), then the next one's;
+    # per final word, the repeats and the smallest and largest of those bytes
+    final = tokens.filter(pl.col("final"))
+    afters = (pl.concat([final.select("word", after="own_next", n=pl.col("count") - 1),
+                         final.select("word", after="next", n=pl.lit(1, pl.Int64))])
+              .filter(pl.col("n") > 0)
+              .group_by("word").agg(n=pl.col("n").sum(), lo=pl.col("after").min(),
+                                    hi=pl.col("after").max()))
+    ends = (kinds.select("word", "final").join(afters, on="word", how="left",
+                                               maintain_order="left")
+            .select(n=pl.when(pl.col("final")).then(pl.col("n")).fill_null(0),
+                    lo=pl.col("lo").fill_null(0), hi=pl.col("hi").fill_null(0)))
+    end_n, end_lo, end_hi = (ends[c].to_numpy().astype(np.int64) for c in ("n", "lo", "hi"))
+    word_of = np.repeat(np.arange(len(words)), np.diff(off))
+    wend = off[1:][word_of]
+    sc = scripts(cp, opts)
+    bad = ((cp == _UNK) | (cp == 0) | (cp == _BOUNDARY) | (cp == 0x20)
+           | ((cp >= 0xD800) & (cp < 0xE000)) | (cp > 0x10FFFF))
+    ws = cp == _WS
+    digit = is_decimal(cp)
+    lead = lead_byte(cp)
+    chars, char_id = np.unique(cp, return_inverse=True)
+    pos = np.arange(len(cp))
+    state = np.full(len(cp), _ANY, dtype=np.int64)  # the script so far (none yet: any)
+    has_digit = np.zeros(len(cp), dtype=bool)
+    sub = np.zeros(len(cp), np.int64)  # the id of each position's substring so far
+    found = []  # (word, start, length, occurrences) of each candidate
+    for length in range(1, opts.max_sentencepiece_length + 1):
+        live = pos + length <= wend
+        pos, wend, sub = pos[live], wend[live], sub[live]
+        state, has_digit = state[live], has_digit[live]
+        if not len(pos):
+            break
+        q = pos + length - 1
+        valid = ~bad[q] & ~(ws[q] & (length > 1))
+        base = ~ws[q] & (sc[q] != _INHERITED)
+        s = sc[q]
+        if opts.split_by_unicode_script:
+            valid &= ~(base & (state != _ANY) & (s != _ANY) & (state != s))
+        has_digit |= digit[q]
+        if opts.split_digits and length > 1:
+            valid &= ~has_digit
+        pos, q, wend, sub = pos[valid], q[valid], wend[valid], sub[valid]
+        state, has_digit = np.where(base, s, state)[valid], has_digit[valid]
+        # the substrings' ids: by (prefix id, last character), rows grouped by id
+        key = sub * len(chars) + char_id[q]
+        order = stable_argsort(key)
+        k = key[order]
+        head = np.r_[True, k[1:] != k[:-1]]
+        sub = np.empty(len(k), np.int64)
+        sub[order] = np.cumsum(head) - 1
+        heads = np.flatnonzero(head)
+        w = word_of[pos]
+        occ = np.add.reduceat(kind_count[w][order], heads) if len(heads) else heads
+        if length > 1 and len(heads):
+            at_end = pos + length == wend
+            follow = np.where(at_end, np.where(kind_final[w], 0, 0xE2),
+                              lead[np.minimum(q + 1, len(cp) - 1)])[order]
+            branching = (np.minimum.reduceat(follow, heads)
+                         != np.maximum.reduceat(follow, heads))
+            total = np.where(branching, occ, 0)
+            e = np.flatnonzero(at_end & kind_final[w])
+            e_lo = np.full(len(heads), 1 << 20, np.int64)
+            e_hi = np.full(len(heads), -1, np.int64)
+            np.minimum.at(e_lo, sub[e], end_lo[w[e]])
+            np.maximum.at(e_hi, sub[e], end_hi[w[e]])
+            e_n = np.bincount(sub[e], weights=end_n[w[e]], minlength=len(heads))
+            total = total + np.where(e_lo < e_hi, np.rint(e_n).astype(np.int64), 0)
+            cand = np.flatnonzero(total >= 2)
+            first = order[heads[cand]]  # one occurrence of each
+            found.append((w[first], pos[first] - off[w[first]], np.full(len(cand), length),
+                          total[cand]))
+        keep = occ[sub] >= 2  # a substring seen once: so are its extensions
+        pos, wend, sub = pos[keep], wend[keep], sub[keep]
+        state, has_digit = state[keep], has_digit[keep]
+    if found:
+        w, b, ln, n = (np.concatenate(c) for c in zip(*found))
+    else:
+        w = b = ln = n = np.zeros(0, np.int64)
+    # the candidates' strings: their code points as fixed-width UTF-32 (NumPy's `U` dtype;
+    # a piece holds no NUL, the padding)
+    width = int(ln.max(initial=1))
+    at = (off[w] + b)[:, None] + np.arange(width)
+    grid = np.where(np.arange(width) < ln[:, None], cp[np.minimum(at, len(cp) - 1)], 0)
+    piece = pl.Series(grid.astype("<u4").view(f"<U{width}").ravel(), dtype=pl.String)
+    score = (n.astype(F32) * ln.astype(F32)).astype(F32)
+    return (pl.DataFrame({"piece": piece, "value": pl.Series(score, dtype=pl.Float32)})
+            .with_columns(nbytes=pl.col("piece").str.len_bytes())
             .sort(["value", "nbytes", "piece"], descending=[True, True, False])
             .head(opts.seed_sentencepiece_size).select("piece", "value"))
 

@@ -32,19 +32,22 @@ _CP_BITS = 21  # every code point is below 2^21
 # --- sorting and float32 sums in SentencePiece's order ----------------------------------------
 
 def stable_argsort(key: np.ndarray) -> np.ndarray:
-    """`np.argsort(key, kind="stable")` for non-negative integer keys, faster: keys below 2^32
-    are sorted by two stable passes over 16-bit halves (low, then high), for which NumPy uses
-    a radix sort (linear) instead of timsort; the result is the same permutation (a stable
+    """`np.argsort(key, kind="stable")` for non-negative integer keys, faster: the keys are
+    sorted by stable passes over their 16-bit digits, lowest first, for which NumPy uses a
+    radix sort (linear) instead of timsort; the result is the same permutation (a stable
     sort's is unique)."""
     if len(key) == 0:
         return np.zeros(0, np.int64)
-    top = int(key.max())
-    if key.min() < 0 or top >= 1 << 32:
+    if key.min() < 0:
         return np.argsort(key, kind="stable")
-    if top < 1 << 16:
-        return np.argsort(key.astype(np.uint16), kind="stable")
-    low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
-    return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")]
+    top = int(key.max())
+    order = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while top >> shift:
+        order = order[np.argsort(((key[order] >> shift) & 0xFFFF).astype(np.uint16),
+                                 kind="stable")]
+        shift += 16
+    return order
 
 
 def _cuts(step: np.ndarray) -> np.ndarray:
