@@ -357,9 +357,17 @@ class _Order:
     def of(cls, rows: np.ndarray, step: np.ndarray, start: np.ndarray, length: np.ndarray,
            code: np.ndarray, w: np.ndarray | None = None, back: np.ndarray | None = None
            ) -> _Order:
-        return cls(start[rows].astype(np.int32), length[rows].astype(np.int8),
-                   code[rows].astype(np.int32), step.astype(np.int32),
-                   None if w is None else w[rows].astype(np.int32), back)
+        # narrowed before the gathers: `rows` visits the nodes in steps, far apart
+        start, length, code = start.astype(np.int32), length.astype(np.int8), \
+            code.astype(np.int32)
+        w = None if w is None else w.astype(np.int32)
+        if isinstance(rows, slice):
+            start, length, code, w = (None if a is None else a[rows].copy()
+                                      for a in (start, length, code, w))
+        else:
+            start, length, code, w = (None if a is None else a.take(rows)
+                                      for a in (start, length, code, w))
+        return cls(start, length, code, step.astype(np.int32), w, back)
 
     def live(self, live: np.ndarray, forward_only: bool = False) -> tuple:
         """(start, end, code, w, back, cuts) of the nodes whose code is live (w and back None
@@ -449,6 +457,8 @@ class LatticeBase:
         both = stable_argsort(steps)
         nodes = np.r_[np.arange(n), np.arange(len(bstep))][both]
         every = slice(None) if training else slice(0)
+        start, node_len, code = start.astype(np.int32), node_len.astype(np.int8), \
+            code.astype(np.int32)
         return cls(pos_off=pos_off, nchar=nchar, n_seeds=n_seeds,
                    begin=_Order.of(every, np.zeros(n, np.int32)[every], start, node_len, code, w),
                    folds=_Order.of(nodes, steps[both], start, node_len, code,
