@@ -86,7 +86,7 @@ class UnigramModel(Model):
         """Each word's best path (`LatticeBase.viterbi` over the vocabulary's trie, float64):
         its nodes' words, ids, starts and lengths, word after word, left to right."""
         table = self.table()
-        base = LatticeBase.build(words, self._trie, training=False)
+        base = LatticeBase.build(words, self._trie, begin=False, folds="forward")
         if self.unk_id is None:
             lone = np.flatnonzero(base.folds.code == 2 * base.n_seeds)  # a character no
             if len(lone):                                              # piece covers

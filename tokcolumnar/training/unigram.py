@@ -569,7 +569,7 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
     wcounts = word_table["count"].to_numpy().astype(np.int64)
     trie = SeedTrie.build(seeds)
     base = LatticeBase.build(words, trie)  # the words' lattices
-    seed_base = LatticeBase.build(seeds, trie)  # each seed's own lattice, for pruning
+    seed_base = LatticeBase.build(seeds, trie, folds="none")  # each seed's, for pruning
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     desired = int(opts.vocab_size * 1.1)
     rounds = []

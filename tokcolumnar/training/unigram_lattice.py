@@ -399,12 +399,13 @@ class LatticeBase:
     _chains: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, strings: pl.Series, trie: SeedTrie, training: bool = True
-              ) -> LatticeBase:
-        """The lattices of `strings` for every string of `trie` (without the begin and backward
-        orders unless `training`: Viterbi needs only the forward one). No sort: the matches come by
-        length, each length at distinct positions, so each is put in place by a running
-        cursor per start (begin order) and per end (the forward fold's order)."""
+    def build(cls, strings: pl.Series, trie: SeedTrie, begin: bool = True,
+              folds: str = "both") -> LatticeBase:
+        """The lattices of `strings` for every string of `trie`, with the begin order if
+        `begin` and the fold order of `folds` ("both", "forward" for Viterbi only, or "none").
+        No sort: the matches come by length, each length at distinct positions, so each is
+        put in place by a running cursor per start (begin order) and per end (the forward
+        fold's order)."""
         n_seeds = trie.size
         cp, off = code_points(strings)
         nchar = np.diff(off)
@@ -430,6 +431,13 @@ class LatticeBase:
         code[slot] = seed
         has_char = (first < cursor) & (node_len[first] == 1)  # the character is a seed
         code[cursor[has_char]] = n_seeds + code[first[has_char]]
+        start, node_len, code = start.astype(np.int32), node_len.astype(np.int8), \
+            code.astype(np.int32)
+        every = slice(None) if begin else slice(0)
+        ordered = _Order.of(every, np.zeros(n, np.int32)[every], start, node_len, code, w)
+        if folds == "none":
+            return cls(pos_off, nchar, n_seeds, ordered, _Order.of(
+                slice(0), np.zeros(0, np.int32), start, node_len, code, back=np.zeros(0, bool)))
         # forward steps: a string's distinct (end, start) pairs by end, then start (longest
         # first); a character's unknown slot shares its character node's step
         ends = pos + word_of[pos] + length
@@ -448,21 +456,18 @@ class LatticeBase:
                                + rank_at[lone_end])
         fstep[cursor[has_char]] = fstep[first[has_char]]
         # backward steps: a string's nodes by start from the right, then insertion order
-        string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
-        bstep = (np.repeat(string_end - (first + per_char), per_char)
-                 + (np.arange(n) - np.repeat(first, per_char))) if training \
-            else np.zeros(0, np.int64)
+        if folds == "both":
+            string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
+            bstep = (np.repeat(string_end - (first + per_char), per_char)
+                     + (np.arange(n) - np.repeat(first, per_char)))
+        else:
+            bstep = np.zeros(0, np.int64)
         # the two folds run in one loop: step k of both at once (disjoint accumulators)
         steps = np.r_[fstep, bstep]
         both = stable_argsort(steps)
         nodes = np.r_[np.arange(n), np.arange(len(bstep))][both]
-        every = slice(None) if training else slice(0)
-        start, node_len, code = start.astype(np.int32), node_len.astype(np.int8), \
-            code.astype(np.int32)
-        return cls(pos_off=pos_off, nchar=nchar, n_seeds=n_seeds,
-                   begin=_Order.of(every, np.zeros(n, np.int32)[every], start, node_len, code, w),
-                   folds=_Order.of(nodes, steps[both], start, node_len, code,
-                                   back=both >= n))
+        return cls(pos_off, nchar, n_seeds, ordered,
+                   _Order.of(nodes, steps[both], start, node_len, code, back=both >= n))
 
     def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
                 unk_score: float | None = None, dtype: type = F32

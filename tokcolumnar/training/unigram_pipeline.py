@@ -20,6 +20,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..corpus.readers import iter_sequences
 from ..errors import TokcolumnarError, TokcolumnarValueError
+from ..malloc import unigram_heap
 from ..models.unigram import UnigramModel
 from ..progress import StageTimer
 from ..unigram_export import byte_pieces
@@ -61,7 +62,14 @@ def read_lines(inputs: Any, cfg: TrainConfig) -> pl.Series:
 def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer
                    ) -> tuple[TrainTables, pl.DataFrame]:
     """The result tables of a Unigram run (`vocab` with each piece's score; `merges` empty;
-    `words` with each distinct word's final segmentation) and the pruning rounds."""
+    `words` with each distinct word's final segmentation) and the pruning rounds; large
+    blocks come from the heap meanwhile (`malloc.unigram_heap`)."""
+    with unigram_heap():
+        return _unigram_tables(inputs, from_counts, cfg, timer)
+
+
+def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer
+                    ) -> tuple[TrainTables, pl.DataFrame]:
     if from_counts is not None:
         raise TokcolumnarValueError("--model unigram trains on sentences: --from-counts (a words "
                                     "table) cannot give its seeds")
