@@ -127,15 +127,60 @@ def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
 
 # --- the seeds as a trie ----------------------------------------------------------------------
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier (2^64 / phi, odd)
+
+
+class _EdgeTable:
+    """An open-addressing hash table (linear probing, load <= 1/2) from distinct non-negative
+    int64 keys to int64 values, built and probed for many keys at once: one probe round per
+    step of the longest probe sequence, where `searchsorted` over sorted keys costs ~20
+    dependent cache misses per key."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray) -> None:
+        bits = max(4, int(2 * max(len(keys), 1) - 1).bit_length())
+        self.shift = np.uint64(64 - bits)
+        self.mask = (1 << bits) - 1
+        self.keys = np.full(1 << bits, -1, np.int64)
+        self.values = np.zeros(1 << bits, np.int64)
+        pending = np.arange(len(keys))
+        slot = self._hash(keys)
+        while len(pending):
+            at = slot[pending]
+            free = self.keys[at] == -1
+            claim = pending[free]
+            self.keys[slot[claim]] = keys[claim]  # of several claims of one slot, one wins
+            won = self.keys[slot[claim]] == keys[claim]
+            self.values[slot[claim[won]]] = values[claim[won]]
+            pending = np.r_[pending[~free], claim[~won]]
+            slot[pending] = (slot[pending] + 1) & self.mask
+
+    def _hash(self, keys: np.ndarray) -> np.ndarray:
+        return ((keys.astype(np.uint64) * _GOLDEN) >> self.shift).astype(np.int64)
+
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's value, -1 where it is not in the table."""
+        out = np.full(len(keys), -1, np.int64)
+        slot = self._hash(keys)
+        pending = np.arange(len(keys))
+        while len(pending):
+            at = slot[pending]
+            found = self.keys[at]
+            hit = found == keys[pending]
+            out[pending[hit]] = self.values[at[hit]]
+            pending = pending[~hit & (found != -1)]
+            slot[pending] = (slot[pending] + 1) & self.mask
+        return out
+
+
 @dataclass(frozen=True)
 class SeedTrie:
     """Strings (the seed pieces, or a model's vocabulary) as a trie over code points, flat: an
-    edge (parent node, code point) -> child node, keyed `parent << 21 | code point`, the keys
-    sorted so that one `searchsorted` takes a step for every string position at once; each
-    node's string index (-1 for a prefix only). Node 0 is the root. Exact: no hashing."""
+    edge (parent node, code point) -> child node, keyed `parent << 21 | code point`, in a hash
+    table so that one lookup takes a step for every string position at once; each node's
+    string index (-1 for a prefix only). Node 0 is the root. Exact: the table compares the
+    whole keys."""
 
-    keys: np.ndarray  # int64, sorted
-    child: np.ndarray  # int64, the child node of each key
+    edges: _EdgeTable
     string_of: np.ndarray  # int64 per node
     depth: int  # the longest string, in characters
     size: int  # strings
@@ -162,13 +207,10 @@ class SeedTrie:
             children.append(ids)
             string_of.append(ends)
             next_id += len(uniq)
-        if not keys:
-            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), string_of[0], 0,
-                       len(strings))
-        key = np.concatenate(keys)
-        order = np.argsort(key)  # the levels interleave
-        return cls(key[order], np.concatenate(children)[order], np.concatenate(string_of),
-                   depth, len(strings))
+        empty = np.zeros(0, np.int64)
+        return cls(_EdgeTable(np.concatenate(keys) if keys else empty,
+                              np.concatenate(children) if keys else empty),
+                   np.concatenate(string_of), depth, len(strings))
 
     def matches(self, cp: np.ndarray, off: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -176,7 +218,7 @@ class SeedTrie:
         the trie's strings: (index of its first character in `cp`, length, string index), by
         length then position — SentencePiece's `commonPrefixSearch` at every position, one
         character of every position per step."""
-        if not len(self.keys):
+        if not self.depth:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         end = np.repeat(off[1:], np.diff(off))
         pos = np.arange(len(cp))
@@ -184,11 +226,10 @@ class SeedTrie:
         parts = []
         for length in range(1, self.depth + 1):
             live = pos + length <= end
-            key = (node[live] << _CP_BITS) | cp[pos[live] + length - 1]
-            j = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
-            hit = self.keys[j] == key
-            pos, end = pos[live][hit], end[live][hit]
-            node = self.child[j[hit]]
+            pos, end = pos[live], end[live]
+            child = self.edges.get((node[live] << _CP_BITS) | cp[pos + length - 1])
+            hit = child >= 0
+            pos, end, node = pos[hit], end[hit], child[hit]
             s = self.string_of[node]
             found = s >= 0
             parts.append((pos[found], np.full(int(found.sum()), length), s[found]))
