@@ -332,6 +332,8 @@ def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptio
             valid &= ~has_digit
         pos, q, wend, sub = pos[valid], q[valid], wend[valid], sub[valid]
         state, has_digit = np.where(base, s, state)[valid], has_digit[valid]
+        if not len(pos):
+            break
         # the substrings' ids: by (prefix id, last character), rows grouped by id
         key = sub * len(chars) + char_id[q]
         order = stable_argsort(key)
