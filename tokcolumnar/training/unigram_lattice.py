@@ -506,9 +506,12 @@ class LatticeBase:
         # the two folds run in one loop: step k of both at once (disjoint accumulators)
         steps = np.r_[fstep, bstep]
         both = stable_argsort(steps)
-        nodes = np.r_[np.arange(n), np.arange(len(bstep))][both]
+        back = both >= n
+        nodes = np.where(back, both - n, both)  # (no gathers: `both` jumps all over)
+        sorted_steps = np.repeat(np.arange(int(steps.max(initial=-1)) + 1),
+                                 np.bincount(steps) if len(steps) else 0)
         return cls(pos_off, nchar, n_seeds, ordered,
-                   _Order.of(nodes, steps[both], start, node_len, code, back=both >= n))
+                   _Order.of(nodes, sorted_steps, start, node_len, code, back=back))
 
     def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
                 unk_score: float | None = None, dtype: type = F32
