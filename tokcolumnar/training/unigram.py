@@ -251,10 +251,11 @@ def word_tokens(sentences: pl.Series, counts: np.ndarray) -> pl.DataFrame:
 
 # --- seeds -------------------------------------------------------------------------------------
 
-def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
-                ) -> pl.DataFrame:
+def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions,
+                tokens: pl.DataFrame | None = None) -> pl.DataFrame:
     """The seed pieces (piece, score) in SentencePiece's order: the characters, then the
-    frequent substrings of the suffix array, scored by ToLogProb (docs/unigram.md, 2)."""
+    frequent substrings of the suffix array, scored by ToLogProb (docs/unigram.md, 2).
+    `tokens`: the sentences' `word_tokens`, when already at hand."""
     cp, off = code_points(sentences)
     weight = np.repeat(counts.astype(np.int64), np.diff(off))
     keep = (cp != _UNK) & (cp != _BOUNDARY)
@@ -263,13 +264,13 @@ def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
     char_seeds = pl.DataFrame({"piece": [chr(c) for c in chars[order]],
                                "value": n[order].astype(F32)},
                               schema={"piece": pl.String, "value": pl.Float32})
-    subs = substring_seeds(sentences, counts, opts)
+    subs = substring_seeds(sentences, counts, opts, tokens)
     seeds = pl.concat([char_seeds, subs.select("piece", "value")])
     return seeds.with_columns(score=pl.Series(to_log_prob(seeds["value"].to_numpy())))
 
 
-def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
-                    ) -> pl.DataFrame:
+def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions,
+                    tokens: pl.DataFrame | None = None) -> pl.DataFrame:
     """The substrings SentencePiece's LCP intervals give, without a suffix array: a substring
     `s` of a word (pieces cannot cross `▁`) is an interval of the byte text when the first
     bytes after its occurrences differ (`freq` = its occurrences), and `s` + NUL is one when
@@ -282,7 +283,8 @@ def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptio
     valid piece (validity only gets lost as it grows: scripts, `▁`, forbidden characters,
     running state per position) or occurs less than twice (so do all its extensions) is
     dropped; only the candidates' strings are built."""
-    tokens = word_tokens(sentences, counts)
+    if tokens is None:
+        tokens = word_tokens(sentences, counts)
     kinds = tokens.group_by("word", "final", maintain_order=True).agg(pl.col("count").sum())
     words = kinds["word"]
     cp, off = code_points(words)
@@ -561,10 +563,10 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
             f"({required.height}) and meta pieces ({opts.meta_pieces}): raise the vocabulary "
             "size or lower the character coverage")
     sentences = replace_rare(sentences, required)
-    seeds_table = seed_pieces(sentences, counts, opts)
+    tokens = word_tokens(sentences, counts)
+    seeds_table = seed_pieces(sentences, counts, opts, tokens)
     seeds = seeds_table["piece"]
     n_seeds = len(seeds)
-    tokens = word_tokens(sentences, counts)
     word_table = (tokens.group_by("word").agg(pl.col("count").sum())
                   .sort(["count", "word"], descending=[True, False]))
     words = word_table["word"]

@@ -41,6 +41,8 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
     if key.min() < 0:
         return np.argsort(key, kind="stable")
     top = int(key.max())
+    if top < 1 << 8:  # one counting pass
+        return np.argsort(key.astype(np.uint8), kind="stable")
     order = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
     shift = 16
     while top >> shift:
