@@ -560,10 +560,22 @@ class LatticeBase:
         src = np.where(back, end + npos, start)
         dst = np.where(back, start + npos, end)
         sc = score[code]
-        for i in range(len(cuts) - 1):
-            a, z = cuts[i], cuts[i + 1]
+        # `log_sum_exp` inlined, in fewer NumPy calls: the loop runs ~4,000 times on 5 MB of
+        # Chinese (the backward fold's depth: a position's first node needs the position
+        # after it), mostly on a few long strings' nodes
+        minimum, maximum, exp, log1p, where = np.minimum, np.maximum, np.exp, np.log1p, np.where
+        f50 = F32(50.0)
+        bounds = cuts.tolist()
+        for a, z in zip(bounds[:-1], bounds[1:]):
             t = dst[a:z]
-            acc[t] = log_sum_exp(acc[t], sc[a:z] + acc[src[a:z]])
+            x = acc[t]
+            y = sc[a:z] + acc[src[a:z]]
+            vmin = minimum(x, y)
+            vmax = maximum(x, y)
+            near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
+            log1p(near, out=near)
+            near += vmax
+            acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
         return acc[:npos], acc[npos:]
 
     def expected(self, ids: np.ndarray, scores: np.ndarray, counts: np.ndarray, n: int,
