@@ -69,9 +69,10 @@ def _chain_sums(keys: np.ndarray, values: np.ndarray, cuts: np.ndarray, n: int) 
     """`acc[key] = float32(acc[key] + v)` (`v` a double), slice after slice; a slice holds each
     key at most once."""
     acc = np.zeros(n, dtype=F32)
-    for r in range(len(cuts) - 1):
-        kk = keys[cuts[r]:cuts[r + 1]]
-        acc[kk] = (acc[kk] + values[cuts[r]:cuts[r + 1]]).astype(F32)
+    bounds = cuts.tolist()
+    for a, z in zip(bounds[:-1], bounds[1:]):
+        kk = keys[a:z]
+        acc[kk] = acc[kk] + values[a:z]  # in double, stored as float32 (rounded)
     return acc
 
 
