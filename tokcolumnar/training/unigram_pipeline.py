@@ -23,12 +23,14 @@ from ..errors import TokcolumnarError, TokcolumnarValueError
 from ..malloc import unigram_heap
 from ..models.unigram import UnigramModel
 from ..progress import StageTimer
+from ..text.normalizers import for_characters
 from ..unigram_export import byte_pieces
 from .extend_unigram import extended_vocab, read_unigram_base
 from .tables import TrainTables, words_table
 from .unigram import (
     UnigramError,
     UnigramOptions,
+    code_points,
     load_sentences,
     sentencepiece_whitespace,
     train_unigram,
@@ -75,11 +77,16 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
                                     "table) cannot give its seeds")
     normalizer, _ = cfg.text_components()
 
-    def normalize(col: pl.Expr) -> pl.Expr:
-        return sentencepiece_whitespace(normalizer.expr(col) if normalizer else col)
-
     with timer.stage("count"):
-        sentences = load_sentences(read_lines(inputs, cfg), normalize=normalize)
+        lines = read_lines(inputs, cfg)
+        # a char map's sources that start with no character of the text are left out
+        rule = for_characters(normalizer, {chr(c) for c in np.flatnonzero(
+            np.bincount(code_points(lines.drop_nulls())[0], minlength=1)).tolist()})
+
+        def normalize(col: pl.Expr) -> pl.Expr:
+            return sentencepiece_whitespace(rule.expr(col) if rule else col)
+
+        sentences = load_sentences(lines, normalize=normalize)
     if len(sentences) == 0:
         raise TokcolumnarError("no text to train on (every line is empty once normalized)")
     base = read_unigram_base(cfg.extend) if cfg.extend is not None else None
