@@ -402,16 +402,16 @@ class _Order:
            code: np.ndarray, w: np.ndarray | None = None, back: np.ndarray | None = None
            ) -> _Order:
         # narrowed before the gathers: `rows` visits the nodes in steps, far apart
-        start, length, code = start.astype(np.int32), length.astype(np.int8), \
-            code.astype(np.int32)
-        w = None if w is None else w.astype(np.int32)
+        start, length, code = start.astype(np.int32, copy=False), \
+            length.astype(np.int8, copy=False), code.astype(np.int32, copy=False)
+        w = None if w is None else w.astype(np.int32, copy=False)
         if isinstance(rows, slice):
             start, length, code, w = (None if a is None else a[rows].copy()
                                       for a in (start, length, code, w))
         else:
             start, length, code, w = (None if a is None else a.take(rows)
                                       for a in (start, length, code, w))
-        return cls(start, length, code, step.astype(np.int32), w, back)
+        return cls(start, length, code, step.astype(np.int32, copy=False), w, back)
 
     def live(self, live: np.ndarray, forward_only: bool = False) -> tuple:
         """(start, end, code, w, back, cuts) of the nodes whose code is live (w and back None
@@ -456,7 +456,7 @@ class LatticeBase:
         pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
         pos, length, seed = trie.matches(cp, off)
         levels = np.searchsorted(length, np.arange(1, int(length.max(initial=0)) + 2))
-        word_of = np.repeat(np.arange(len(nchar)), nchar)
+        word_of = np.repeat(np.arange(len(nchar), dtype=np.int32), nchar)
         # begin order: at each character, its matches by length, then its unknown slot
         per_char = np.bincount(pos, minlength=len(cp)) + 1
         first = np.cumsum(per_char) - per_char
@@ -466,19 +466,19 @@ class LatticeBase:
             slot[a:z] = cursor[pos[a:z]]
             cursor[pos[a:z]] += 1
         n = int(per_char.sum())
-        char = np.repeat(np.arange(len(cp)), per_char)  # each node's first character
+        # (int32 and int8 node arrays: the build's peak memory is its temporaries)
+        char = np.repeat(np.arange(len(cp), dtype=np.int32), per_char)  # the first character
         w = word_of[char]
         start = char + w
-        node_len = np.ones(n, np.int64)
+        del char
+        node_len = np.ones(n, np.int8)
         node_len[slot] = length
-        code = np.full(n, 2 * n_seeds, np.int64)
+        code = np.full(n, 2 * n_seeds, np.int32)
         code[slot] = seed
         has_char = (first < cursor) & (node_len[first] == 1)  # the character is a seed
         code[cursor[has_char]] = n_seeds + code[first[has_char]]
-        start, node_len, code = start.astype(np.int32), node_len.astype(np.int8), \
-            code.astype(np.int32)
         every = slice(None) if begin else slice(0)
-        ordered = _Order.of(every, np.zeros(n, np.int32)[every], start, node_len, code, w)
+        ordered = _Order.of(every, np.zeros(n, np.int8)[every], start, node_len, code, w)
         if folds == "none":
             return cls(pos_off, nchar, n_seeds, ordered, _Order.of(
                 slice(0), np.zeros(0, np.int32), start, node_len, code, back=np.zeros(0, bool)))
@@ -490,7 +490,7 @@ class LatticeBase:
         before = np.cumsum(np.bincount(np.r_[ends, lone_end], minlength=int(pos_off[-1])))
         before = np.r_[0, before[:-1]]  # nodes ending before each position
         rank_at = np.zeros(int(pos_off[-1]), np.int64)
-        fstep = np.empty(n, np.int64)
+        fstep = np.empty(n, np.int32)
         for top in range(len(levels) - 1, 0, -1):  # the longest first
             a, z = levels[top - 1], levels[top]
             e = ends[a:z]
@@ -502,17 +502,21 @@ class LatticeBase:
         # backward steps: a string's nodes by start from the right, then insertion order
         if folds == "both":
             string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
-            bstep = (np.repeat(string_end - (first + per_char), per_char)
-                     + (np.arange(n) - np.repeat(first, per_char)))
+            bstep = (np.repeat((string_end - (first + per_char)).astype(np.int32), per_char)
+                     + (np.arange(n, dtype=np.int32)
+                        - np.repeat(first.astype(np.int32), per_char)))
         else:
-            bstep = np.zeros(0, np.int64)
+            bstep = np.zeros(0, np.int32)
         # the two folds run in one loop: step k of both at once (disjoint accumulators)
         steps = np.r_[fstep, bstep]
+        del fstep, bstep
         both = stable_argsort(steps)
         back = both >= n
         nodes = np.where(back, both - n, both)  # (no gathers: `both` jumps all over)
-        sorted_steps = np.repeat(np.arange(int(steps.max(initial=-1)) + 1),
+        del both
+        sorted_steps = np.repeat(np.arange(int(steps.max(initial=-1)) + 1, dtype=np.int32),
                                  np.bincount(steps) if len(steps) else 0)
+        del steps
         return cls(pos_off, nchar, n_seeds, ordered,
                    _Order.of(nodes, sorted_steps, start, node_len, code, back=back))
 
