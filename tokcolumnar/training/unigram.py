@@ -3,16 +3,16 @@
 The normalized sentences go in (SentencePiece's order, with counts); the pieces and their float32
 scores come out, equal bit for bit to `spm_train --model_type=unigram`'s (sentencepiece 0.2.3)
 and to the plain-Python oracle (tests/support/unigram_oracle.py) on the same input. No Python
-loop runs over words, sentences or lattice nodes: loops run over positions in a word (at most
-the longest word), ranks within a lattice position (at most the longest piece + 1) and the
-length of a float32 sum chain (see `sequential_f32_sums`).
+loop runs over words, sentences or lattice nodes: loops run over substring lengths (the seeds),
+the steps of a fold (at most the nodes of the longest word) and the length of a float32 sum
+chain (see `unigram_lattice`).
 
-The lattices of all distinct words are flat arrays: one row per node (word, start, length,
-piece), positions numbered word after word (`offsets`). A lattice is built once for the seed
-pieces (`_substrings`: every substring that can be a piece, joined with the seeds by string)
-and each EM iteration only maps seed ids to the current pieces. Float arithmetic follows
-SentencePiece's: float32 where it uses `float`, float64 where it uses `double`, sums in its
-order, its threads included (word i is summed by thread i mod `num_threads`)."""
+The lattices of all distinct words are flat arrays (`unigram_lattice.LatticeBase`): one row per
+node, positions numbered word after word. They are built once for the seed pieces (a trie of
+the seeds walked over the words) and each EM iteration only keeps the nodes of the current
+pieces. Float arithmetic follows SentencePiece's: float32 where it uses `float`, float64 where
+it uses `double`, sums in its order, its threads included (word i is summed by thread i mod
+`num_threads`)."""
 
 from __future__ import annotations
 

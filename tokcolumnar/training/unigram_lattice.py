@@ -5,16 +5,17 @@ A lattice of a string holds a node for every piece that occurs in it (and an unk
 no piece of one character starts). The trainer builds the lattices once, for the seed pieces
 (`LatticeBase`: every substring that is a seed, found by walking `SeedTrie`, the seeds as a trie
 over code points), with everything that only depends on the node set: SentencePiece's node
-order, the schedules of the forward and backward folds and of the float32 sum chains. An EM
-iteration or a pruning round keeps the nodes of the current pieces (`LatticeBase.view`): a
-filter of arrays already in order, no sort and no join.
+order, the order of the forward and backward folds' steps and of the float32 sum chains. An EM
+iteration or a pruning round keeps the nodes of the current pieces (a table over the seeds'
+codes, `LatticeBase._tables`): a filter of arrays already in order, no sort and no join.
 
 A fold (forward, backward, Viterbi) combines the nodes ending (or starting) at a position one
-after another, in SentencePiece's list order. Step k of a fold's schedule takes the k-th node of
-every string in that order (`_fold_steps`), so the loop runs max(nodes per string) times; the
-float32 rounding of each step is SentencePiece's. A position's accumulator starts at -inf, so
-its first node's `LogSumExp(-inf, v)` is `v` exactly, as SentencePiece takes the first term as
-is: a filtered schedule (some nodes gone) stays valid without renumbering."""
+after another, in SentencePiece's list order. Step k of a fold takes the k-th node of every
+string in that order, so the loop runs max(nodes per string) times; the float32 rounding of
+each step is SentencePiece's. A position's accumulator starts at -inf, so its first node's
+`LogSumExp(-inf, v)` is `v` exactly, as SentencePiece takes the first term as is: a filtered
+schedule (some nodes gone) stays valid without renumbering. The encoder (`models.unigram`)
+runs Viterbi on the same structure, over a trie of its vocabulary."""
 
 from __future__ import annotations
 
