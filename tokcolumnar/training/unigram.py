@@ -177,13 +177,13 @@ def load_sentences(lines: pl.Series, max_sentence_length: int = 4192,
 
 # --- loading: required characters -------------------------------------------------------------
 
-def char_counts(cp: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct code points (ascending) and their summed weights: one `bincount` over the
-    code points (no sort of the corpus' characters, which `np.unique` did: ~5x the time on
-    5 MB); exact, the weights being integer counts."""
+def char_counts(cp: np.ndarray, weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct code points (ascending) and their summed weights (1 each when None): one
+    `bincount` over the code points (no sort of the corpus' characters, which `np.unique` did:
+    ~5x the time on 5 MB); exact, the weights being integer counts."""
     if not len(cp):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if (weight == 1).all():
+    if weight is None or (weight == 1).all():
         n = np.bincount(cp)
     else:
         n = np.rint(np.bincount(cp, weights=weight.astype(np.float64))).astype(np.int64)
@@ -191,14 +191,20 @@ def char_counts(cp: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndar
     return chars, n[chars].astype(np.int64)
 
 
+def _char_weights(counts: np.ndarray, off: np.ndarray) -> np.ndarray | None:
+    """Each character's sentence count, None when every count is 1 (the usual case: no array
+    of the corpus' size)."""
+    return None if (counts == 1).all() else np.repeat(counts.astype(np.int64), np.diff(off))
+
+
 def required_characters(sentences: pl.Series, counts: np.ndarray,
                         opts: UnigramOptions) -> pl.DataFrame:
     """The required characters (char, count) in (count desc, code point asc) order: taken while
     the coverage before them is below `character_coverage` (docs/unigram.md, 1.4)."""
     cp, off = code_points(sentences)
-    weight = np.repeat(counts.astype(np.int64), np.diff(off))
+    weight = _char_weights(counts, off)
     ok = (cp != 0) & (cp != 0x20) & ((cp < 0xD800) | ((cp >= 0xE000) & (cp <= 0x10FFFF)))
-    chars, n = char_counts(cp[ok], weight[ok])
+    chars, n = char_counts(cp[ok], None if weight is None else weight[ok])
     order = np.lexsort((chars, -n))
     chars, n = chars[order], n[order]
     total = n.sum()
@@ -257,9 +263,9 @@ def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions,
     frequent substrings of the suffix array, scored by ToLogProb (docs/unigram.md, 2).
     `tokens`: the sentences' `word_tokens`, when already at hand."""
     cp, off = code_points(sentences)
-    weight = np.repeat(counts.astype(np.int64), np.diff(off))
+    weight = _char_weights(counts, off)
     keep = (cp != _UNK) & (cp != _BOUNDARY)
-    chars, n = char_counts(cp[keep], weight[keep])
+    chars, n = char_counts(cp[keep], None if weight is None else weight[keep])
     order = np.lexsort((chars, -n))
     char_seeds = pl.DataFrame({"piece": [chr(c) for c in chars[order]],
                                "value": n[order].astype(F32)},

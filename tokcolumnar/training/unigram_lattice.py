@@ -122,11 +122,12 @@ def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 # --- text as code points ----------------------------------------------------------------------
 
 def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The code points of the strings end to end and each string's offset (n + 1 offsets)."""
+    """The code points of the strings end to end (int32: every code point is below 2^21) and
+    each string's offset (n + 1 offsets)."""
     lengths = strings.str.len_chars().to_numpy().astype(np.int64)
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
     text = "".join(strings.to_list())
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64), offsets
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.int32).copy(), offsets
 
 
 # --- the seeds as a trie ----------------------------------------------------------------------
@@ -508,13 +509,13 @@ class LatticeBase:
                         - np.repeat(first.astype(np.int32), per_char)))
         else:
             bstep = np.zeros(0, np.int32)
+        del pos, length, seed, slot, ends, before, rank_at, per_char, first, cursor
         # the two folds run in one loop: step k of both at once (disjoint accumulators)
         steps = np.r_[fstep, bstep]
         del fstep, bstep
-        both = stable_argsort(steps)
-        back = both >= n
-        nodes = np.where(back, both - n, both)  # (no gathers: `both` jumps all over)
-        del both
+        nodes = stable_argsort(steps)
+        back = nodes >= n
+        nodes[back] -= n  # (in place, no gathers: the order jumps all over)
         sorted_steps = np.repeat(np.arange(int(steps.max(initial=-1)) + 1, dtype=np.int32),
                                  np.bincount(steps) if len(steps) else 0)
         del steps
