@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from tokcolumnar import malloc
+from tokcolumnar.config import TrainConfig
+from tokcolumnar.progress import StageTimer
+from tokcolumnar.training import unigram_pipeline  # (Polars loaded before `libc` fakes ctypes)
 
 
 class FakeLibc:
@@ -72,6 +75,29 @@ def test_merging_heap_keeps_temporaries_then_restores(libc: FakeLibc,
         pass
     assert libc.calls == [(malloc.M_MMAP_THRESHOLD, malloc.MERGE_MMAP_THRESHOLD),
                           (malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD), ("trim", 0)]
+
+
+def test_unigram_training_runs_in_its_heap(libc: FakeLibc, monkeypatch: pytest.MonkeyPatch,
+                                          tmp_path: Path) -> None:
+    """`train --model unigram` allocates and frees arrays of 1-30 MiB every EM iteration: it
+    runs with both thresholds raised (`unigram_heap`), the fixed ones restored after."""
+    seen = []
+    real = unigram_pipeline._unigram_tables
+
+    def spy(*args, **kwargs):
+        seen.append(list(libc.calls))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(unigram_pipeline, "_unigram_tables", spy)
+    monkeypatch.setattr(malloc, "_fixed_threshold", malloc.MMAP_THRESHOLD)
+    path = tmp_path / "c.txt"
+    path.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 3, encoding="utf-8")
+    unigram_pipeline.unigram_tables([str(path)], None,
+                                    TrainConfig(model="unigram", vocab_size=18), StageTimer())
+    assert seen == [[(malloc.M_MMAP_THRESHOLD, malloc.UNIGRAM_MMAP_THRESHOLD),
+                     (malloc.M_TRIM_THRESHOLD, malloc.UNIGRAM_TRIM_THRESHOLD)]]
+    assert libc.calls[2:] == [(malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD),
+                              (malloc.M_TRIM_THRESHOLD, malloc.TRIM_THRESHOLD), ("trim", 0)]
 
 
 def test_the_users_variables_win(libc: FakeLibc, monkeypatch: pytest.MonkeyPatch) -> None:

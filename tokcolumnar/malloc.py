@@ -51,6 +51,10 @@ COUNT_MMAP_THRESHOLD = 32 * 1024 * 1024
 #: 32 MiB free at its top kept for the next pass.
 MERGE_MMAP_THRESHOLD = 1024 * 1024
 MERGE_TRIM_THRESHOLD = 32 * 1024 * 1024
+#: The Unigram trainer's thresholds (`unigram_heap`): blocks up to 32 MiB from the heap, and
+#: up to 128 MiB free at its top kept for the next pass.
+UNIGRAM_MMAP_THRESHOLD = 32 * 1024 * 1024
+UNIGRAM_TRIM_THRESHOLD = 128 * 1024 * 1024
 #: glibc's initial trim threshold (what a fixed mmap threshold leaves it at).
 TRIM_THRESHOLD = 128 * 1024
 
@@ -180,6 +184,18 @@ def merging_heap() -> contextlib.AbstractContextManager[None]:
     happens unless `fix_mmap_threshold` fixed the mmap threshold (the user's
     `MALLOC_TRIM_THRESHOLD_` is left as it is)."""
     return _heap_thresholds(MERGE_MMAP_THRESHOLD, MERGE_TRIM_THRESHOLD)
+
+
+def unigram_heap() -> contextlib.AbstractContextManager[None]:
+    """While a Unigram model trains (`training.unigram_pipeline`), blocks up to
+    `UNIGRAM_MMAP_THRESHOLD` come from the heap and up to `UNIGRAM_TRIM_THRESHOLD` of free
+    memory stays at its top: every EM iteration allocates and frees NumPy arrays of 1-30 MiB
+    (a lattice's nodes in fold order, the accumulators), and a fresh mapping each costs a
+    page fault per 4 KiB touched. 5 MB of medium/en, 16k pieces, whole `train` runs: 1.41M ->
+    0.28M minor faults, 3.6 -> 1.5 s of system time, peak RSS 758 -> 629 MiB (the freed
+    blocks are reused instead of mapped anew). Then the fixed thresholds are restored and the
+    freed heap given back (`malloc_trim`)."""
+    return _heap_thresholds(UNIGRAM_MMAP_THRESHOLD, UNIGRAM_TRIM_THRESHOLD)
 
 
 @contextlib.contextmanager

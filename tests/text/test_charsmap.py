@@ -19,10 +19,13 @@ from tokcolumnar.text.normalizers import Precompiled, build_normalizer, normaliz
 from tokcolumnar.training.unigram import sentencepiece_whitespace
 
 
-def ours(lines: list[str]) -> list[str]:
-    """nmt_nfkc, then SentencePiece's whitespace handling (what spm_train trains on)."""
+def ours(lines: list[str], restricted: bool = False) -> list[str]:
+    """nmt_nfkc, then SentencePiece's whitespace handling (what spm_train trains on); with
+    `restricted`, the rule's sources cut to those that start with a character of `lines`."""
     norm = build_normalizer("nmt_nfkc")
     assert isinstance(norm, Precompiled)
+    if restricted:
+        norm = norm.for_characters(set("".join(lines)))
     return (pl.Series("t", lines, dtype=pl.String).to_frame()
             .select(sentencepiece_whitespace(norm.expr(pl.col("t")))).to_series().to_list())
 
@@ -42,6 +45,18 @@ TRICKY = ["ｱｲｳ ﾃﾞｽ", "ﬁne ﬂow", "a\u200bb\tc\u3000d", "e\u0301 o
 
 def test_nmt_nfkc_as_sentencepiece() -> None:
     assert ours(TRICKY) == theirs(TRICKY)
+    assert ours(TRICKY, restricted=True) == theirs(TRICKY)
+
+
+def test_restricted_rule_keeps_the_texts_sources() -> None:
+    """`Precompiled.for_characters`: the sources that can meet the text (a composition
+    sequence starting with one of its characters included), not the others."""
+    norm = build_normalizer("nmt_nfkc")
+    assert isinstance(norm, Precompiled)
+    cut = norm.for_characters(set("ｱe"))
+    assert "ｱ" in cut._sources and "e\u0301" in cut._sources
+    assert "ﬁ" not in cut._sources and len(cut._sources) < len(norm._sources) // 100
+    assert cut.to_hf() == norm.to_hf()
 
 
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]),
@@ -49,7 +64,7 @@ def test_nmt_nfkc_as_sentencepiece() -> None:
 @settings(max_examples=20, deadline=None)
 def test_nmt_nfkc_random_text(lines: list[str]) -> None:
     lines = [line.replace("\n", " ").replace("\x00", "") for line in lines]
-    assert ours(lines) == theirs(lines)
+    assert ours(lines) == ours(lines, restricted=True) == theirs(lines)
 
 
 @pytest.mark.corpus
@@ -57,7 +72,7 @@ def test_nmt_nfkc_random_text(lines: list[str]) -> None:
 def test_nmt_nfkc_on_small_corpora(name: str) -> None:
     """Every line of every small corpus normalizes as SentencePiece normalizes it."""
     lines = corpus(f"small/{name}").read_text(encoding="utf-8").split("\n")
-    assert ours(lines) == theirs(lines)
+    assert ours(lines) == ours(lines, restricted=True) == theirs(lines)
 
 
 def test_charsmap_table() -> None:

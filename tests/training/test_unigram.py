@@ -97,6 +97,15 @@ def test_columnar_matches_oracle(lines: list[str], extra: int, threads: int) -> 
     assert columnar(lines, vocab, threads) == expected
 
 
+def test_every_longer_substring_invalid() -> None:
+    """Words whose every substring from some length on is no valid piece (`a,`: Latin then
+    Common): the seeds stop at that length, as SentencePiece's (and the oracle's) do."""
+    lines = ["a, b, c,", "b, a,", "c, c, a,"]
+    vocab = vocab_for(lines, 2)
+    expected = uo.train(lines, uo.Options(vocab_size=vocab, num_threads=1)).pieces
+    assert columnar(lines, vocab, 1) == expected
+
+
 def test_too_small_vocabulary() -> None:
     with pytest.raises(ug.UnigramError, match="smaller than the required characters"):
         columnar(["abcdef ghij"], 8, 1)

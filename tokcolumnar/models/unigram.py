@@ -5,7 +5,7 @@ Each word's best segmentation is the Viterbi path of its lattice (every vocabula
 occurs in it, an unknown node of score `min_score - 10` wherever no piece of one character
 starts), scores summed in float64 from the left as HF sums them; of two paths of equal score
 the one whose last piece starts first wins (HF's strict `>` over candidates arriving by start
-position). The lattices of all words are flat arrays (`training.unigram.Lattices`), the
+position). The lattices of all words are flat arrays (`training.unigram_lattice`), the
 Viterbi a fold over positions. As in HF, consecutive unknown nodes are fused into one token
 whose string is looked up again in the vocabulary, else spelled as `<0xXX>` byte pieces with
 `byte_fallback`, else the unknown id."""
@@ -20,7 +20,7 @@ import polars as pl
 from ..buffers import lists_at
 from ..errors import TokcolumnarValueError
 from ..hfjson import HFObject, is_json_int, json_kind
-from ..training.unigram import Lattices, _substrings, _with_strings
+from ..training.unigram_lattice import LatticeBase, SeedTrie
 from .base import Model
 
 UNK_PENALTY = 10.0  # HF's K_UNK_PENALTY and SentencePiece's kUnkPenalty
@@ -79,45 +79,28 @@ class UnigramModel(Model):
             ids = np.fromiter(self.vocab.values(), dtype=np.int64, count=len(self.vocab))
             self._table = pl.DataFrame({"piece": list(self.vocab), "id": ids,
                                         "score": self.scores[ids]})
-            self._max_len = int(self._table["piece"].str.len_chars().max() or 1)
+            self._trie = SeedTrie.build(self._table["piece"])
         return self._table
 
-    def lattices(self, words: pl.Series) -> Lattices:
+    def viterbi(self, words: pl.Series) -> tuple[np.ndarray, ...]:
+        """Each word's best path (`LatticeBase.viterbi` over the vocabulary's trie, float64):
+        its nodes' words, ids, starts and lengths, word after word, left to right."""
         table = self.table()
-        nchar = words.str.len_chars().to_numpy().astype(np.int64)
-        rows = _substrings(words, self._max_len, None, single=True)
-        nodes = _with_strings(rows, words).join(table, on="piece", how="inner",
-                                                maintain_order="left")
-        w = nodes["w"].to_numpy()
-        b = nodes["b"].to_numpy()
-        ln = nodes["l"].to_numpy()
-        pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
-        covered = np.zeros(pos_off[-1], dtype=bool)
-        covered[(pos_off[w] + b)[ln == 1]] = True
-        word_of = np.repeat(np.arange(len(nchar)), nchar + 1)
-        local = np.arange(pos_off[-1]) - pos_off[word_of]
-        unk_pos = np.flatnonzero((local < nchar[word_of]) & ~covered)
-        if len(unk_pos) and self.unk_id is None:
-            word = words[int(word_of[unk_pos[0]])]
-            raise TokcolumnarValueError(f"model Unigram: {word!r} has a character no piece "
-                                        "covers, and the model has no unk_id")
-        uw = word_of[unk_pos]
-        return Lattices(
-            pos_off=pos_off, nchar=nchar, w=np.r_[w, uw].astype(np.int64),
-            b=np.r_[b, local[unk_pos]].astype(np.int64),
-            length=np.r_[ln, np.ones(len(uw), np.int64)].astype(np.int64),
-            id=np.r_[nodes["id"].to_numpy(), np.full(len(uw), self.unk_id or 0)]
-            .astype(np.int64),
-            score=np.r_[nodes["score"].to_numpy(), np.full(len(uw), self.min_score
-                                                           - UNK_PENALTY)].astype(np.float64),
-            unk=np.r_[np.zeros(len(w), bool), np.ones(len(uw), bool)])
+        base = LatticeBase.build(words, self._trie, begin=False, folds="forward")
+        if self.unk_id is None:
+            lone = np.flatnonzero(base.folds.code == 2 * base.n_seeds)  # a character no
+            if len(lone):                                              # piece covers
+                at = int(np.min(base.folds.start[lone]))  # its position -> its word
+                word = words[int(np.searchsorted(base.pos_off, at, side="right")) - 1]
+                raise TokcolumnarValueError(f"model Unigram: {word!r} has a character no "
+                                            "piece covers, and the model has no unk_id")
+        return base.viterbi(table["id"].to_numpy(), table["score"].to_numpy(),
+                            unk_id=self.unk_id or 0, unk_score=self.min_score - UNK_PENALTY,
+                            dtype=np.float64)
 
     def tokenize_flat(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """The ids of every word end to end, and each word's offset into them."""
-        lat = self.lattices(words)
-        path, _ = lat.viterbi()
-        w, ids = lat.w[path], lat.id[path]
-        b, ln = lat.b[path], lat.length[path]
+        w, ids, b, ln = self.viterbi(words)
         # fuse runs of unknown nodes (HF compares the node's id, so a piece that is the
         # unknown piece itself fuses too)
         unk = ids == self.unk_id if self.unk_id is not None else np.zeros(len(ids), bool)

@@ -32,6 +32,12 @@ def _offset(units: np.ndarray) -> np.ndarray:
 
 def decode_charsmap(data: bytes) -> dict[str, str]:
     """Every (source, replacement) pair of a precompiled char map."""
+    return {k: v for level in _decode_levels(data) for k, v in level}
+
+
+def _decode_levels(data: bytes) -> list[list[tuple[str, str]]]:
+    """The (source, replacement) pairs of a precompiled char map, by the source's length in
+    bytes (list k: k + 1 bytes; the trie is walked one byte depth at a time)."""
     if len(data) < 4:
         raise TokcolumnarValueError("precompiled char map: too short")
     (size,) = struct.unpack_from("<I", data, 0)
@@ -48,7 +54,7 @@ def decode_charsmap(data: bytes) -> dict[str, str]:
     cand, cand_base = cand[order], cand_base[order]
     nodes = np.array([0], dtype=np.int64)  # unit ids of the nodes of the current depth
     keys = [b""]
-    out: dict[str, str] = {}
+    out: list[list[tuple[str, str]]] = []
     for _depth in range(256):  # a key of a well-formed map is far shorter
         if not len(nodes):
             break
@@ -66,12 +72,14 @@ def decode_charsmap(data: bytes) -> dict[str, str]:
         if len(at) and (at.min() < 0 or at.max() >= len(units)):
             raise TokcolumnarValueError("precompiled char map: bad trie")
         values = units[at] & 0x7FFFFFFF
+        level: list[tuple[str, str]] = []
+        out.append(level)
         for key, value in zip((k for k, f in zip(keys, leaf) if f), values.tolist()):
             end = blob.find(b"\0", value)
             if end < 0:
                 raise TokcolumnarValueError("precompiled char map: bad replacement offset")
             try:
-                out[key.decode("utf-8")] = blob[value:end].decode("utf-8")
+                level.append((key.decode("utf-8"), blob[value:end].decode("utf-8")))
             except UnicodeDecodeError:
                 raise TokcolumnarValueError("precompiled char map: a key or replacement is not "
                                             "UTF-8") from None
@@ -94,6 +102,5 @@ def charsmap_table(data: bytes) -> tuple[list[str], list[str]]:
     fixed order): the patterns of a leftmost-first `replace_many`."""
     if not data:
         return [], []
-    table = decode_charsmap(data)
-    sources = sorted(table, key=lambda k: (-len(k.encode("utf-8")), k))
-    return sources, [table[k] for k in sources]
+    pairs = [pair for level in reversed(_decode_levels(data)) for pair in sorted(level)]
+    return [k for k, _ in pairs], [v for _, v in pairs]

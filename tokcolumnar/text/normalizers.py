@@ -365,6 +365,17 @@ class Precompiled(Normalizer):
     def __post_init__(self) -> None:
         self._sources, self._targets = charsmap_table(self.charsmap)
 
+    def for_characters(self, chars: set[str]) -> Precompiled:
+        """The same rule for texts made of `chars` only: the sources that start with another
+        character can never match there. Polars builds its automaton from every source on
+        each `replace_many` (~0.45 CPU-s for `nmt_nfkc`'s 225,276; 5 MB of English meets
+        ~2,000 of them); the result is the same, the replacements not being rescanned."""
+        out = replace(self)  # (the table is decoded again only if not cached)
+        kept = [i for i, source in enumerate(self._sources) if source[0] in chars]
+        out._sources = [self._sources[i] for i in kept]
+        out._targets = [self._targets[i] for i in kept]
+        return out
+
     def expr(self, col: pl.Expr) -> pl.Expr:
         if not self._sources:
             return col
@@ -389,6 +400,16 @@ class Precompiled(Normalizer):
         except binascii.Error:
             raise TokcolumnarValueError("normalizer Precompiled: precompiled_charsmap is not "
                                         "base64") from None
+
+
+def for_characters(normalizer: Normalizer | None, chars: set[str]) -> Normalizer | None:
+    """`normalizer` for texts made of `chars` only (`Precompiled.for_characters`; the other
+    normalizers as they are)."""
+    if isinstance(normalizer, Precompiled):
+        return normalizer.for_characters(chars)
+    if isinstance(normalizer, Sequence):
+        return Sequence([for_characters(n, chars) or n for n in normalizer.normalizers])
+    return normalizer
 
 
 def normalizer_from_hf(d: Any) -> Normalizer | None:

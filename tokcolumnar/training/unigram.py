@@ -3,25 +3,35 @@
 The normalized sentences go in (SentencePiece's order, with counts); the pieces and their float32
 scores come out, equal bit for bit to `spm_train --model_type=unigram`'s (sentencepiece 0.2.3)
 and to the plain-Python oracle (tests/support/unigram_oracle.py) on the same input. No Python
-loop runs over words, sentences or lattice nodes: loops run over positions in a word (at most
-the longest word), ranks within a lattice position (at most the longest piece + 1) and the
-length of a float32 sum chain (see `sequential_f32_sums`).
+loop runs over words, sentences or lattice nodes: loops run over substring lengths (the seeds),
+the steps of a fold (at most the nodes of the longest word) and the length of a float32 sum
+chain (see `unigram_lattice`).
 
-The lattices of all distinct words are flat arrays: one row per node (word, start, length,
-piece), positions numbered word after word (`offsets`). A lattice is built once for the seed
-pieces (`_substrings`: every substring that can be a piece, joined with the seeds by string)
-and each EM iteration only maps seed ids to the current pieces. Float arithmetic follows
-SentencePiece's: float32 where it uses `float`, float64 where it uses `double`, sums in its
-order, its threads included (word i is summed by thread i mod `num_threads`)."""
+The lattices of all distinct words are flat arrays (`unigram_lattice.LatticeBase`): one row per
+node, positions numbered word after word. They are built once for the seed pieces (a trie of
+the seeds walked over the words) and each EM iteration only keeps the nodes of the current
+pieces. Float arithmetic follows SentencePiece's: float32 where it uses `float`, float64 where
+it uses `double`, sums in its order, its threads included (word i is summed by thread i mod
+`num_threads`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
+from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
+    LatticeBase,
+    Lattices,
+    SeedTrie,
+    code_points,
+    log_sum_exp,
+    sequential_f32_sums,
+    stable_argsort,
+    thread_sums,
+)
 
 WS = "\u2581"  # the escaped space
 UNK_CHAR = "\u2585"  # stands for a character outside the required ones
@@ -69,68 +79,7 @@ class UnigramError(ValueError):
     """The corpus cannot give the asked vocabulary (SentencePiece's own checks)."""
 
 
-# --- float32 sums in SentencePiece's order ---------------------------------------------------
-
-def stable_argsort(key: np.ndarray) -> np.ndarray:
-    """`np.argsort(key, kind="stable")` for non-negative integer keys, faster: keys below 2^32
-    are sorted by two stable passes over 16-bit halves (low, then high), for which NumPy uses
-    a radix sort (linear) instead of timsort; the result is the same permutation (a stable
-    sort's is unique)."""
-    if len(key) == 0:
-        return np.zeros(0, np.int64)
-    top = int(key.max())
-    if key.min() < 0 or top >= 1 << 32:
-        return np.argsort(key, kind="stable")
-    if top < 1 << 16:
-        return np.argsort(key.astype(np.uint16), kind="stable")
-    low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
-    return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")]
-
-def sequential_f32_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """For each key in 0..n-1, `acc = float32(acc + v)` over its values in array order (`v` a
-    double: C++'s `float += double`), as SentencePiece's loops sum. Vectorized across keys: the
-    k-th value of every key is added in one step, so there are as many steps as the longest
-    chain."""
-    acc = np.zeros(n, dtype=F32)
-    if len(keys) == 0:
-        return acc
-    order = stable_argsort(keys)
-    k = keys[order]
-    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-    rank = np.arange(len(k)) - np.repeat(starts, np.diff(np.r_[starts, len(k)]))
-    by_rank = stable_argsort(rank)
-    kr = k[by_rank]
-    vr = values[order][by_rank].astype(F64)
-    bounds = np.searchsorted(rank[by_rank], np.arange(rank.max() + 2))
-    for r in range(len(bounds) - 1):
-        sl = slice(bounds[r], bounds[r + 1])
-        kk = kr[sl]
-        acc[kk] = (acc[kk].astype(F64) + vr[sl]).astype(F32)
-    return acc
-
-
-def thread_sums(words: np.ndarray, keys: np.ndarray, values: np.ndarray, n: int,
-                threads: int) -> np.ndarray:
-    """SentencePiece's per-thread float32 sums merged in thread order: word i is summed by
-    thread i mod `threads`, each thread in word order; thread 0's vector += thread 1's, …"""
-    per = sequential_f32_sums((words % threads) * n + keys, values, threads * n)
-    per = per.reshape(threads, n)
-    out = per[0].copy()
-    for t in range(1, threads):
-        out = out + per[t]  # float32 + float32
-    return out
-
-
-def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """SentencePiece's LogSumExp on float32 arrays (the exp and log1p in double)."""
-    vmin = np.minimum(x, y)
-    vmax = np.maximum(x, y)
-    out = vmax.copy()
-    m = ~(vmax > vmin + F32(50.0))
-    d = (vmin[m] - vmax[m]).astype(F64)
-    out[m] = (vmax[m].astype(F64) + np.log1p(np.exp(d))).astype(F32)
-    return out
-
+# --- SentencePiece's float functions ------------------------------------------------------
 
 def digamma(x: np.ndarray) -> np.ndarray:
     """SentencePiece's Digamma (double): the recurrence up to 7, then the asymptotic series."""
@@ -159,14 +108,6 @@ def to_log_prob(values: np.ndarray) -> np.ndarray:
 
 
 # --- text as code points -----------------------------------------------------------------------
-
-def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The code points of the strings end to end and each string's offset (n + 1 offsets)."""
-    lengths = strings.str.len_chars().to_numpy().astype(np.int64)
-    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    text = "".join(strings.to_list())
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64), offsets
-
 
 def lead_byte(cp: np.ndarray) -> np.ndarray:
     """The first UTF-8 byte of each code point."""
@@ -255,13 +196,13 @@ def load_sentences(lines: pl.Series, max_sentence_length: int = 4192,
 
 # --- loading: required characters -------------------------------------------------------------
 
-def char_counts(cp: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct code points (ascending) and their summed weights: one `bincount` over the
-    code points (no sort of the corpus' characters, which `np.unique` did: ~5x the time on
-    5 MB); exact, the weights being integer counts."""
+def char_counts(cp: np.ndarray, weight: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct code points (ascending) and their summed weights (1 each when None): one
+    `bincount` over the code points (no sort of the corpus' characters, which `np.unique` did:
+    ~5x the time on 5 MB); exact, the weights being integer counts."""
     if not len(cp):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if (weight == 1).all():
+    if weight is None or (weight == 1).all():
         n = np.bincount(cp)
     else:
         n = np.rint(np.bincount(cp, weights=weight.astype(np.float64))).astype(np.int64)
@@ -269,14 +210,20 @@ def char_counts(cp: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndar
     return chars, n[chars].astype(np.int64)
 
 
+def _char_weights(counts: np.ndarray, off: np.ndarray) -> np.ndarray | None:
+    """Each character's sentence count, None when every count is 1 (the usual case: no array
+    of the corpus' size)."""
+    return None if (counts == 1).all() else np.repeat(counts.astype(np.int64), np.diff(off))
+
+
 def required_characters(sentences: pl.Series, counts: np.ndarray,
                         opts: UnigramOptions) -> pl.DataFrame:
     """The required characters (char, count) in (count desc, code point asc) order: taken while
     the coverage before them is below `character_coverage` (docs/unigram.md, 1.4)."""
     cp, off = code_points(sentences)
-    weight = np.repeat(counts.astype(np.int64), np.diff(off))
+    weight = _char_weights(counts, off)
     ok = (cp != 0) & (cp != 0x20) & ((cp < 0xD800) | ((cp >= 0xE000) & (cp <= 0x10FFFF)))
-    chars, n = char_counts(cp[ok], weight[ok])
+    chars, n = char_counts(cp[ok], None if weight is None else weight[ok])
     order = np.lexsort((chars, -n))
     chars, n = chars[order], n[order]
     total = n.sum()
@@ -327,295 +274,139 @@ def word_tokens(sentences: pl.Series, counts: np.ndarray) -> pl.DataFrame:
             .with_columns(final=pl.col("pos") == pl.col("last")))
 
 
-def _substrings(words: pl.Series, max_len: int, opts: UnigramOptions | None, single: bool
-                ) -> pl.DataFrame:
-    """Every substring of the words that may be a piece: (w, b, l, p) for l >= 2 when it is a
-    valid piece (docs/unigram.md, 2; every substring when `opts` is None); with `single`,
-    every character (l = 1) too, valid or not (characters are seeds whatever their script).
-    Columnar over all start positions, one pass per length."""
+# --- seeds -------------------------------------------------------------------------------------
+
+def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions,
+                tokens: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The seed pieces (piece, score) in SentencePiece's order: the characters, then the
+    frequent substrings of the suffix array, scored by ToLogProb (docs/unigram.md, 2).
+    `tokens`: the sentences' `word_tokens`, when already at hand."""
+    cp, off = code_points(sentences)
+    weight = _char_weights(counts, off)
+    keep = (cp != _UNK) & (cp != _BOUNDARY)
+    chars, n = char_counts(cp[keep], None if weight is None else weight[keep])
+    order = np.lexsort((chars, -n))
+    char_seeds = pl.DataFrame({"piece": [chr(c) for c in chars[order]],
+                               "value": n[order].astype(F32)},
+                              schema={"piece": pl.String, "value": pl.Float32})
+    subs = substring_seeds(sentences, counts, opts, tokens)
+    seeds = pl.concat([char_seeds, subs.select("piece", "value")])
+    return seeds.with_columns(score=pl.Series(to_log_prob(seeds["value"].to_numpy())))
+
+
+def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions,
+                    tokens: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The substrings SentencePiece's LCP intervals give, without a suffix array: a substring
+    `s` of a word (pieces cannot cross `▁`) is an interval of the byte text when the first
+    bytes after its occurrences differ (`freq` = its occurrences), and `s` + NUL is one when
+    `s` ends 2+ sentences whose next bytes differ; both frequencies add up.
+
+    One length at a time over every start position of the distinct (word, sentence-final?)
+    pairs, the substrings as integer ids (a length-l substring's id from its prefix's id and
+    its last character, by a radix sort): its occurrences are a `bincount`, and "the next
+    bytes differ" is min != max over its occurrences. A position whose substring is not a
+    valid piece (validity only gets lost as it grows: scripts, `▁`, forbidden characters,
+    running state per position) or occurs less than twice (so do all its extensions) is
+    dropped; only the candidates' strings are built."""
+    if tokens is None:
+        tokens = word_tokens(sentences, counts)
+    kinds = tokens.group_by("word", "final", maintain_order=True).agg(pl.col("count").sum())
+    words = kinds["word"]
     cp, off = code_points(words)
-    nchars = len(cp)
+    kind_count = kinds["count"].to_numpy().astype(np.int64)
+    kind_final = kinds["final"].to_numpy()
+    # after a sentence's NUL: its own first byte (count - 1 repeats), then the next one's;
+    # per final word, the repeats and the smallest and largest of those bytes
+    final = tokens.filter(pl.col("final"))
+    afters = (pl.concat([final.select("word", after="own_next", n=pl.col("count") - 1),
+                         final.select("word", after="next", n=pl.lit(1, pl.Int64))])
+              .filter(pl.col("n") > 0)
+              .group_by("word").agg(n=pl.col("n").sum(), lo=pl.col("after").min(),
+                                    hi=pl.col("after").max()))
+    ends = (kinds.select("word", "final").join(afters, on="word", how="left",
+                                               maintain_order="left")
+            .select(n=pl.when(pl.col("final")).then(pl.col("n")).fill_null(0),
+                    lo=pl.col("lo").fill_null(0), hi=pl.col("hi").fill_null(0)))
+    end_n, end_lo, end_hi = (ends[c].to_numpy().astype(np.int64) for c in ("n", "lo", "hi"))
     word_of = np.repeat(np.arange(len(words)), np.diff(off))
     wend = off[1:][word_of]
-    if opts is None:
-        p = np.concatenate([np.flatnonzero(np.arange(nchars) + n <= wend)
-                            for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
-        ln = np.concatenate([np.full(int((np.arange(nchars) + n <= wend).sum()), n)
-                             for n in range(1, max_len + 1)] or [np.zeros(0, np.int64)])
-        w = word_of[p]
-        return pl.DataFrame({"w": w, "b": p - off[w], "l": ln, "p": p})
     sc = scripts(cp, opts)
     bad = ((cp == _UNK) | (cp == 0) | (cp == _BOUNDARY) | (cp == 0x20)
            | ((cp >= 0xD800) & (cp < 0xE000)) | (cp > 0x10FFFF))
     ws = cp == _WS
     digit = is_decimal(cp)
-    pos = np.arange(nchars)
-    state = np.full(nchars, _ANY, dtype=np.int64)  # the script so far (none yet: any)
-    valid = np.ones(nchars, dtype=bool)
-    has_digit = np.zeros(nchars, dtype=bool)
-    parts = []
-    for length in range(1, max_len + 1):
+    lead = lead_byte(cp)
+    chars, char_id = np.unique(cp, return_inverse=True)
+    pos = np.arange(len(cp))
+    state = np.full(len(cp), _ANY, dtype=np.int64)  # the script so far (none yet: any)
+    has_digit = np.zeros(len(cp), dtype=bool)
+    sub = np.zeros(len(cp), np.int64)  # the id of each position's substring so far
+    found = []  # (word, start, length, occurrences) of each candidate
+    for length in range(1, opts.max_sentencepiece_length + 1):
         live = pos + length <= wend
-        if not live.any():
+        pos, wend, sub = pos[live], wend[live], sub[live]
+        state, has_digit = state[live], has_digit[live]
+        if not len(pos):
             break
-        pos, state, valid, has_digit = pos[live], state[live], valid[live], has_digit[live]
-        wend = wend[live]
         q = pos + length - 1
-        valid &= ~bad[q]
-        valid &= ~(ws[q] & (length > 1))
+        valid = ~bad[q] & ~(ws[q] & (length > 1))
         base = ~ws[q] & (sc[q] != _INHERITED)
         s = sc[q]
-        clash = base & (state != _ANY) & (s != _ANY) & (state != s)
         if opts.split_by_unicode_script:
-            valid &= ~clash
-        state = np.where(base, s, state)
+            valid &= ~(base & (state != _ANY) & (s != _ANY) & (state != s))
         has_digit |= digit[q]
-        ok = valid & ~(opts.split_digits & has_digit & (length > 1))
-        if length == 1:
-            if single:
-                parts.append((pos, np.full(len(pos), 1), np.ones(len(pos), dtype=bool)))
-            continue
-        parts.append((pos[ok], np.full(int(ok.sum()), length), np.ones(int(ok.sum()), bool)))
-    p = np.concatenate([a for a, _, _ in parts]) if parts else np.zeros(0, np.int64)
-    ln = np.concatenate([b for _, b, _ in parts]) if parts else np.zeros(0, np.int64)
-    w = word_of[p]
-    b = p - off[w]
-    return pl.DataFrame({"w": w, "b": b, "l": ln, "p": p})
-
-
-def _with_strings(rows: pl.DataFrame, words: pl.Series) -> pl.DataFrame:
-    return rows.with_columns(
-        piece=words.gather(rows["w"]).str.slice(rows["b"], rows["l"]))
-
-
-# --- seeds -------------------------------------------------------------------------------------
-
-def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
-                ) -> pl.DataFrame:
-    """The seed pieces (piece, score) in SentencePiece's order: the characters, then the
-    frequent substrings of the suffix array, scored by ToLogProb (docs/unigram.md, 2)."""
-    cp, off = code_points(sentences)
-    weight = np.repeat(counts.astype(np.int64), np.diff(off))
-    keep = (cp != _UNK) & (cp != _BOUNDARY)
-    chars, n = char_counts(cp[keep], weight[keep])
-    order = np.lexsort((chars, -n))
-    char_seeds = pl.DataFrame({"piece": [chr(c) for c in chars[order]],
-                               "value": n[order].astype(F32)},
-                              schema={"piece": pl.String, "value": pl.Float32})
-    subs = substring_seeds(sentences, counts, opts)
-    seeds = pl.concat([char_seeds, subs.select("piece", "value")])
-    return seeds.with_columns(score=pl.Series(to_log_prob(seeds["value"].to_numpy())))
-
-
-def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions
-                    ) -> pl.DataFrame:
-    """The substrings SentencePiece's LCP intervals give, without a suffix array: a substring
-    `s` of a word (pieces cannot cross `▁`) is an interval of the byte text when the first
-    bytes after its occurrences differ (`freq` = its occurrences), and `s` + NUL is one when
-    `s` ends 2+ sentences whose next bytes differ; both frequencies add up."""
-    tokens = word_tokens(sentences, counts)
-    kinds = tokens.group_by("word", "final", maintain_order=True).agg(pl.col("count").sum())
-    words = kinds["word"]
-    rows = _substrings(words, opts.max_sentencepiece_length, opts, single=False)
-    cp, off = code_points(words)
-    w = rows["w"].to_numpy()
-    end = rows["b"].to_numpy() + rows["l"].to_numpy()
-    at_end = end == np.diff(off)[w]
-    final = kinds["final"].to_numpy()[w]
-    # the first byte after the substring: the next character's, else the next word's `▁`
-    # (0xE2), else the sentence's NUL
-    inner = lead_byte(cp[np.minimum(rows["p"].to_numpy() + rows["l"].to_numpy(), len(cp) - 1)])
-    follow = np.where(at_end, np.where(final, 0, 0xE2), inner)
-    rows = _with_strings(rows, words).with_columns(
-        follow=pl.Series(follow, dtype=pl.Int64), at_end=pl.Series(at_end, dtype=pl.Boolean),
-        final=pl.Series(final, dtype=pl.Boolean),
-        count=kinds["count"].gather(rows["w"]), word=words.gather(rows["w"]))
-    branching = (rows.group_by("piece").agg(occ=pl.col("count").sum(),
-                                            followers=pl.col("follow").n_unique())
-                 .filter(pl.col("followers") >= 2).select("piece", "occ"))
-    # after a sentence's NUL: its own first byte (count - 1 repeats), then the next one's
-    afters = (pl.concat([
-        tokens.filter(pl.col("final")).select("word", after="own_next",
-                                              n=pl.col("count") - 1),
-        tokens.filter(pl.col("final")).select("word", after="next", n=pl.lit(1, pl.Int64))])
-        .filter(pl.col("n") > 0))
-    ends = (rows.filter(pl.col("at_end") & pl.col("final")).select("piece", "word")
-            .join(afters, on="word")
-            .group_by("piece").agg(occ=pl.col("n").sum(), followers=pl.col("after").n_unique())
-            .filter(pl.col("followers") >= 2).select("piece", "occ"))
-    found = (pl.concat([branching, ends]).group_by("piece").agg(pl.col("occ").sum())
-             .filter(pl.col("occ") >= 2))
-    score = (found["occ"].cast(pl.Float32).to_numpy()
-             * found["piece"].str.len_chars().cast(pl.Float32).to_numpy()).astype(F32)
-    return (found.with_columns(value=pl.Series(score, dtype=pl.Float32),
-                               nbytes=pl.col("piece").str.len_bytes())
+        if opts.split_digits and length > 1:
+            valid &= ~has_digit
+        pos, q, wend, sub = pos[valid], q[valid], wend[valid], sub[valid]
+        state, has_digit = np.where(base, s, state)[valid], has_digit[valid]
+        if not len(pos):
+            break
+        # the substrings' ids: by (prefix id, last character), rows grouped by id
+        key = sub * len(chars) + char_id[q]
+        order = stable_argsort(key)
+        k = key[order]
+        head = np.r_[True, k[1:] != k[:-1]]
+        sub = np.empty(len(k), np.int64)
+        sub[order] = np.cumsum(head) - 1
+        heads = np.flatnonzero(head)
+        w = word_of[pos]
+        occ = np.add.reduceat(kind_count[w][order], heads) if len(heads) else heads
+        if length > 1 and len(heads):
+            at_end = pos + length == wend
+            follow = np.where(at_end, np.where(kind_final[w], 0, 0xE2),
+                              lead[np.minimum(q + 1, len(cp) - 1)])[order]
+            branching = (np.minimum.reduceat(follow, heads)
+                         != np.maximum.reduceat(follow, heads))
+            total = np.where(branching, occ, 0)
+            e = np.flatnonzero(at_end & kind_final[w])
+            e_lo = np.full(len(heads), 1 << 20, np.int64)
+            e_hi = np.full(len(heads), -1, np.int64)
+            np.minimum.at(e_lo, sub[e], end_lo[w[e]])
+            np.maximum.at(e_hi, sub[e], end_hi[w[e]])
+            e_n = np.bincount(sub[e], weights=end_n[w[e]], minlength=len(heads))
+            total = total + np.where(e_lo < e_hi, np.rint(e_n).astype(np.int64), 0)
+            cand = np.flatnonzero(total >= 2)
+            first = order[heads[cand]]  # one occurrence of each
+            found.append((w[first], pos[first] - off[w[first]], np.full(len(cand), length),
+                          total[cand]))
+        keep = occ[sub] >= 2  # a substring seen once: so are its extensions
+        pos, wend, sub = pos[keep], wend[keep], sub[keep]
+        state, has_digit = state[keep], has_digit[keep]
+    if found:
+        w, b, ln, n = (np.concatenate(c) for c in zip(*found))
+    else:
+        w = b = ln = n = np.zeros(0, np.int64)
+    # the candidates' strings: their code points as fixed-width UTF-32 (NumPy's `U` dtype;
+    # a piece holds no NUL, the padding)
+    width = int(ln.max(initial=1))
+    at = (off[w] + b)[:, None] + np.arange(width)
+    grid = np.where(np.arange(width) < ln[:, None], cp[np.minimum(at, len(cp) - 1)], 0)
+    piece = pl.Series(grid.astype("<u4").view(f"<U{width}").ravel(), dtype=pl.String)
+    score = (n.astype(F32) * ln.astype(F32)).astype(F32)
+    return (pl.DataFrame({"piece": piece, "value": pl.Series(score, dtype=pl.Float32)})
+            .with_columns(nbytes=pl.col("piece").str.len_bytes())
             .sort(["value", "nbytes", "piece"], descending=[True, True, False])
             .head(opts.seed_sentencepiece_size).select("piece", "value"))
-
-
-# --- lattices ----------------------------------------------------------------------------------
-
-@dataclass
-class Lattices:
-    """All nodes of the lattices of a list of strings, flat. Positions are numbered string
-    after string (`pos_off[w] + i`, i = 0..n_w); a node runs from `start` to `end` (global
-    positions)."""
-
-    pos_off: np.ndarray  # per string: its first position (n + 1 offsets)
-    nchar: np.ndarray  # per string: characters
-    w: np.ndarray  # per node: its string
-    b: np.ndarray  # per node: start (local)
-    length: np.ndarray
-    id: np.ndarray  # current piece id (0 for an unknown character)
-    score: np.ndarray  # float32
-    unk: np.ndarray  # bool: an UNK node
-    _cache: dict = field(default_factory=dict, repr=False)  # node orders, by `_folds`
-
-    @property
-    def start(self) -> np.ndarray:
-        return self.pos_off[self.w] + self.b
-
-    @property
-    def end(self) -> np.ndarray:
-        return self.start + self.length
-
-    def begin_order(self) -> np.ndarray:
-        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
-        if "begin" not in self._cache:
-            top = int(self.length.max(initial=0)) + 1
-            key = self.start * (top + 1) + np.where(self.unk, top, self.length)
-            self._cache["begin"] = stable_argsort(key)
-        return self._cache["begin"]
-
-    def _folds(self, by_end: bool):
-        """Slices of nodes, each with at most one node per lattice position, in the order the
-        forward (by end, earliest start first) or backward (by start from the right, begin
-        order) folds visit them: (positions rank k of a group are one slice). Cached: the
-        passes over one lattice share them."""
-        if by_end in self._cache:
-            return self._cache[by_end]
-        if by_end:
-            top = int(self.length.max(initial=0))
-            # by (string, end, start): positions are numbered string after string, and for
-            # one end an earlier start is a longer node
-            order = stable_argsort(self.end * (top + 1) + (top - self.length))
-            group = self.end[order]
-        else:
-            order = self.begin_order()
-            group = self.start[order]
-        first = np.r_[True, group[1:] != group[:-1]]
-        starts = np.flatnonzero(first)
-        rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-        local = (self.b + self.length)[order] if by_end else self.b[order]
-        # ascending positions for the forward pass, descending for the backward pass
-        outer = local if by_end else local.max(initial=0) - local
-        key = outer * (rank.max(initial=0) + 1) + rank
-        visit = stable_argsort(key)  # stable: a slice keeps the strings' order
-        order, rank, key = order[visit], rank[visit], key[visit]
-        cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True])
-        self._cache[by_end] = (order, rank, cuts)
-        return order, rank, cuts
-
-    def forward(self) -> np.ndarray:
-        alpha = np.zeros(self.pos_off[-1], dtype=F32)
-        start, end = self.start, self.end
-        order, rank, cuts = self._folds(by_end=True)
-        for i in range(len(cuts) - 1):
-            idx = order[cuts[i]:cuts[i + 1]]
-            v = self.score[idx] + alpha[start[idx]]
-            t = end[idx]
-            alpha[t] = v if rank[cuts[i]] == 0 else log_sum_exp(alpha[t], v)
-        return alpha
-
-    def backward(self) -> np.ndarray:
-        beta = np.zeros(self.pos_off[-1], dtype=F32)
-        start, end = self.start, self.end
-        order, rank, cuts = self._folds(by_end=False)
-        for i in range(len(cuts) - 1):
-            idx = order[cuts[i]:cuts[i + 1]]
-            v = self.score[idx] + beta[end[idx]]
-            t = start[idx]
-            beta[t] = v if rank[cuts[i]] == 0 else log_sum_exp(beta[t], v)
-        return beta
-
-    def viterbi(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The best path of every string: (its nodes in string order then left to right, and
-        the best score of every string, float32 summed left to right). Ties keep the node
-        ending there that starts first (SentencePiece's strict `>`)."""
-        score = self.score if score is None else score
-        best = np.zeros(self.pos_off[-1], dtype=score.dtype)
-        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
-        start, end = self.start, self.end
-        order, rank, cuts = self._folds(by_end=True)
-        for i in range(len(cuts) - 1):
-            idx = order[cuts[i]:cuts[i + 1]]
-            v = best[start[idx]] + score[idx]
-            t = end[idx]
-            if rank[cuts[i]] == 0:
-                best[t], back[t] = v, idx
-            else:
-                better = v > best[t]
-                best[t[better]], back[t[better]] = v[better], idx[better]
-        last = self.pos_off[1:] - 1  # each string's end position
-        steps = []
-        cur = last.copy()
-        alive = self.nchar > 0
-        while alive.any():
-            node = back[cur[alive]]
-            steps.append((np.flatnonzero(alive), node))
-            cur[alive] = start[node]
-            alive[alive] = self.b[node] > 0
-        if not steps:
-            return np.zeros(0, np.int64), best[last]
-        strings = np.concatenate([s for s, _ in steps])
-        nodes = np.concatenate([n for _, n in steps])
-        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
-        return nodes[np.lexsort((depth, strings))], best[last]
-
-    def marginals(self) -> np.ndarray:
-        """Per node, float(Z-normalized) exponent: ((alpha + score) + beta) - Z, float32."""
-        alpha, beta = self.forward(), self.backward()
-        z = alpha[self.pos_off[1:] - 1]
-        return ((alpha[self.start] + self.score) + beta[self.end]) - z[self.w]
-
-
-def lattices(strings: pl.Series, subs: pl.DataFrame, piece_ids: np.ndarray,
-             scores: np.ndarray, nchar: np.ndarray) -> Lattices:
-    """The lattices of `strings` for the current pieces: `subs` (w, b, l, seed) lists every
-    substring that is a seed, `piece_ids[seed]` its current id or -1; an UNK node (id 0, score
-    min - 10) wherever no piece of one character starts."""
-    cur = piece_ids[subs["seed"].to_numpy()]
-    live = cur >= 0
-    w = subs["w"].to_numpy()[live]
-    b = subs["b"].to_numpy()[live]
-    ln = subs["l"].to_numpy()[live]
-    ids = cur[live]
-    pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
-    covered = np.zeros(pos_off[-1], dtype=bool)
-    covered[(pos_off[w] + b)[ln == 1]] = True
-    all_pos = np.arange(pos_off[-1])
-    word_of = np.repeat(np.arange(len(nchar)), nchar + 1)
-    is_char = all_pos - pos_off[word_of] < nchar[word_of]
-    unk_pos = np.flatnonzero(is_char & ~covered)
-    uw = word_of[unk_pos]
-    min_score = scores.min() if len(scores) else F32(0)
-    return Lattices(
-        pos_off=pos_off, nchar=nchar,
-        w=np.r_[w, uw].astype(np.int64), b=np.r_[b, unk_pos - pos_off[uw]].astype(np.int64),
-        length=np.r_[ln, np.ones(len(uw), np.int64)].astype(np.int64),
-        id=np.r_[ids, np.zeros(len(uw), np.int64)].astype(np.int64),
-        score=np.r_[scores[ids], np.full(len(uw), F32(min_score - F32(10.0)))].astype(F32),
-        unk=np.r_[np.zeros(len(ids), bool), np.ones(len(uw), bool)])
-
-
-def seed_substrings(strings: pl.Series, seeds: pl.Series, max_len: int,
-                    opts: UnigramOptions) -> pl.DataFrame:
-    """(w, b, l, seed): every substring of `strings` that is one of `seeds` (by index)."""
-    rows = _substrings(strings, max_len, opts, single=True)
-    table = pl.DataFrame({"piece": seeds, "seed": np.arange(len(seeds), dtype=np.int64)})
-    return (_with_strings(rows, strings).join(table, on="piece", how="inner",
-                                               maintain_order="left")
-            .select("w", "b", "l", "seed"))
 
 
 # --- EM and pruning ----------------------------------------------------------------------------
@@ -631,14 +422,9 @@ class _Model:
         return out
 
 
-def e_step(model: _Model, n_seeds: int, words: pl.Series, counts: np.ndarray,
-           subs: pl.DataFrame, nchar: np.ndarray, threads: int) -> np.ndarray:
-    lat = lattices(words, subs, model.ids(n_seeds), model.score, nchar)
-    x = lat.marginals()
-    freq = counts.astype(F32)[lat.w].astype(F64)
-    contrib = freq * np.exp(x.astype(F64))
-    order = lat.begin_order()  # SentencePiece's order: word, start, insertion
-    return thread_sums(lat.w[order], lat.id[order], contrib[order], len(model.seed), threads)
+def e_step(model: _Model, n_seeds: int, base: LatticeBase, counts: np.ndarray,
+           threads: int) -> np.ndarray:
+    return base.expected(model.ids(n_seeds), model.score, counts, len(model.seed), threads)
 
 
 def m_step(model: _Model, expected: np.ndarray) -> _Model:
@@ -705,26 +491,22 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     return second_exists, best_whole, cols
 
 
-def prune(model: _Model, n_seeds: int, seeds: pl.Series, words: pl.Series,
-          counts: np.ndarray, subs: pl.DataFrame, nchar: np.ndarray, desired: int,
-          opts: UnigramOptions) -> _Model:
+def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase,
+          counts: np.ndarray, desired: int, opts: UnigramOptions) -> _Model:
     size = len(model.seed)
     ids = model.ids(n_seeds)
-    pieces = seeds.gather(model.seed)
-    # 1. each piece's own 2-best segmentation
-    piece_subs = seed_substrings(pieces, seeds, opts.max_sentencepiece_length, opts)
-    plat = lattices(pieces, piece_subs, ids, model.score, pieces.str.len_chars().to_numpy()
-                    .astype(np.int64))
+    # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept)
+    plat = seed_base.view(ids, model.score, strings=ids >= 0)
     second, whole, alt_cols = two_best(plat)
+    second, whole = second[model.seed], whole[model.seed]
     always_keep = ~second | whole
-    alts = np.stack(alt_cols, axis=1) if alt_cols else np.full((size, 0), -1, np.int64)
+    alts = np.stack([c[model.seed] for c in alt_cols], axis=1) if alt_cols \
+        else np.full((size, 0), -1, np.int64)
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
     # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
-    lat = lattices(words, subs, ids, model.score, nchar)
-    nodes, _ = lat.viterbi()
-    freq = thread_sums(lat.w[nodes], lat.id[nodes], counts.astype(F32)[lat.w[nodes]], size,
-                       opts.num_threads)
+    words, pieces, _, _ = base.viterbi(ids, model.score)
+    freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
     logsum = F32(np.log(F64(total)))
     # 3. the loss of each candidate
@@ -752,21 +534,19 @@ def prune(model: _Model, n_seeds: int, seeds: pl.Series, words: pl.Series,
     return _Model(model.seed[new], model.score[new])
 
 
-def prune_unreachable(model: _Model, n_seeds: int, seeds: pl.Series,
-                      opts: UnigramOptions) -> _Model:
+def prune_unreachable(model: _Model, n_seeds: int, seed_base: LatticeBase) -> _Model:
     ids = model.ids(n_seeds)
-    pieces = seeds.gather(model.seed)
-    nchar = pieces.str.len_chars().to_numpy().astype(np.int64)
-    subs = seed_substrings(pieces, seeds, opts.max_sentencepiece_length, opts)
-    lat = lattices(pieces, subs, ids, model.score, nchar)
-    self_node = (lat.b == 0) & (lat.length == nchar[lat.w]) & (lat.id == lat.w) & ~lat.unk
-    has_self = np.zeros(len(pieces), dtype=bool)
+    lat = seed_base.view(ids, model.score, strings=ids >= 0)
+    nchar = seed_base.nchar
+    self_node = ((lat.b == 0) & (lat.length == nchar[lat.w]) & ~lat.unk
+                 & (lat.id == ids[lat.w]))
+    has_self = np.zeros(n_seeds, dtype=bool)
     has_self[lat.w[self_node]] = True
     score = lat.score.copy()
     score[self_node] = -np.inf
     _, best = lat.viterbi(score)
-    shadowed = best > model.score
-    keep = has_self & ~shadowed
+    shadowed = best[model.seed] > model.score
+    keep = has_self[model.seed] & ~shadowed
     return _Model(model.seed[keep], model.score[keep])
 
 
@@ -808,31 +588,31 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
             f"({required.height}) and meta pieces ({opts.meta_pieces}): raise the vocabulary "
             "size or lower the character coverage")
     sentences = replace_rare(sentences, required)
-    seeds_table = seed_pieces(sentences, counts, opts)
+    tokens = word_tokens(sentences, counts)
+    seeds_table = seed_pieces(sentences, counts, opts, tokens)
     seeds = seeds_table["piece"]
     n_seeds = len(seeds)
-    tokens = word_tokens(sentences, counts)
     word_table = (tokens.group_by("word").agg(pl.col("count").sum())
                   .sort(["count", "word"], descending=[True, False]))
     words = word_table["word"]
     wcounts = word_table["count"].to_numpy().astype(np.int64)
-    nchar = words.str.len_chars().to_numpy().astype(np.int64)
-    max_len = int(seeds.str.len_chars().max() or 1)
-    subs = seed_substrings(words, seeds, max_len, opts)
+    trie = SeedTrie.build(seeds)
+    base = LatticeBase.build(words, trie)  # the words' lattices
+    seed_base = LatticeBase.build(seeds, trie, folds="none")  # each seed's, for pruning
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     desired = int(opts.vocab_size * 1.1)
     rounds = []
     while True:
         before = len(model.seed)
         for _ in range(opts.num_sub_iterations):
-            expected = e_step(model, n_seeds, words, wcounts, subs, nchar, opts.num_threads)
+            expected = e_step(model, n_seeds, base, wcounts, opts.num_threads)
             model = m_step(model, expected)
         after_em = len(model.seed)
-        model = prune(model, n_seeds, seeds, words, wcounts, subs, nchar, desired, opts)
+        model = prune(model, n_seeds, base, seed_base, wcounts, desired, opts)
         rounds.append((len(rounds), before, after_em, len(model.seed)))
         if len(model.seed) <= desired:
             break
-    model = prune_unreachable(model, n_seeds, seeds, opts)
+    model = prune_unreachable(model, n_seeds, seed_base)
     pieces, scores = finalize(model, seeds, required, opts)
     possible = len(pieces) + opts.meta_pieces
     if opts.hard_vocab_limit and possible < opts.vocab_size:

@@ -1,0 +1,674 @@
+"""The lattices of the Unigram trainer and encoder as flat arrays, and the float32 folds and sums
+over them in SentencePiece's order (docs/unigram.md, 4 and "The columnar trainer").
+
+A lattice of a string holds a node for every piece that occurs in it (and an unknown node where
+no piece of one character starts). The trainer builds the lattices once, for the seed pieces
+(`LatticeBase`: every substring that is a seed, found by walking `SeedTrie`, the seeds as a trie
+over code points), with everything that only depends on the node set: SentencePiece's node
+order, the order of the forward and backward folds' steps and of the float32 sum chains. An EM
+iteration or a pruning round keeps the nodes of the current pieces (a table over the seeds'
+codes, `LatticeBase._tables`): a filter of arrays already in order, no sort and no join.
+
+A fold (forward, backward, Viterbi) combines the nodes ending (or starting) at a position one
+after another, in SentencePiece's list order. Step k of a fold takes the k-th node of every
+string in that order, so the loop runs max(nodes per string) times; the float32 rounding of
+each step is SentencePiece's. A position's accumulator starts at -inf, so its first node's
+`LogSumExp(-inf, v)` is `v` exactly, as SentencePiece takes the first term as is: a filtered
+schedule (some nodes gone) stays valid without renumbering. The encoder (`models.unigram`)
+runs Viterbi on the same structure, over a trie of its vocabulary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+F32 = np.float32
+F64 = np.float64
+
+_CP_BITS = 21  # every code point is below 2^21
+
+
+# --- sorting and float32 sums in SentencePiece's order ----------------------------------------
+
+def stable_argsort(key: np.ndarray) -> np.ndarray:
+    """`np.argsort(key, kind="stable")` for non-negative integer keys, faster: the keys are
+    sorted by stable passes over their 16-bit digits, lowest first, for which NumPy uses a
+    radix sort (linear) instead of timsort; the result is the same permutation (a stable
+    sort's is unique)."""
+    if len(key) == 0:
+        return np.zeros(0, np.int64)
+    if key.min() < 0:
+        return np.argsort(key, kind="stable")
+    top = int(key.max())
+    if top < 1 << 8:  # one counting pass
+        return np.argsort(key.astype(np.uint8), kind="stable")
+    order = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while top >> shift:
+        order = order[np.argsort(((key[order] >> shift) & 0xFFFF).astype(np.uint16),
+                                 kind="stable")]
+        shift += 16
+    return order
+
+
+def keep(mask: np.ndarray, *arrays: np.ndarray | None) -> list:
+    """`a[mask]` for each array (None stays None), by one `flatnonzero` and `take`s: boolean
+    indexing with a mixed mask is ~7x slower per array (a branch per element)."""
+    idx = np.flatnonzero(mask)
+    return [None if a is None else a.take(idx) for a in arrays]
+
+
+def _cuts(step: np.ndarray) -> np.ndarray:
+    """The slice bounds of the runs of equal values of a sorted array."""
+    return np.flatnonzero(np.r_[True, step[1:] != step[:-1], True]) if len(step) \
+        else np.zeros(1, np.int64)
+
+
+def _chain_sums(keys: np.ndarray, values: np.ndarray, cuts: np.ndarray, n: int) -> np.ndarray:
+    """`acc[key] = float32(acc[key] + v)` (`v` a double), slice after slice; a slice holds each
+    key at most once."""
+    acc = np.zeros(n, dtype=F32)
+    bounds = cuts.tolist()
+    for a, z in zip(bounds[:-1], bounds[1:]):
+        kk = keys[a:z]
+        acc[kk] = acc[kk] + values[a:z]  # in double, stored as float32 (rounded)
+    return acc
+
+
+def sequential_f32_sums(keys: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """For each key in 0..n-1, `acc = float32(acc + v)` over its values in array order (`v` a
+    double: C++'s `float += double`), as SentencePiece's loops sum. Vectorized across keys: the
+    k-th value of every key is added in one step, so there are as many steps as the longest
+    chain."""
+    if len(keys) == 0:
+        return np.zeros(n, dtype=F32)
+    order = stable_argsort(keys)
+    k = keys[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    rank = np.arange(len(k)) - np.repeat(starts, np.diff(np.r_[starts, len(k)]))
+    by_rank = stable_argsort(rank)
+    return _chain_sums(k[by_rank], values[order][by_rank].astype(F64),
+                       _cuts(rank[by_rank]), n)
+
+
+def merge_threads(per: np.ndarray) -> np.ndarray:
+    """The threads' float32 vectors (rows) added in thread order: thread 0's += thread 1's, …"""
+    out = per[0].copy()
+    for t in range(1, len(per)):
+        out = out + per[t]  # float32 + float32
+    return out
+
+
+def thread_sums(words: np.ndarray, keys: np.ndarray, values: np.ndarray, n: int,
+                threads: int) -> np.ndarray:
+    """SentencePiece's per-thread float32 sums merged in thread order: word i is summed by
+    thread i mod `threads`, each thread in word order; thread 0's vector += thread 1's, …"""
+    per = sequential_f32_sums((words % threads) * n + keys, values, threads * n)
+    return merge_threads(per.reshape(threads, n))
+
+
+def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """SentencePiece's LogSumExp on float32 arrays (the exp and log1p in double):
+    `max` if `max > min + 50`, else `float(max + log1p(exp(double(min - max))))`. With
+    `x = -inf`, `v` comes out exactly."""
+    vmin = np.minimum(x, y)
+    vmax = np.maximum(x, y)
+    near = (vmax + np.log1p(np.exp((vmin - vmax).astype(F64)))).astype(F32)
+    return np.where(vmax > vmin + F32(50.0), vmax, near)
+
+
+# --- text as code points ----------------------------------------------------------------------
+
+def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The code points of the strings end to end (int32: every code point is below 2^21) and
+    each string's offset (n + 1 offsets)."""
+    lengths = strings.str.len_chars().to_numpy().astype(np.int64)
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    text = "".join(strings.to_list())
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.int32).copy(), offsets
+
+
+# --- the seeds as a trie ----------------------------------------------------------------------
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier (2^64 / phi, odd)
+
+
+class _EdgeTable:
+    """An open-addressing hash table (linear probing, load <= 1/2) from distinct non-negative
+    int64 keys to int64 values, built and probed for many keys at once: one probe round per
+    step of the longest probe sequence, where `searchsorted` over sorted keys costs ~20
+    dependent cache misses per key."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray) -> None:
+        bits = max(4, int(2 * max(len(keys), 1) - 1).bit_length())
+        self.shift = np.uint64(64 - bits)
+        self.mask = (1 << bits) - 1
+        self.keys = np.full(1 << bits, -1, np.int64)
+        self.values = np.zeros(1 << bits, np.int64)
+        pending = np.arange(len(keys))
+        slot = self._hash(keys)
+        while len(pending):
+            at = slot[pending]
+            free = self.keys[at] == -1
+            claim = pending[free]
+            self.keys[slot[claim]] = keys[claim]  # of several claims of one slot, one wins
+            won = self.keys[slot[claim]] == keys[claim]
+            self.values[slot[claim[won]]] = values[claim[won]]
+            pending = np.r_[pending[~free], claim[~won]]
+            slot[pending] = (slot[pending] + 1) & self.mask
+
+    def _hash(self, keys: np.ndarray) -> np.ndarray:
+        return ((keys.astype(np.uint64) * _GOLDEN) >> self.shift).astype(np.int64)
+
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        """Each key's value, -1 where it is not in the table."""
+        out = np.full(len(keys), -1, np.int64)
+        slot = self._hash(keys)
+        pending = np.arange(len(keys))
+        while len(pending):
+            at = slot[pending]
+            found = self.keys[at]
+            hit = found == keys[pending]
+            out[pending[hit]] = self.values[at[hit]]
+            pending = pending[~hit & (found != -1)]
+            slot[pending] = (slot[pending] + 1) & self.mask
+        return out
+
+
+@dataclass(frozen=True)
+class SeedTrie:
+    """Strings (the seed pieces, or a model's vocabulary) as a trie over code points, flat: an
+    edge (parent node, code point) -> child node, keyed `parent << 21 | code point`, in a hash
+    table so that one lookup takes a step for every string position at once; each node's
+    string index (-1 for a prefix only). Node 0 is the root. Exact: the table compares the
+    whole keys."""
+
+    edges: _EdgeTable
+    string_of: np.ndarray  # int64 per node
+    depth: int  # the longest string, in characters
+    size: int  # strings
+
+    @classmethod
+    def build(cls, strings: pl.Series) -> SeedTrie:
+        """The trie of `strings` (distinct; of equal strings the last is kept)."""
+        cp, off = code_points(strings)
+        n = np.diff(off)
+        depth = int(n.max(initial=0))
+        node = np.zeros(len(n), np.int64)
+        keys, children, string_of = [], [], [np.full(1, -1, np.int64)]
+        next_id = 1
+        for level in range(depth):
+            sel = np.flatnonzero(n > level)
+            uniq, inv = np.unique((node[sel] << _CP_BITS) | cp[off[sel] + level],
+                                  return_inverse=True)
+            ids = next_id + np.arange(len(uniq))
+            node[sel] = ids[inv]
+            ends = np.full(len(uniq), -1, np.int64)
+            done = n[sel] == level + 1
+            ends[inv[done]] = sel[done]
+            keys.append(uniq)
+            children.append(ids)
+            string_of.append(ends)
+            next_id += len(uniq)
+        empty = np.zeros(0, np.int64)
+        return cls(_EdgeTable(np.concatenate(keys) if keys else empty,
+                              np.concatenate(children) if keys else empty),
+                   np.concatenate(string_of), depth, len(strings))
+
+    def matches(self, cp: np.ndarray, off: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every substring of the texts (`cp` end to end, `off` their offsets) that is one of
+        the trie's strings: (index of its first character in `cp`, length, string index), by
+        length then position — SentencePiece's `commonPrefixSearch` at every position, one
+        character of every position per step."""
+        if not self.depth:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        end = np.repeat(off[1:], np.diff(off))
+        pos = np.arange(len(cp))
+        node = np.zeros(len(cp), np.int64)
+        parts = []
+        for length in range(1, self.depth + 1):
+            live = pos + length <= end
+            pos, end = pos[live], end[live]
+            child = self.edges.get((node[live] << _CP_BITS) | cp[pos + length - 1])
+            hit = child >= 0
+            pos, end, node = pos[hit], end[hit], child[hit]
+            s = self.string_of[node]
+            found = s >= 0
+            parts.append((pos[found], np.full(int(found.sum()), length), s[found]))
+            if not len(pos):
+                break
+        return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
+
+
+# --- lattices ---------------------------------------------------------------------------------
+
+def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.ndarray,
+                by_end: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A fold's schedule: (node order, step of each, ascending). Forward (`by_end`): a string's
+    nodes by (end, start), SentencePiece's `end_nodes` lists (longest first); step k takes the
+    k-th distinct (end, start) of every string (a character's node and its unknown node, never
+    both present, share one). Backward: by (start from the right, insertion order: length,
+    unknown last), step k the k-th node of every string. A step holds each position at most
+    once, and a string's nodes come in fold order."""
+    if not len(w):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    top = int(length.max()) + 1
+    if by_end:
+        key = (start + length) * (top + 1) + (top - length)
+    else:  # the insertion order within a start; the positions reversed below
+        key = start * (top + 1) + np.where(unk, top, length)
+    order = stable_argsort(key)
+    k, ws = key[order], w[order]
+    new_string = np.r_[True, ws[1:] != ws[:-1]]
+    first = np.flatnonzero(new_string)
+    sizes = np.diff(np.r_[first, len(order)])
+    if by_end:
+        g = np.cumsum(np.r_[True, k[1:] != k[:-1]]) - 1
+        step = g - np.repeat(g[first], sizes)
+    else:
+        s = start[order]
+        new_start = np.r_[True, s[1:] != s[:-1]]
+        g0 = np.flatnonzero(new_start)
+        group_end = np.repeat(np.r_[g0[1:], len(order)], np.diff(np.r_[g0, len(order)]))
+        group_start = np.repeat(g0, np.diff(np.r_[g0, len(order)]))
+        string_end = np.repeat(first + sizes, sizes)
+        idx = np.arange(len(order))
+        step = (string_end - group_end) + (idx - group_start)
+    visit = stable_argsort(step)
+    return order[visit], step[visit]
+
+
+@dataclass
+class Lattices:
+    """All nodes of the lattices of a list of strings, flat. Positions are numbered string
+    after string (`pos_off[w] + i`, i = 0..n_w); a node runs from `start` to `end` (global
+    positions)."""
+
+    pos_off: np.ndarray  # per string: its first position (n + 1 offsets)
+    nchar: np.ndarray  # per string: characters
+    w: np.ndarray  # per node: its string
+    b: np.ndarray  # per node: start (local)
+    length: np.ndarray
+    id: np.ndarray  # current piece id (0 for an unknown character)
+    score: np.ndarray  # float32
+    unk: np.ndarray  # bool: an UNK node
+    _cache: dict = field(default_factory=dict, repr=False)  # orders and schedules
+
+    @property
+    def start(self) -> np.ndarray:
+        if "start" not in self._cache:
+            self._cache["start"] = self.pos_off[self.w] + self.b
+        return self._cache["start"]
+
+    @property
+    def end(self) -> np.ndarray:
+        if "end" not in self._cache:
+            self._cache["end"] = self.start + self.length
+        return self._cache["end"]
+
+    def begin_order(self) -> np.ndarray:
+        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
+        if "begin" not in self._cache:
+            top = int(self.length.max(initial=0)) + 1
+            key = self.start * (top + 1) + np.where(self.unk, top, self.length)
+            self._cache["begin"] = stable_argsort(key)
+        return self._cache["begin"]
+
+    def _folds(self, by_end: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(node order, slice bounds) of the forward (`by_end`) or backward fold (see
+        `_fold_steps`); cached: the passes over one lattice share them."""
+        if by_end not in self._cache:
+            order, step = _fold_steps(self.w, self.start, self.length, self.unk, by_end)
+            self._cache[by_end] = (order, _cuts(step))
+        return self._cache[by_end]
+
+    def _fold(self, by_end: bool, score: np.ndarray) -> np.ndarray:
+        """Forward (alpha: `by_end`) or backward (beta) log-sum-exp fold in float32."""
+        acc = np.full(self.pos_off[-1], -np.inf, dtype=score.dtype)
+        acc[self.pos_off[:-1] if by_end else self.pos_off[1:] - 1] = 0  # BOS / EOS
+        order, cuts = self._folds(by_end)
+        src, dst = (self.start, self.end) if by_end else (self.end, self.start)
+        src, dst, sc = src[order], dst[order], score[order]
+        for i in range(len(cuts) - 1):
+            a, z = cuts[i], cuts[i + 1]
+            t = dst[a:z]
+            acc[t] = log_sum_exp(acc[t], sc[a:z] + acc[src[a:z]])
+        return acc
+
+    def forward(self) -> np.ndarray:
+        return self._fold(True, self.score)
+
+    def backward(self) -> np.ndarray:
+        return self._fold(False, self.score)
+
+    def viterbi(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The best path of every string: (its nodes in string order then left to right, and
+        the best score of every string, float32 summed left to right). Ties keep the node
+        ending there that starts first (SentencePiece's strict `>`); the first node ending at
+        a position is taken whatever its score (-inf included)."""
+        score = self.score if score is None else score
+        best = np.full(self.pos_off[-1], -np.inf, dtype=score.dtype)
+        best[self.pos_off[:-1]] = 0
+        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
+        start = self.start
+        order, cuts = self._folds(by_end=True)
+        src, dst, sc = start[order], self.end[order], score[order]
+        for i in range(len(cuts) - 1):
+            a, z = cuts[i], cuts[i + 1]
+            t = dst[a:z]
+            v = best[src[a:z]] + sc[a:z]
+            better = (v > best[t]) | (back[t] < 0)
+            t = t[better]
+            best[t], back[t] = v[better], order[a:z][better]
+        last = self.pos_off[1:] - 1  # each string's end position
+        steps = []
+        cur = last.copy()
+        alive = self.nchar > 0
+        while alive.any():
+            node = back[cur[alive]]
+            steps.append((np.flatnonzero(alive), node))
+            cur[alive] = start[node]
+            alive[alive] = self.b[node] > 0
+        if not steps:
+            return np.zeros(0, np.int64), best[last]
+        strings = np.concatenate([s for s, _ in steps])
+        nodes = np.concatenate([n for _, n in steps])
+        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
+        return nodes[np.lexsort((depth, strings))], best[last]
+
+    def marginals(self) -> np.ndarray:
+        """Per node, float(Z-normalized) exponent: ((alpha + score) + beta) - Z, float32."""
+        alpha, beta = self.forward(), self.backward()
+        z = alpha[self.pos_off[1:] - 1]
+        return ((alpha[self.start] + self.score) + beta[self.end]) - z[self.w]
+
+
+@dataclass
+class _Order:
+    """A lattice's nodes in one order: start position (int32), length (int8), code (int32: a
+    seed, or an unknown slot, see `LatticeBase`), and per node its step or rank (int32);
+    where needed, its string (int32) and whether it is a backward-fold node (bool)."""
+
+    start: np.ndarray
+    length: np.ndarray
+    code: np.ndarray
+    step: np.ndarray
+    w: np.ndarray | None = None
+    back: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, rows: np.ndarray, step: np.ndarray, start: np.ndarray, length: np.ndarray,
+           code: np.ndarray, w: np.ndarray | None = None, back: np.ndarray | None = None
+           ) -> _Order:
+        # narrowed before the gathers: `rows` visits the nodes in steps, far apart
+        start, length, code = start.astype(np.int32, copy=False), \
+            length.astype(np.int8, copy=False), code.astype(np.int32, copy=False)
+        w = None if w is None else w.astype(np.int32, copy=False)
+        if isinstance(rows, slice):
+            start, length, code, w = (None if a is None else a[rows].copy()
+                                      for a in (start, length, code, w))
+        else:
+            start, length, code, w = (None if a is None else a.take(rows)
+                                      for a in (start, length, code, w))
+        return cls(start, length, code, step.astype(np.int32, copy=False), w, back)
+
+    def live(self, live: np.ndarray, forward_only: bool = False) -> tuple:
+        """(start, end, code, w, back, cuts) of the nodes whose code is live (w and back None
+        where not kept); with `forward_only`, the forward fold's nodes only."""
+        m = live[self.code]
+        if forward_only and self.back is not None:
+            m &= ~self.back
+        start, length, code, w, back, step = keep(m, self.start, self.length, self.code,
+                                                  self.w, self.back, self.step)
+        return start, start + length, code, w, back, _cuts(step)
+
+
+@dataclass
+class LatticeBase:
+    """The lattices of `strings` for every seed piece, built once: the nodes in SentencePiece's
+    begin order (string, start, length), with an unknown slot after the nodes of each
+    character's start (present when that character is no piece), and the same nodes in the
+    orders of the forward and backward folds and of the float32 sum chains. A node's code is
+    its seed (0..S-1); an unknown slot's is S + its character's seed, or 2S when the character
+    is no seed: per EM iteration, a table over the 2S + 1 codes says which nodes are present,
+    their piece ids and scores (`_tables`), and each order keeps its present nodes — a filter
+    of arrays already in order."""
+
+    pos_off: np.ndarray  # int64 per string (n + 1)
+    nchar: np.ndarray  # int64 per string
+    n_seeds: int
+    begin: _Order  # with w; step: unused
+    folds: _Order  # the forward and backward folds' nodes, by step (with w and back)
+    _chains: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(cls, strings: pl.Series, trie: SeedTrie, begin: bool = True,
+              folds: str = "both") -> LatticeBase:
+        """The lattices of `strings` for every string of `trie`, with the begin order if
+        `begin` and the fold order of `folds` ("both", "forward" for Viterbi only, or "none").
+        No sort: the matches come by length, each length at distinct positions, so each is
+        put in place by a running cursor per start (begin order) and per end (the forward
+        fold's order)."""
+        n_seeds = trie.size
+        cp, off = code_points(strings)
+        nchar = np.diff(off)
+        pos_off = np.r_[0, np.cumsum(nchar + 1)].astype(np.int64)
+        pos, length, seed = trie.matches(cp, off)
+        levels = np.searchsorted(length, np.arange(1, int(length.max(initial=0)) + 2))
+        word_of = np.repeat(np.arange(len(nchar), dtype=np.int32), nchar)
+        # begin order: at each character, its matches by length, then its unknown slot
+        per_char = np.bincount(pos, minlength=len(cp)) + 1
+        first = np.cumsum(per_char) - per_char
+        slot = np.empty(len(pos), np.int64)
+        cursor = first.copy()
+        for a, z in zip(levels[:-1], levels[1:]):
+            slot[a:z] = cursor[pos[a:z]]
+            cursor[pos[a:z]] += 1
+        n = int(per_char.sum())
+        # (int32 and int8 node arrays: the build's peak memory is its temporaries)
+        char = np.repeat(np.arange(len(cp), dtype=np.int32), per_char)  # the first character
+        w = word_of[char]
+        start = char + w
+        del char
+        node_len = np.ones(n, np.int8)
+        node_len[slot] = length
+        code = np.full(n, 2 * n_seeds, np.int32)
+        code[slot] = seed
+        has_char = (first < cursor) & (node_len[first] == 1)  # the character is a seed
+        code[cursor[has_char]] = n_seeds + code[first[has_char]]
+        every = slice(None) if begin else slice(0)
+        ordered = _Order.of(every, np.zeros(n, np.int8)[every], start, node_len, code, w)
+        if folds == "none":
+            return cls(pos_off, nchar, n_seeds, ordered, _Order.of(
+                slice(0), np.zeros(0, np.int32), start, node_len, code, back=np.zeros(0, bool)))
+        # forward steps: a string's distinct (end, start) pairs by end, then start (longest
+        # first); a character's unknown slot shares its character node's step
+        ends = pos + word_of[pos] + length
+        lone = np.flatnonzero(~has_char)  # characters whose unknown slot stands alone
+        lone_end = lone + word_of[lone] + 1
+        before = np.cumsum(np.bincount(np.r_[ends, lone_end], minlength=int(pos_off[-1])))
+        before = np.r_[0, before[:-1]]  # nodes ending before each position
+        rank_at = np.zeros(int(pos_off[-1]), np.int64)
+        fstep = np.empty(n, np.int32)
+        for top in range(len(levels) - 1, 0, -1):  # the longest first
+            a, z = levels[top - 1], levels[top]
+            e = ends[a:z]
+            fstep[slot[a:z]] = before[e] - before[pos_off[word_of[pos[a:z]]]] + rank_at[e]
+            rank_at[e] += 1
+        fstep[cursor[lone]] = (before[lone_end] - before[pos_off[word_of[lone]]]
+                               + rank_at[lone_end])
+        fstep[cursor[has_char]] = fstep[first[has_char]]
+        # backward steps: a string's nodes by start from the right, then insertion order
+        if folds == "both":
+            string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
+            bstep = (np.repeat((string_end - (first + per_char)).astype(np.int32), per_char)
+                     + (np.arange(n, dtype=np.int32)
+                        - np.repeat(first.astype(np.int32), per_char)))
+        else:
+            bstep = np.zeros(0, np.int32)
+        del pos, length, seed, slot, ends, before, rank_at, per_char, first, cursor
+        # the two folds run in one loop: step k of both at once (disjoint accumulators)
+        steps = np.r_[fstep, bstep]
+        del fstep, bstep
+        nodes = stable_argsort(steps)
+        back = nodes >= n
+        nodes[back] -= n  # (in place, no gathers: the order jumps all over)
+        sorted_steps = np.repeat(np.arange(int(steps.max(initial=-1)) + 1, dtype=np.int32),
+                                 np.bincount(steps) if len(steps) else 0)
+        del steps
+        return cls(pos_off, nchar, n_seeds, ordered,
+                   _Order.of(nodes, sorted_steps, start, node_len, code, back=back))
+
+    def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
+                unk_score: float | None = None, dtype: type = F32
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per code: present, piece id (`unk_id` for an unknown node), score (`dtype`; an
+        unknown node's is `unk_score`, by default SentencePiece's float32 min - 10)."""
+        s = self.n_seeds
+        piece = ids >= 0
+        live = np.r_[piece, ~piece, True]
+        idc = np.r_[ids, np.full(s + 1, unk_id, ids.dtype)]
+        if unk_score is None:
+            min_score = scores.min() if len(scores) else F32(0)
+            unk_score = F32(min_score - F32(10.0))
+        score = np.r_[np.where(piece, scores[np.maximum(ids, 0)], 0).astype(dtype),
+                      np.full(s + 1, unk_score, dtype)]
+        return live, idc, score
+
+    def chains(self, threads: int) -> _Order:
+        """The float32 sum chains of the seeds' nodes (the unknown slots left out): nodes by
+        (rank in their chain, thread, seed), a chain being one seed's nodes of one thread's
+        words (word i mod `threads`) in begin order; `step` is the rank."""
+        if threads not in self._chains:
+            b = self.begin
+            nodes = np.flatnonzero(b.code < self.n_seeds)
+            key = (b.w[nodes].astype(np.int64) % threads) * max(self.n_seeds, 1) \
+                + b.code[nodes]
+            order = stable_argsort(key)
+            k = key[order]
+            heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+            rank = np.arange(len(k)) - np.repeat(heads, np.diff(np.r_[heads, len(k)]))
+            by_rank = stable_argsort(rank)
+            self._chains[threads] = _Order.of(nodes[order][by_rank], rank[by_rank], b.start,
+                                              b.length, b.code, b.w)
+        return self._chains[threads]
+
+    def _folds(self, live: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(alpha, beta): `Lattices.forward` and `backward` over the present nodes, in one loop
+        (one accumulator array, beta after alpha: a step updates disjoint positions)."""
+        start, end, code, _, back, cuts = self.folds.live(live)
+        npos = int(self.pos_off[-1])
+        acc = np.full(2 * npos, -np.inf, dtype=F32)
+        acc[self.pos_off[:-1]] = 0  # BOS
+        acc[npos + self.pos_off[1:] - 1] = 0  # EOS
+        src = np.where(back, end + npos, start)
+        dst = np.where(back, start + npos, end)
+        sc = score[code]
+        # `log_sum_exp` inlined, in fewer NumPy calls: the loop runs ~4,000 times on 5 MB of
+        # Chinese (the backward fold's depth: a position's first node needs the position
+        # after it), mostly on a few long strings' nodes
+        minimum, maximum, exp, log1p, where = np.minimum, np.maximum, np.exp, np.log1p, np.where
+        f50 = F32(50.0)
+        bounds = cuts.tolist()
+        for a, z in zip(bounds[:-1], bounds[1:]):
+            t = dst[a:z]
+            x = acc[t]
+            y = sc[a:z] + acc[src[a:z]]
+            vmin = minimum(x, y)
+            vmax = maximum(x, y)
+            near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
+            log1p(near, out=near)
+            near += vmax
+            acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
+        return acc[:npos], acc[npos:]
+
+    def expected(self, ids: np.ndarray, scores: np.ndarray, counts: np.ndarray, n: int,
+                 threads: int) -> np.ndarray:
+        """The E-step: every node's marginal `freq × exp(((alpha + score) + beta) - Z)` summed
+        in float32 per piece, in SentencePiece's order (thread = word mod `threads`, then word,
+        start, insertion; the threads' vectors added in thread order). The nodes of piece 0
+        (the unknown nodes join them, interleaved in begin order) are summed apart."""
+        live, idc, score = self._tables(ids, scores)
+        alpha, beta = self._folds(live, score)
+        z = alpha[self.pos_off[1:] - 1]
+        freq = counts.astype(F32)
+
+        def contrib(start, end, code, w):
+            x = ((alpha[start] + score[code]) + beta[end]) - z[w]
+            return freq[w].astype(F64) * np.exp(x.astype(F64))
+
+        chains = self.chains(threads)
+        start, end, code, w, _, cuts = chains.live(live & (idc != 0))
+        per = _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
+                          threads * n).reshape(threads, n)
+        if n:
+            start, end, code, w, _, _ = self.begin.live(live & (idc == 0))
+            per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
+        return merge_threads(per)
+
+    def viterbi(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
+                unk_score: float | None = None, dtype: type = F32
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The best path of every string for the present pieces (`Lattices.viterbi`: scores
+        summed from the left in `dtype`, ties to the node ending there that starts first):
+        its nodes' strings, piece ids, local starts and lengths, string after string, left to
+        right."""
+        live, idc, score = self._tables(ids, scores, unk_id, unk_score, dtype)
+        start, end, code, w, _, cuts = self.folds.live(live, forward_only=True)
+        best = np.full(self.pos_off[-1], -np.inf, dtype=dtype)
+        best[self.pos_off[:-1]] = 0
+        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
+        sc = score[code]
+        for i in range(len(cuts) - 1):
+            a, z = cuts[i], cuts[i + 1]
+            t = end[a:z]
+            v = best[start[a:z]] + sc[a:z]
+            better = (v > best[t]) | (back[t] < 0)
+            t = t[better]
+            best[t], back[t] = v[better], a + np.flatnonzero(better)
+        first = self.pos_off[:-1]
+        cur = self.pos_off[1:] - 1
+        alive = np.flatnonzero(self.nchar > 0)
+        steps = []
+        while len(alive):
+            node = back[cur[alive]]
+            steps.append((alive, node))
+            cur[alive] = start[node]
+            alive = alive[start[node] > first[alive]]
+        if not steps:
+            return (np.zeros(0, np.int64),) * 4
+        strings = np.concatenate([s for s, _ in steps])
+        nodes = np.concatenate([n for _, n in steps])
+        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
+        o = np.lexsort((depth, strings))
+        strings, nodes = strings[o], nodes[o]
+        return (strings, idc[code[nodes]], start[nodes] - self.pos_off[strings],
+                (end[nodes] - start[nodes]).astype(np.int64))
+
+    def view(self, ids: np.ndarray, scores: np.ndarray, strings: np.ndarray | None = None
+             ) -> Lattices:
+        """The lattices for the current pieces as `Lattices`: `ids[seed]` each seed's piece id
+        (-1: gone), `scores` the pieces' float32 scores; an unknown node (id 0, score
+        min - 10) where no piece of one character starts. `strings` (bool per string) keeps
+        only those strings' nodes. The nodes stay in begin order, the fold schedules are the
+        base's filtered."""
+        live, idc, score = self._tables(ids, scores)
+        b = self.begin
+        keep = live[b.code]
+        if strings is not None:
+            keep &= strings[b.w]
+        rows = np.flatnonzero(keep)
+        renumber = np.full(len(keep), -1, np.int64)
+        renumber[rows] = np.arange(len(rows))
+        w = b.w[rows].astype(np.int64)
+        start = b.start[rows].astype(np.int64)
+        length = b.length[rows].astype(np.int64)
+        code = b.code[rows]
+        lat = Lattices(pos_off=self.pos_off, nchar=self.nchar, w=w,
+                       b=start - self.pos_off[w], length=length, id=idc[code],
+                       score=score[code], unk=code >= self.n_seeds)
+        lat._cache.update(start=start, end=start + length, begin=np.arange(len(rows)))
+        return lat
