@@ -12,6 +12,7 @@ from tests.duckdb.test_inputs import compress
 from tests.support.bpe_oracle import hf_bpe
 from tests.support.cli import run_cli
 from tests.support.corpora import corpus
+from tests.support.markers import heavy
 from tests.support.strategies import as_table
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.duckdb.engine import LEXICAL_CHAIN_MAX_CHARS, runs_as_chain
@@ -77,9 +78,13 @@ SLOW_BEFORE = [{"tie_break": "first-seen"}, {"tie_break": "lexical-max"},
 
 @pytest.mark.slow
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", ["small/en_botchan.txt", "small/zh_hongloumeng_300k.txt",
-                                  "small/udhr_multiscript.txt"])
-@pytest.mark.parametrize("options", SLOW_BEFORE, ids=lambda o: "-".join(map(str, o.values())))
+# the full run: each order or model on the 14-script UDHR (10-30 s each); the other corpora
+# with TOKCOLUMNAR_SLOW=1
+@pytest.mark.parametrize("name, options", heavy(
+    [(n, o) for n in ("small/en_botchan.txt", "small/zh_hongloumeng_300k.txt",
+                      "small/udhr_multiscript.txt") for o in SLOW_BEFORE],
+    full=lambda v: v[0] == "small/udhr_multiscript.txt", fast=lambda v: False, multi=True),
+    ids=lambda v: "-".join(map(str, v.values())) if isinstance(v, dict) else str(v))
 def test_duckdb_3kb_inputs_train_within_the_bound(tmp_path, name, options):
     text = corpus(name).read_bytes()[:3000].decode("utf-8", "ignore")
     src = tmp_path / "c.txt"
