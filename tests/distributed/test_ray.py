@@ -53,6 +53,7 @@ def inputs(tmp_path_factory) -> list[str]:
     return [str(en), str(parquet), str(gz), str(jsonl), str(en)]
 
 
+@SLOW_ONLY  # test_ray_cli counts files on Ray in the full run
 def test_count_files_on_ray_is_the_single_machine_count(ray_local, inputs):
     from tokcolumnar.distributed.ray import count_words_ray
 

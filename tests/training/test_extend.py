@@ -319,8 +319,9 @@ def _hf_byte_level(text: Path, vocab_size: int, path: Path) -> dict:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("sizes", tiered([("small", 2000, 4000), ("medium", 8000, 16000)],
-                                         lambda s: s[0] == "small"))
+# the medium sizes (~1 minute: medium/en then medium/zh) with TOKCOLUMNAR_SLOW=1
+@pytest.mark.parametrize("sizes", heavy([("small", 2000, 4000), ("medium", 8000, 16000)],
+                                        full=lambda s: False, fast=lambda s: s[0] == "small"))
 def test_hf_english_base_extended_with_chinese(tmp_path, sizes):
     """An HF-trained byte-level BPE on English, extended with Chinese: the base's ids and
     merges stay, its normalizer, pre-tokenizer, decoder, post-processor and added tokens too;

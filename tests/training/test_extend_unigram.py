@@ -25,7 +25,7 @@ def english_base(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("byte_fallback", [False, True])
+@pytest.mark.parametrize("byte_fallback", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_english_base_extended_with_chinese(tmp_path, english_base, byte_fallback):
     import sentencepiece as spm
     from tokenizers import Tokenizer as HFTokenizer
