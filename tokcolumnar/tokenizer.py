@@ -30,6 +30,7 @@ from .buffers import (
     repeat_runs,
     run_index,
 )
+from .encode.alignment import ChainAligner
 from .encode.charsplit import CharSplit
 from .encode.offsets import (
     CharTable,
@@ -37,10 +38,11 @@ from .encode.offsets import (
     TokenTable,
     exclusive_cumsum,
     kept_chars,
-    normalized_lengths,
+    normalizer_table,
     offsets_supported,
     piece_starts,
     trim_offsets,
+    unigram_word_spans,
     word_spans,
 )
 from .encode.offsets import check_supported as check_offsets_supported
@@ -50,6 +52,7 @@ from .hfjson import HFObject, check_depth, too_deep
 from .models import BPEModel, Model, model_from_hf
 from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
+from .models.unigram import UnigramModel
 from .models.whole_words import split_option, whole_words_first
 from .progress import StageTimer
 from .text.bytelevel import byte_map_bytes, byte_map_expr
@@ -180,7 +183,7 @@ class Tokenizer:
         # (the decoder it was built for, its DecodeTable or None when it is not positional)
         self._decode_table: tuple[Any, DecodeTable | None] | None = None
         self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
-        self._offset_chars: tuple[CharTable | None, CharTable] | None = None
+        self._offset_chars: tuple[CharTable | ChainAligner | None, CharTable] | None = None
         self._lock = threading.Lock()
         self.truncation_params: Truncation | None = None
 
@@ -625,7 +628,11 @@ class Tokenizer:
         word_start = piece_starts(pre, tables[1], normalized, flat, seg_of_word, per_seg)
         # 3. each token's span in its word, per distinct word
         texts = uniq.to_frame("w").select(pre.piece_text_expr(pl.col("w"))).to_series()
-        span_start, span_end = word_spans(self._token_table(), texts, table_offsets, values)
+        if isinstance(self.model, UnigramModel):
+            span_start, span_end = unigram_word_spans(self.model, texts, table_offsets, values)
+        else:
+            span_start, span_end = word_spans(self._token_table(), texts, table_offsets,
+                                              values)
         # every token: its word's start + its span in the word, mapped to original characters
         # (an added token spans its content)
         lengths = np.diff(table_offsets)[index]
@@ -642,7 +649,8 @@ class Tokenizer:
         a = word_start[tok_word[where]] + span_start[run_start]
         b = word_start[tok_word[where]] + span_end[run_start]
         s_of = seg_of_tok[where]
-        first = align.original(s_of, np.maximum(a, 0))
+        # (-1: HF's empty span (0, 0) of a character inserted before the text)
+        first = np.maximum(align.original(s_of, np.maximum(a, 0)), 0)
         last = align.original(s_of, np.maximum(b - 1, 0)) + 1
         starts[where] = seg_start[where] + first
         ends[where] = seg_start[where] + np.where(b > a, last, first)
@@ -658,13 +666,13 @@ class Tokenizer:
                                                                   dtype=pl.UInt32)),
                 "ends": lists_from_flat(n, token_row, pl.Series("ends", ends, dtype=pl.UInt32))}
 
-    def _char_tables(self) -> tuple[CharTable | None, CharTable]:
+    def _char_tables(self) -> tuple[CharTable | ChainAligner | None, CharTable]:
         """Per code point, kept across batches: the normalized length, whether the
         pre-tokenizer keeps the character."""
         with self._lock:
             if self._offset_chars is None:
                 self._offset_chars = (None if self.normalizer is None
-                                      else normalized_lengths(self.normalizer),
+                                      else normalizer_table(self.normalizer),
                                       kept_chars(self.pre_tokenizer))
         return self._offset_chars
 

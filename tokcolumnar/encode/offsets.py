@@ -33,8 +33,6 @@ their content; the post-processor's special tokens get (0, 0), as in HF."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +42,8 @@ import polars as pl
 from ..errors import TokcolumnarValueError
 from ..text.normalizers import NFC, NFKC, Normalizer
 from ..text.pretokenizers import PreTokenizer
+from .alignment import ChainAligner, followed, steps_of
+from .chars import CharTable, code_points, exclusive_cumsum, normalized_lengths
 from .composition import composed_counts
 
 _CHAR = r"(?s)."  # one character (a code point), as HF's char offsets count them
@@ -56,72 +56,13 @@ def composing(normalizer: Normalizer | None) -> bool:
 
 def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> None:
     """Refuse, naming the component, a tokenizer whose offsets this module cannot follow."""
-    if normalizer is not None and not normalizer.char_local() and not composing(normalizer):
+    if normalizer is not None and not followed(normalizer):
+        step = next(s for s in steps_of(normalizer) if not followed(s))
         raise TokcolumnarValueError(
-            f"offsets are not available with the {type(normalizer).__name__} normalizer (only "
-            "with normalizers that treat each character on its own: BERT's, lowercase, NFD, "
-            "NFKD, strip accents; and with NFC, NFKC)")
+            f"offsets are not available with the {type(step).__name__} normalizer")
     if pre_tokenizer.dropped_chars() is None:
         raise TokcolumnarValueError(
             f"offsets are not available with the pre-tokenizer {type(pre_tokenizer).__name__}")
-
-
-# the bits of a UTF-8 lead byte that belong to its code point, by the byte's top 5 bits
-_LEAD_BITS = np.array([0x7F] * 16 + [0] * 8 + [0x1F] * 4 + [0x0F] * 2 + [0x07, 0],
-                      dtype=np.int32)
-
-
-def code_points(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Every character of `texts` as its code point (flat, in order) and each text's number
-    of characters (a null has none), read from the UTF-8 bytes with NumPy: no string per
-    character."""
-    import pyarrow as pa  # deferred: training loads the tokenizer (and this module), never encodes
-
-    arr = texts.cast(pl.String).to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data_buf = arr.buffers()[2]
-    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
-            else np.zeros(0, dtype=np.uint8))[offsets[0]:offsets[-1]]
-    offsets = offsets - offsets[0]
-    if not len(data) or int(data.max()) < 0x80:  # ASCII: one character per byte
-        return data.astype(np.int32), np.diff(offsets)
-    # a character starts at every byte that is not a continuation byte (10xxxxxx)
-    lead = (data & 0xC0) != 0x80
-    starts = np.flatnonzero(lead)
-    first = data[starts]
-    cp = first.astype(np.int32) & _LEAD_BITS[first >> 3]
-    size = np.diff(starts, append=len(data))
-    for k in (1, 2, 3):  # the continuation bytes add 6 bits each
-        more = np.flatnonzero(size > k)
-        cp[more] = (cp[more] << 6) | (data[starts[more] + k] & 0x3F)
-    lead_before = np.zeros(len(data) + 1, dtype=np.int64)
-    np.cumsum(lead, out=lead_before[1:])
-    return cp, lead_before[offsets[1:]] - lead_before[offsets[:-1]]
-
-
-class CharTable:
-    """A value per code point, computed on first sight of the character and kept (for the
-    normalized length of a character, or whether the pre-tokenizer keeps it): a batch costs
-    one array lookup per character, whatever its size."""
-
-    def __init__(self, compute: Callable[[pl.Series], np.ndarray]):
-        self.compute = compute
-        self.values = np.full(0x110000, -1, dtype=np.int16)
-        self.lock = threading.Lock()
-
-    def lookup(self, cps: np.ndarray) -> np.ndarray:
-        out = self.values[cps]
-        if (out < 0).any():
-            new = np.unique(cps[out < 0])
-            chars = pl.Series([chr(c) for c in new], dtype=pl.String)
-            with self.lock:
-                self.values[new] = self.compute(chars)
-            out = self.values[cps]
-        return out
 
 
 def offsets_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> bool:
@@ -132,17 +73,13 @@ def offsets_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer
     return True
 
 
-def exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
-    """Start of each run of `counts` (len n + 1; the last is the total)."""
-    out = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    return out
-
-
-def normalized_lengths(normalizer: Normalizer) -> CharTable:
-    """The table of how many characters `normalizer` makes of each character alone."""
-    return CharTable(lambda chars: chars.to_frame("c").select(
-        normalizer.expr(pl.col("c")).str.len_chars()).to_series().to_numpy())
+def normalizer_table(normalizer: Normalizer) -> CharTable | ChainAligner:
+    """What `NormAlignment.build` needs of `normalizer`, kept across batches: a table of
+    lengths per character (character-local normalizers), nothing more for NFC/NFKC alone
+    (`composition.py`), else the aligner of its steps."""
+    if normalizer.char_local() or composing(normalizer):
+        return normalized_lengths(normalizer)
+    return ChainAligner(normalizer)
 
 
 def kept_chars(pre_tokenizer: PreTokenizer) -> CharTable:
@@ -160,11 +97,18 @@ class NormAlignment:
     base: np.ndarray | None
 
     @classmethod
-    def build(cls, normalizer: Normalizer | None, table: CharTable | None, original: pl.Series,
-              normalized: pl.Series) -> NormAlignment:
-        """`table`: each character's normalized length (`normalized_lengths`)."""
+    def build(cls, normalizer: Normalizer | None, table: CharTable | ChainAligner | None,
+              original: pl.Series, normalized: pl.Series) -> NormAlignment:
+        """`table`: each character's normalized length (`normalized_lengths`) for a
+        character-local normalizer, else its `ChainAligner` (`normalizer_table`)."""
         if normalizer is None or table is None:
             return cls(None, None)
+        if isinstance(table, ChainAligner):  # any chain of steps (`alignment.py`)
+            orig = table.align(original, normalized)
+            if orig is None:
+                return cls(None, None)
+            return cls(orig, exclusive_cumsum(
+                normalized.str.len_chars().fill_null(0).to_numpy().astype(np.int64)))
         cps, per_seg = code_points(original)
         seg_char_base = exclusive_cumsum(per_seg)
         if composing(normalizer):  # NFC, NFKC: per text the normalizer changes
@@ -332,6 +276,34 @@ def word_spans(table: TokenTable, words: pl.Series, offsets: np.ndarray, values:
     c_last = np.searchsorted(char_byte_start, base + np.maximum(end - 1, start), side="right")
     c_last = c_last - 1 - cbase
     return c_start, np.where(end > start, c_last + 1, c_start)
+
+
+def unigram_word_spans(model: Any, words: pl.Series, offsets: np.ndarray, values: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """`word_spans` for a Unigram model (`models.unigram`), whose tokens are pieces of the
+    word: each one spans its piece's characters, one after the other. An unknown token spans
+    its whole run of unknown characters and the `<0xXX>` pieces spelling one all span it
+    (HF's `Unigram::tokenize`), which the ids alone do not tell: the words holding such a
+    token (`spans_unsure`) are segmented again with their spans (`token_spans`)."""
+    ids = values.astype(np.int64)
+    n_tok = np.diff(offsets)
+    length = model.piece_lengths()[ids]
+    end = np.cumsum(length) - np.repeat(exclusive_cumsum(length)[offsets[:-1]], n_tok)
+    start = end - length
+    unsure = model.spans_unsure()[ids]
+    if unsure.any():
+        word_of = np.repeat(np.arange(len(words), dtype=np.int64), n_tok)
+        again = np.unique(word_of[unsure])
+        new_ids, new_offsets, run_start, run_len = model.token_spans(words.gather(again))
+        # the positions of those words' tokens among all
+        where = np.repeat(offsets[:-1][again] - exclusive_cumsum(n_tok[again])[:-1],
+                          n_tok[again]) + np.arange(int(n_tok[again].sum()), dtype=np.int64)
+        if not (np.array_equal(np.diff(new_offsets), n_tok[again])
+                and np.array_equal(new_ids, ids[where])):
+            raise TokcolumnarValueError("offsets: the Unigram model segments a word otherwise "
+                                        "than its cached ids")
+        start[where], end[where] = run_start, run_start + run_len
+    return start, end
 
 
 def trim_offsets(ids: np.ndarray, pos: np.ndarray, starts: np.ndarray,

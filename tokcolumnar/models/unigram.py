@@ -44,6 +44,7 @@ class UnigramModel(Model):
         self.scores = np.array([s for _, s in pieces], dtype=np.float64)
         self.min_score = float(self.scores.min()) if len(pieces) else 0.0
         self._table: pl.DataFrame | None = None
+        self._piece_lengths: np.ndarray | None = None
 
     @property
     def unk_token(self) -> str | None:
@@ -114,6 +115,15 @@ class UnigramModel(Model):
 
     def tokenize_flat(self, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         """The ids of every word end to end, and each word's offset into them."""
+        ids, offsets, _, _ = self.token_spans(words)
+        return ids, offsets
+
+    def token_spans(self, words: pl.Series
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`tokenize_flat`'s ids and offsets, and each token's start and length in characters
+        of its word, as HF's `Unigram::tokenize` gives them: an unknown token spans its whole
+        run of unknown characters, and each of the `<0xXX>` pieces spelling such a run spans
+        all of it."""
         lat = self.lattices(words)
         path, _ = lat.viterbi()
         w, ids = lat.w[path], lat.id[path]
@@ -150,10 +160,29 @@ class UnigramModel(Model):
             for k, spelled in extra.items():
                 out[at[k]:at[k + 1]] = spelled
             token_w = np.repeat(run_w, per_run)
+            run_b, run_len = np.repeat(run_b, per_run), np.repeat(run_len, per_run)
         else:
             out, token_w = run_ids, run_w
         offsets = np.r_[0, np.cumsum(np.bincount(token_w, minlength=len(words)))]
-        return out, offsets.astype(np.int64)
+        return out, offsets.astype(np.int64), run_b.astype(np.int64), run_len
+
+    def piece_lengths(self) -> np.ndarray:
+        """Per id, its piece's length in characters."""
+        if self._piece_lengths is None:
+            self._piece_lengths = (pl.Series([p for p, _ in self.pieces], dtype=pl.String)
+                                   .str.len_chars().to_numpy().astype(np.int64))
+        return self._piece_lengths
+
+    def spans_unsure(self) -> np.ndarray:
+        """Per id, whether a token of that id may span other than its piece's characters: the
+        unknown piece (a fused run) and, with byte fallback, the `<0xXX>` pieces."""
+        unsure = np.zeros(len(self.pieces), dtype=bool)
+        if self.unk_id is not None:
+            unsure[self.unk_id] = True
+        if self.byte_fallback:
+            unsure |= (pl.Series([p for p, _ in self.pieces], dtype=pl.String)
+                       .str.contains(r"^<0x[0-9A-F]{2}>$").to_numpy())
+        return unsure
 
     def encode_words(self, words: pl.Series) -> pl.Series:
         ids, offsets = self.tokenize_flat(words)
