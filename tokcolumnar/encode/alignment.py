@@ -44,7 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ..buffers import strings_from_parts
 from ..errors import TokcolumnarValueError
+from ..text.graphemes import grapheme_class, joined
 from ..text.normalizers import (
     NFC,
     NFKC,
@@ -136,9 +138,10 @@ class _State:
 
 
 class _CharMap:
-    """A char map's sources as code points, to keep for a batch only the sources whose
-    characters all occur in it (the automaton of 225,276 sources costs ~0.45 s to build; of
-    those a batch can hold, milliseconds)."""
+    """A char map's sources and replacements as code points: its single-character sources by
+    code point, its longer ones in a table, and a filter keeping for a batch only the sources
+    whose characters all occur in it (the automaton of 225,276 sources costs ~0.45 s to
+    build; of those a batch can hold, milliseconds)."""
 
     def __init__(self, step: Precompiled) -> None:
         self.sources, self.targets = step._sources, step._targets
@@ -146,8 +149,16 @@ class _CharMap:
         self.cps = cps.astype(np.int64)
         self.starts = exclusive_cumsum(lens)[:-1]
         self.source_lens = lens.astype(np.int64)
-        self.target_lens = (pl.Series(self.targets, dtype=pl.String).str.len_chars()
-                            .to_numpy().astype(np.int64))
+        target_cps, target_lens = code_points(pl.Series(self.targets, dtype=pl.String))
+        self.target_cps = target_cps.astype(np.int64)
+        self.target_lens = target_lens.astype(np.int64)
+        self.target_starts = exclusive_cumsum(self.target_lens)[:-1]
+        self.single = np.full(0x110000, -1, dtype=np.int64)  # code point -> its source
+        one = np.flatnonzero(self.source_lens == 1)
+        self.single[self.cps[self.starts[one]]] = one
+        longer = np.flatnonzero(self.source_lens > 1)
+        self.longer = pl.DataFrame({"s": [self.sources[j] for j in longer.tolist()],
+                                    "src": longer})
 
     def possible(self, cps: np.ndarray) -> np.ndarray:
         """The indices (longest source first, as the normalizer orders them) of the sources
@@ -157,6 +168,44 @@ class _CharMap:
         if not len(self.starts):
             return np.zeros(0, dtype=np.int64)
         return np.flatnonzero(np.logical_and.reduceat(present[self.cps], self.starts))
+
+    def lookup(self, strings: pl.Series) -> np.ndarray:
+        """The source index of each string (-1: not a source of 2+ characters)."""
+        found = strings.to_frame("s").join(self.longer, on="s", how="left",
+                                           maintain_order="left")["src"]
+        return found.fill_null(-1).to_numpy().astype(np.int64)
+
+
+def _unit_changes(unit_m: np.ndarray, unit_n: np.ndarray, unit_text: np.ndarray, n_texts: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The changes of the new characters of replacement units (each: m old characters made n
+    new ones; a character left alone is a unit of 1 -> 1), as HF's `replace` in
+    precompiled.rs records them, and the texts' new lengths."""
+    unit_new = exclusive_cumsum(unit_n)
+    of = np.repeat(np.arange(len(unit_n), dtype=np.int64), unit_n)
+    within = np.arange(int(unit_new[-1]), dtype=np.int64) - unit_new[:-1][of]
+    um, un = unit_m[of], unit_n[of]
+    change = np.where(un > um, (within >= um).astype(np.int64),
+                      np.where(within == un - 1, un - um, 0))
+    new_lens = np.bincount(unit_text, weights=unit_n, minlength=n_texts).astype(np.int64)
+    # an empty replacement: the character before it (in its text) consumes the source; at
+    # the start of a text there is none and HF loses the removal
+    gone = np.flatnonzero(unit_n == 0)
+    before = unit_new[gone] - 1
+    has = before >= exclusive_cumsum(new_lens)[:-1][unit_text[gone]]
+    np.add.at(change, before[has], -unit_m[gone[has]])
+    return change, new_lens
+
+
+def strings_of(cps: np.ndarray, lens: np.ndarray) -> pl.Series:
+    """Texts from their code points (flat) and lengths: UTF-8 by CPython's codecs over the
+    whole buffer, cut by NumPy."""
+    data = np.frombuffer(cps.astype("<u4").tobytes().decode("utf-32-le").encode("utf-8"),
+                         dtype=np.uint8)
+    size = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
+    text = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    return strings_from_parts("t", exclusive_cumsum(
+        np.bincount(text, weights=size, minlength=len(lens)).astype(np.int64)), data)
 
 
 # noncharacters: never in a tokenizer's vocabulary, practically never in text
@@ -172,20 +221,41 @@ class ChainAligner:
         self.tables: dict[int, CharTable] = {
             i: normalized_lengths(s) for i, s in enumerate(self.steps) if s.char_local()}
         self.charmaps: dict[int, _CharMap] = {}
+        self.graphemes = CharTable(lambda chars: np.array(
+            [grapheme_class(c) for c in chars.to_list()], dtype=np.int16))
         self.lock = threading.Lock()
 
     def align(self, original: pl.Series, normalized: pl.Series) -> np.ndarray | None:
         """Per character of `normalized` (flat over the texts), its original character's
         index in its text of `original` (-1: HF's empty span); None: every character is its
-        own."""
+        own.
+
+        The steps are followed as HF runs them (the char map by grapheme cluster). Where that
+        does not give our normalizer's text — the char map's multi-character sources, which
+        our normalizer takes as SentencePiece does (docs/unigram.md) — HF's tokens are not
+        ours: those texts are followed again with SentencePiece's matches."""
         texts = original.fill_null("").cast(pl.String)
+        want = normalized.fill_null("").cast(pl.String)
+        state = self._run(texts, hf=True)
+        differ = (state.texts != want).to_numpy()
+        if differ.any():
+            ours = self._run(texts.filter(differ), hf=False)
+            if not (ours.texts == want.filter(differ)).all():
+                bad = int(np.flatnonzero(differ)[np.flatnonzero(
+                    (ours.texts != want.filter(differ)).to_numpy())[0]])
+                raise TokcolumnarValueError(f"offsets: the normalizer's steps do not give its "
+                                            f"text for {original[bad]!r}")
+            state = state.then(want, differ, ours.alignment(), ours.lens)
+        return state.orig
+
+    def _run(self, texts: pl.Series, hf: bool) -> _State:
         _, lens = code_points(texts)
         state = _State(texts, lens.astype(np.int64), None)
         for i, step in enumerate(self.steps):
             if step.char_local():
                 state = self._char_local(i, step, state)
             elif isinstance(step, Precompiled):
-                state = self._precompiled(i, step, state)
+                state = (self._precompiled_hf if hf else self._precompiled)(i, step, state)
             elif isinstance(step, Replace):
                 state = self._replace(step, state)
             elif isinstance(step, (NFC, NFKC)):
@@ -197,12 +267,7 @@ class ChainAligner:
             else:
                 raise TokcolumnarValueError(f"offsets are not available with the "
                                             f"{type(step).__name__} normalizer")
-        want = normalized.fill_null("")
-        if not (state.texts == want).all():
-            bad = int(np.flatnonzero((state.texts != want).to_numpy())[0])
-            raise TokcolumnarValueError(f"offsets: the normalizer's steps do not give its text "
-                                        f"for {original[bad]!r}")
-        return state.orig
+        return state
 
     def _char_local(self, i: int, step: Normalizer, state: _State) -> _State:
         new = _apply(step, state.texts)
@@ -217,11 +282,80 @@ class ChainAligner:
             return _State(new, lens, state.orig)
         return _State(new, lens, np.repeat(state.alignment(), k))
 
-    def _precompiled(self, i: int, step: Precompiled, state: _State) -> _State:
+    def _charmap(self, i: int, step: Precompiled) -> _CharMap:
         with self.lock:
             if i not in self.charmaps:
                 self.charmaps[i] = _CharMap(step)
-        cmap = self.charmaps[i]
+            return self.charmaps[i]
+
+    def _precompiled_hf(self, i: int, step: Precompiled, state: _State) -> _State:
+        """The char map as HF's `Precompiled` applies it: by grapheme cluster, a cluster of
+        2+ characters and fewer than 6 bytes replaced as a whole by the replacement of the
+        *shortest* source that is a prefix of it (spm_precompiled's `transform`), every other
+        character by its own replacement."""
+        cmap = self._charmap(i, step)
+        cps, lens = code_points(state.texts)
+        cps = cps.astype(np.int64)
+        if not len(cps):
+            return state
+        single = cmap.single[cps]
+        total = len(cps)
+        text = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+        last = np.zeros(total, dtype=bool)
+        last[exclusive_cumsum(lens)[1:][lens > 0] - 1] = True
+        cls = self.graphemes.lookup(cps)
+        join = np.zeros(total, dtype=bool)  # no break after this character
+        join[:-1] = joined(cls[:-1], cls[1:]) & ~last[:-1]
+        if not (single >= 0).any() and not join.any():
+            return state
+        # the clusters, and the ones HF replaces as a whole
+        first = np.r_[True, ~join[:-1]]
+        starts = np.flatnonzero(first)
+        n_chars = np.diff(np.r_[starts, total])
+        size = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
+        n_bytes = np.add.reduceat(size, starts)
+        whole = np.flatnonzero((n_chars >= 2) & (n_bytes < 6))
+        src = np.full(len(whole), -1, dtype=np.int64)  # the shortest source of each prefix
+        if len(whole):
+            local = _local(lens)
+            for k in range(1, int(n_chars[whole].max()) + 1):
+                todo = np.flatnonzero((src < 0) & (n_chars[whole] >= k))
+                if not len(todo):
+                    break
+                at = starts[whole[todo]]
+                if k == 1:
+                    src[todo] = single[at]
+                else:
+                    src[todo] = cmap.lookup(state.texts.gather(text[at]).str.slice(
+                        local[at], k))
+        replaced = whole[src >= 0]
+        # units: a cluster replaced as a whole, else each character on its own
+        unit = np.ones(total, dtype=bool)
+        cluster_of = np.cumsum(first) - 1
+        inside = np.zeros(len(starts), dtype=bool)
+        inside[replaced] = True
+        unit[inside[cluster_of] & ~first] = False
+        unit_pos = np.flatnonzero(unit)
+        unit_src = single[unit_pos]
+        unit_m = np.ones(len(unit_pos), dtype=np.int64)
+        j = np.searchsorted(unit_pos, starts[replaced])
+        unit_src[j] = src[src >= 0]
+        unit_m[j] = n_chars[replaced]
+        unit_n = np.where(unit_src >= 0, cmap.target_lens[np.maximum(unit_src, 0)], 1)
+        change, new_lens = _unit_changes(unit_m, unit_n, text[unit_pos], len(lens))
+        # the new text: each unit's replacement, or its character
+        of = np.repeat(np.arange(len(unit_pos), dtype=np.int64), unit_n)
+        within = np.arange(len(of), dtype=np.int64) - exclusive_cumsum(unit_n)[:-1][of]
+        s = unit_src[of]
+        new_cps = np.where(s >= 0, cmap.target_cps[cmap.target_starts[np.maximum(s, 0)]
+                                                   + within], cps[unit_pos[of]])
+        orig = walk(state.alignment(), state.lens, change, new_lens)
+        return _State(strings_of(new_cps, new_lens), new_lens, orig)
+
+    def _precompiled(self, i: int, step: Precompiled, state: _State) -> _State:
+        """The char map as our normalizer applies it (SentencePiece's longest match), each
+        match aligned by HF's rules."""
+        cmap = self._charmap(i, step)
         cps, _ = code_points(state.texts)
         idx = cmap.possible(cps)
         if not len(idx):
@@ -263,19 +397,7 @@ class ChainAligner:
         j = np.searchsorted(unit_pos, start)
         unit_m[j], unit_n[j] = m, n
         unit_text = np.repeat(np.arange(len(sub), dtype=np.int64), sub_lens)[unit_pos]
-        # the new characters and their changes (HF's `replace` in precompiled.rs)
-        unit_new = exclusive_cumsum(unit_n)
-        of = np.repeat(np.arange(len(unit_pos), dtype=np.int64), unit_n)
-        within = np.arange(int(unit_new[-1]), dtype=np.int64) - unit_new[:-1][of]
-        um, un = unit_m[of], unit_n[of]
-        change = np.where(un > um, (within >= um).astype(np.int64),
-                          np.where(within == un - 1, un - um, 0))
-        new_lens = np.bincount(unit_text, weights=unit_n, minlength=len(sub)).astype(np.int64)
-        # an empty replacement: the character before it (in its text) consumes the source
-        gone = np.flatnonzero(unit_n == 0)
-        before = unit_new[gone] - 1
-        has = before >= exclusive_cumsum(new_lens)[:-1][unit_text[gone]]
-        np.add.at(change, before[has], -unit_m[gone[has]])
+        change, new_lens = _unit_changes(unit_m, unit_n, unit_text, len(sub))
         if not np.array_equal(new_lens, new.filter(changed).str.len_chars().to_numpy()):
             raise TokcolumnarValueError("offsets: the char map's matches do not give its text")
         sub_orig = walk(state.of(changed), sub_lens, change, new_lens)
