@@ -541,6 +541,8 @@ class Tokenizer:
         n = len(texts)
         if offsets:
             check_offsets_supported(self.normalizer, self.pre_tokenizer)
+            if isinstance(self.model, UnigramModel):  # the spans of unknown runs, kept
+                self.model.keep_spans()
         chars = None if offsets else self.char_split()
         if chars is not None and chars.worth_it(texts):
             return self._encode_chars(chars, texts, timer)

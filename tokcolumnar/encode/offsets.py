@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ..buffers import gather_runs
 from ..errors import TokcolumnarValueError
 from ..text.normalizers import NFC, NFKC, Normalizer
 from ..text.pretokenizers import PreTokenizer
@@ -283,17 +284,51 @@ def unigram_word_spans(model: Any, words: pl.Series, offsets: np.ndarray, values
     """`word_spans` for a Unigram model (`models.unigram`), whose tokens are pieces of the
     word: each one spans its piece's characters, one after the other. An unknown token spans
     its whole run of unknown characters and the `<0xXX>` pieces spelling one all span it
-    (HF's `Unigram::tokenize`), which the ids alone do not tell: the words holding such a
-    token (`spans_unsure`) are segmented again with their spans (`token_spans`)."""
+    (HF's `Unigram::tokenize`), which the ids alone do not tell when a word holds several
+    such runs: a word with one run (consecutive such tokens) gives it what its other tokens
+    leave, the others (and words spelling such a piece in their text) are segmented again
+    with their spans (`token_spans`)."""
     ids = values.astype(np.int64)
     n_tok = np.diff(offsets)
     length = model.piece_lengths()[ids]
+    unsure = model.spans_unsure()[ids]
+    if not unsure.any():
+        end = np.cumsum(length) - np.repeat(exclusive_cumsum(length)[offsets[:-1]], n_tok)
+        return end - length, end
+    word_of = np.repeat(np.arange(len(words), dtype=np.int64), n_tok)
+    # the runs: consecutive unsure tokens of a word; a word with one run gives its tokens
+    # the characters the sure ones leave
+    first = unsure & ~np.r_[False, unsure[:-1] & (word_of[1:] == word_of[:-1])]
+    runs = np.bincount(word_of[first], minlength=len(words))
+    spelled = np.zeros(len(words), dtype=bool)
+    has_run = np.flatnonzero(runs > 0)
+    spelled[has_run] = words.gather(has_run).str.contains_any(model.unsure_pieces()).to_numpy()
+    sure_len = np.bincount(word_of, weights=np.where(unsure, 0, length),
+                           minlength=len(words)).astype(np.int64)
+    run_len = words.str.len_chars().to_numpy().astype(np.int64) - sure_len
+    # a run's tokens count its length once: the first of them, the others 0 (then all of
+    # them are given the run's span)
+    length = np.where(unsure, np.where(first, run_len[word_of], 0), length)
     end = np.cumsum(length) - np.repeat(exclusive_cumsum(length)[offsets[:-1]], n_tok)
     start = end - length
-    unsure = model.spans_unsure()[ids]
-    if unsure.any():
-        word_of = np.repeat(np.arange(len(words), dtype=np.int64), n_tok)
-        again = np.unique(word_of[unsure])
+    in_run = unsure & ~first
+    if in_run.any():  # a run's later tokens: the span of its first one
+        run_first = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
+        start[in_run], end[in_run] = start[run_first[in_run]], end[run_first[in_run]]
+    again = np.flatnonzero((runs > 1) | ((runs == 1) & spelled))
+    if len(again) and model.spans is not None:  # the spans kept as the words were segmented
+        entry, kept_off, kept_ids, kept_start, kept_len = model.spans.find(words.gather(again))
+        hit = entry >= 0
+        if hit.any():
+            w, e = again[hit], entry[hit]
+            lens, flat_ids = gather_runs(kept_off, kept_ids, e)
+            where = np.repeat(offsets[:-1][w] - exclusive_cumsum(n_tok[w])[:-1], n_tok[w]) \
+                + np.arange(int(n_tok[w].sum()), dtype=np.int64)
+            if np.array_equal(lens, n_tok[w]) and np.array_equal(flat_ids, ids[where]):
+                start[where] = gather_runs(kept_off, kept_start, e)[1]
+                end[where] = start[where] + gather_runs(kept_off, kept_len, e)[1]
+                again = again[~hit]
+    if len(again):
         new_ids, new_offsets, run_start, run_len = model.token_spans(words.gather(again))
         # the positions of those words' tokens among all
         where = np.repeat(offsets[:-1][again] - exclusive_cumsum(n_tok[again])[:-1],
