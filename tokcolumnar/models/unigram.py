@@ -53,7 +53,7 @@ class SpanStore:
             return
         with self.lock:
             # a word another batch kept meanwhile is not kept twice
-            keep = keep[~words.gather(keep).is_in(self.words).to_numpy()]
+            keep = keep[~words.gather(keep).is_in(self.words.implode()).to_numpy()]
             if not len(keep):
                 return
             sub_off, sub_ids = gather_table(offsets, ids, keep)
