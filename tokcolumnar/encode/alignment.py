@@ -15,15 +15,18 @@ as HF rewrites it:
   1 - change of them (a removed character extends nothing: it is consumed by the one before
   it), a change > 0 (an inserted character) takes the alignment of the last one consumed.
   `walk` does it for all texts at once with cumulative sums.
-* the char map (HF's `Precompiled::normalize`): each replaced source of m characters by n
-  adds the replacement's characters with change 0, then the last n - m of them +1 (n > m) or
-  the last one n - m (n < m); an empty replacement adds -m to the character before it, and at
-  the very start of a text, where there is none, the removal is lost (so every following
-  character is aligned one original character to the left: HF's quirk, kept). The sources
-  are the ones SentencePiece's longest match takes (our normalizer follows SentencePiece:
-  HF's walk over grapheme clusters only differs where its text differs too, see
-  docs/unigram.md); their positions come from Polars' `find_many` / `extract_many` with the
-  automaton of only the sources whose characters all occur in the batch.
+* the char map (HF's `Precompiled::normalize`): HF walks the text by grapheme cluster
+  (`text.graphemes`); a cluster of 2+ characters and fewer than 6 bytes is replaced as a whole
+  by the replacement of the shortest source that is a prefix of it, every other character by
+  its own. Each replaced unit of m characters made n adds the replacement's characters with
+  change 0, then the last n - m of them +1 (n > m) or the last one n - m (n < m); an empty
+  replacement adds -m to the character before it, and at the very start of a text, where
+  there is none, the removal is lost (so every following character is aligned one original
+  character to the left: HF's quirk, kept). Our normalizer takes SentencePiece's longest
+  matches instead (docs/unigram.md); where the text that gives differs from HF's (`ﾃﾞ`), HF's
+  tokens are not ours, and the texts are followed again with SentencePiece's matches (located
+  by Polars' `find_many` / `extract_many` with the automaton of only the sources whose
+  characters all occur in the batch), aligned by the same rules.
 * `Replace`: the replacement's characters all take the alignment of the match's last
   character (HF's `replace`, which aligns inserted characters to the one before the match's
   end); the characters around it keep theirs. Matches are located by replacing them with a
@@ -32,9 +35,9 @@ as HF rewrites it:
   `Strip`: the kept characters keep theirs; a character-local step: each new character takes
   its source character's (`CharTable` of lengths).
 
-Only the texts a step changes (or, for `Replace`, that hold a match) are worked on, and every
-step is array work over all of them: no Python per line, except NFC/NFKC's
-`composition.changes`, once per distinct text they change."""
+Every step is array work over the batch (most only over the texts it changes, or for
+`Replace` that hold a match): no Python per line, except NFC/NFKC's `composition.changes`,
+once per distinct text they change, and the grapheme class of each distinct character."""
 
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ from three tables, each built once per batch with Polars and NumPy:
    becomes k_i normalized characters; normalized position p belongs to the original character
    whose run [sum k_<i, sum k_<=i) holds it (HF aligns inserted and decomposed characters to
    the character they come from). k is looked up per code point in a table kept across
-   batches (`CharTable`); the characters are read as code points from the UTF-8 buffer;
+   batches (`CharTable`); the characters are read as code points from the UTF-8 buffer.
+   NFC/NFKC alone: `composition.py`; any other chain (SentencePiece's char map, `Replace`,
+   ...): `alignment.py`, which gives each normalized character its original one directly;
 2. pre-tokenization (`piece_starts`): the pieces are substrings of the normalized text, in
    order; a pre-tokenizer that drops characters drops exactly one class of them
    (`PreTokenizer.dropped_chars`, e.g. whitespace), so piece j starts at the position of the
@@ -23,6 +25,8 @@ from three tables, each built once per batch with Polars and NumPy:
    character BPE drops (no unknown token) counts nothing, which shifts the spans after it as
    in HF. Byte spans become characters: from the one holding the first byte to the one
    holding the last (so the tokens of one multi-byte character share its span, as in HF).
+   A Unigram model's tokens are its pieces, an unknown token its whole run of unknown
+   characters (`unigram_word_spans`).
 
 Batch checks (each segment's normalized length, the kept characters covered by the pieces)
 turn a broken assumption into an error, never a wrong span.
