@@ -30,6 +30,7 @@ from .buffers import (
     repeat_runs,
     run_index,
 )
+from .encode.alignment import ChainAligner
 from .encode.charsplit import CharSplit
 from .encode.offsets import (
     CharTable,
@@ -37,11 +38,12 @@ from .encode.offsets import (
     TokenTable,
     exclusive_cumsum,
     kept_chars,
-    normalized_lengths,
+    normalizer_table,
     offsets_supported,
     offsets_view,
     piece_starts,
     trim_offsets,
+    unigram_word_spans,
     word_spans,
 )
 from .encode.offsets import check_supported as check_offsets_supported
@@ -54,6 +56,7 @@ from .models.base import U32_MAX
 from .models.cache import WordCache, distinct_words
 from .models.sentencepiece_model import BPE as SENTENCEPIECE_BPE
 from .models.sentencepiece_model import SentencePieceModel
+from .models.unigram import UnigramModel
 from .models.whole_words import split_option, whole_words_first
 from .progress import StageTimer
 from .text.bytelevel import byte_map_bytes, byte_map_expr
@@ -184,7 +187,7 @@ class Tokenizer:
         # (the decoder it was built for, its DecodeTable or None when it is not positional)
         self._decode_table: tuple[Any, DecodeTable | None] | None = None
         self._space_counts: tuple[np.ndarray, np.ndarray] | None = None
-        self._offset_chars: tuple[CharTable | None, CharTable] | None = None
+        self._offset_chars: tuple[CharTable | ChainAligner | None, CharTable] | None = None
         self._lock = threading.Lock()
         self.truncation_params: Truncation | None = None
 
@@ -552,6 +555,8 @@ class Tokenizer:
         n = len(texts)
         if offsets:
             check_offsets_supported(self.normalizer, self.pre_tokenizer)
+            if isinstance(self.model, UnigramModel):  # the spans of unknown runs, kept
+                self.model.keep_spans()
         chars = None if offsets else self.char_split()
         if chars is not None and chars.worth_it(texts):
             return self._encode_chars(chars, texts, timer)
@@ -645,7 +650,11 @@ class Tokenizer:
         word_start = piece_starts(pre, tables[1], normalized, flat, seg_of_word, per_seg)
         # 3. each token's span in its word, per distinct word
         texts = uniq.to_frame("w").select(pre.piece_text_expr(pl.col("w"))).to_series()
-        span_start, span_end = word_spans(self._token_table(), texts, table_offsets, values)
+        if isinstance(self.model, UnigramModel):
+            span_start, span_end = unigram_word_spans(self.model, texts, table_offsets, values)
+        else:
+            span_start, span_end = word_spans(self._token_table(), texts, table_offsets,
+                                              values)
         # every token: its word's start + its span in the word, mapped to original characters
         # (an added token spans its content)
         lengths = np.diff(table_offsets)[index]
@@ -662,7 +671,8 @@ class Tokenizer:
         a = word_start[tok_word[where]] + span_start[run_start]
         b = word_start[tok_word[where]] + span_end[run_start]
         s_of = seg_of_tok[where]
-        first = align.original(s_of, np.maximum(a, 0))
+        # (-1: HF's empty span (0, 0) of a character inserted before the text)
+        first = np.maximum(align.original(s_of, np.maximum(a, 0)), 0)
         last = align.original(s_of, np.maximum(b - 1, 0)) + 1
         starts[where] = seg_start[where] + first
         ends[where] = seg_start[where] + np.where(b > a, last, first)
@@ -678,14 +688,14 @@ class Tokenizer:
                                                                   dtype=pl.UInt32)),
                 "ends": lists_from_flat(n, token_row, pl.Series("ends", ends, dtype=pl.UInt32))}
 
-    def _char_tables(self) -> tuple[CharTable | None, CharTable]:
+    def _char_tables(self) -> tuple[CharTable | ChainAligner | None, CharTable]:
         """Per code point, kept across batches: the normalized length, whether the
         pre-tokenizer keeps the character."""
         with self._lock:
             if self._offset_chars is None:
                 normalizer, pre = offsets_view(self.normalizer, self.pre_tokenizer)
                 self._offset_chars = (None if normalizer is None
-                                      else normalized_lengths(normalizer), kept_chars(pre))
+                                      else normalizer_table(normalizer), kept_chars(pre))
         return self._offset_chars
 
     def _token_table(self) -> TokenTable:

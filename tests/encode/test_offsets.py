@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from tests.encode.conftest import PRESETS, hf_of
 from tests.support.cli import assert_clean_error, run_cli
@@ -86,20 +86,33 @@ def test_cli_offsets_column(tmp_path, trained):
         e.offsets for e in hf]
 
 
-def test_offsets_refused_for_unsupported_normalizer(tmp_path, trained):
-    """NFKC then lowercase (a Sequence) composes across characters: no offsets rather than
-    wrong ones (one clean line). NFC and NFKC alone are followed (test_composition.py)."""
+def test_offsets_of_a_normalizer_sequence_match_hf(tmp_path):
+    """NFKC then lowercase (a Sequence) composes across characters: each step is followed as
+    HF follows it (encode/alignment.py)."""
     d = tmp_path / "nfc"
     train([str(DATA)], out_dir=d, vocab_size=300, normalizer="nfkc", lowercase=True)
     tok = Tokenizer.from_dir(d)
-    with pytest.raises(TokcolumnarError, match="offsets are not available with the Sequence"):
-        tok.encode_arrow(["x"], offsets=True)
-    assert tok.encode_batch(["x"])[0].offsets == []  # ids still given, offsets left empty
+    lines = LINES + ["ﬁne Ａ½ \u0130stanbul", "e\u0301\u0327 Ω"]
+    assert_same(tok.encode_batch(lines), hf_of(d).encode_batch(lines), lines)
+
+
+def test_offsets_refused_for_unsupported_pre_tokenizer(tmp_path):
+    """A Split removing runs of several characters: its words are not the text's pieces in
+    order; no offsets rather than wrong ones (one clean line)."""
+    hf = HFTokenizer(models.BPE({"a": 0, "b": 1, "[UNK]": 2}, [], unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Split(Regex(r"\s+"), "removed")
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    tok = Tokenizer.from_file(path)
+    with pytest.raises(TokcolumnarError, match="offsets are not available with the "
+                       "pre-tokenizer Split"):
+        tok.encode_arrow(["a b"], offsets=True)
+    assert tok.encode_batch(["a b"])[0].offsets == []  # ids still given, offsets left empty
     src = tmp_path / "in.txt"
     src.write_text("a b\n", encoding="utf-8")
-    proc = run_cli("encode", str(src), "--tokenizer", str(d), "--out",
+    proc = run_cli("encode", str(src), "--tokenizer", str(path), "--out",
                    str(tmp_path / "o.parquet"), "--columns", "ids,offsets", "--quiet")
-    assert_clean_error(proc, "offsets are not available with the Sequence normalizer")
+    assert_clean_error(proc, "offsets are not available with the pre-tokenizer Split")
     assert not (tmp_path / "o.parquet").exists()
 
 

@@ -52,7 +52,7 @@ def _compose(a: str, b: str) -> str | None:
     return composed if len(composed) == 1 and composed != pair else None
 
 
-def _changes(text: str, compat: bool) -> list[tuple[str, int]]:
+def changes(text: str, compat: bool) -> list[tuple[str, int]]:
     """The crate's (character, change) stream of `text` under NFC (`compat`: NFKC)."""
     # 1. decomposition: +1 on each character a decomposition adds
     chars: list[tuple[str, int]] = []
@@ -99,7 +99,7 @@ def composed_counts(text: str, compat: bool = False) -> np.ndarray:
     aligned to it (see the module docstring)."""
     counts = np.zeros(len(text), dtype=np.int64)
     idx = 0
-    for _, change in _changes(text, compat):
+    for _, change in changes(text, compat):
         if change > 0:
             counts[max(idx - 1, 0)] += 1
         else:
@@ -109,6 +109,6 @@ def composed_counts(text: str, compat: bool = False) -> np.ndarray:
 
 
 def normalized_text(text: str, compat: bool = False) -> str:
-    """The text `_changes` normalizes `text` to (checked against the normalizer's own output
+    """The text `changes` normalizes `text` to (checked against the normalizer's own output
     by the caller)."""
-    return "".join(c for c, _ in _changes(text, compat))
+    return "".join(c for c, _ in changes(text, compat))

@@ -9,7 +9,9 @@ from three tables, each built once per batch with Polars and NumPy:
    becomes k_i normalized characters; normalized position p belongs to the original character
    whose run [sum k_<i, sum k_<=i) holds it (HF aligns inserted and decomposed characters to
    the character they come from). k is looked up per code point in a table kept across
-   batches (`CharTable`); the characters are read as code points from the UTF-8 buffer;
+   batches (`CharTable`); the characters are read as code points from the UTF-8 buffer.
+   NFC/NFKC alone: `composition.py`; any other chain (SentencePiece's char map, `Replace`,
+   ...): `alignment.py`, which gives each normalized character its original one directly;
 2. pre-tokenization (`piece_starts`): the pieces are substrings of the normalized text, in
    order; a pre-tokenizer that drops characters drops exactly one class of them
    (`PreTokenizer.dropped_chars`, e.g. whitespace), so piece j starts at the position of the
@@ -23,6 +25,8 @@ from three tables, each built once per batch with Polars and NumPy:
    character BPE drops (no unknown token) counts nothing, which shifts the spans after it as
    in HF. Byte spans become characters: from the one holding the first byte to the one
    holding the last (so the tokens of one multi-byte character share its span, as in HF).
+   A Unigram model's tokens are its pieces, an unknown token its whole run of unknown
+   characters (`unigram_word_spans`).
 
 Batch checks (each segment's normalized length, the kept characters covered by the pieces)
 turn a broken assumption into an error, never a wrong span.
@@ -33,18 +37,19 @@ their content; the post-processor's special tokens get (0, 0), as in HF."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from ..buffers import gather_runs
 from ..errors import TokcolumnarValueError
 from ..text.normalizers import NFC, NFKC, Normalizer, Prepend
 from ..text.normalizers import Sequence as NormalizerSequence
 from ..text.pretokenizers import PreTokenizer, WholeSequence
+from .alignment import ChainAligner, followed, steps_of
+from .chars import CharTable, code_points, exclusive_cumsum, normalized_lengths
 from .composition import composed_counts
 
 _CHAR = r"(?s)."  # one character (a code point), as HF's char offsets count them
@@ -88,72 +93,13 @@ def offsets_view(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer
 def check_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> None:
     """Refuse, naming the component, a tokenizer whose offsets this module cannot follow."""
     normalizer, pre_tokenizer = offsets_view(normalizer, pre_tokenizer)
-    if normalizer is not None and not normalizer.char_local() and not composing(normalizer):
+    if normalizer is not None and not followed(normalizer):
+        step = next(s for s in steps_of(normalizer) if not followed(s))
         raise TokcolumnarValueError(
-            f"offsets are not available with the {type(normalizer).__name__} normalizer (only "
-            "with normalizers that treat each character on its own: BERT's, lowercase, NFD, "
-            "NFKD, strip accents; and with NFC, NFKC)")
+            f"offsets are not available with the {type(step).__name__} normalizer")
     if pre_tokenizer.dropped_chars() is None:
         raise TokcolumnarValueError(
             f"offsets are not available with the pre-tokenizer {type(pre_tokenizer).__name__}")
-
-
-# the bits of a UTF-8 lead byte that belong to its code point, by the byte's top 5 bits
-_LEAD_BITS = np.array([0x7F] * 16 + [0] * 8 + [0x1F] * 4 + [0x0F] * 2 + [0x07, 0],
-                      dtype=np.int32)
-
-
-def code_points(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Every character of `texts` as its code point (flat, in order) and each text's number
-    of characters (a null has none), read from the UTF-8 bytes with NumPy: no string per
-    character."""
-    import pyarrow as pa  # deferred: training loads the tokenizer (and this module), never encodes
-
-    arr = texts.cast(pl.String).to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data_buf = arr.buffers()[2]
-    data = (np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None
-            else np.zeros(0, dtype=np.uint8))[offsets[0]:offsets[-1]]
-    offsets = offsets - offsets[0]
-    if not len(data) or int(data.max()) < 0x80:  # ASCII: one character per byte
-        return data.astype(np.int32), np.diff(offsets)
-    # a character starts at every byte that is not a continuation byte (10xxxxxx)
-    lead = (data & 0xC0) != 0x80
-    starts = np.flatnonzero(lead)
-    first = data[starts]
-    cp = first.astype(np.int32) & _LEAD_BITS[first >> 3]
-    size = np.diff(starts, append=len(data))
-    for k in (1, 2, 3):  # the continuation bytes add 6 bits each
-        more = np.flatnonzero(size > k)
-        cp[more] = (cp[more] << 6) | (data[starts[more] + k] & 0x3F)
-    lead_before = np.zeros(len(data) + 1, dtype=np.int64)
-    np.cumsum(lead, out=lead_before[1:])
-    return cp, lead_before[offsets[1:]] - lead_before[offsets[:-1]]
-
-
-class CharTable:
-    """A value per code point, computed on first sight of the character and kept (for the
-    normalized length of a character, or whether the pre-tokenizer keeps it): a batch costs
-    one array lookup per character, whatever its size."""
-
-    def __init__(self, compute: Callable[[pl.Series], np.ndarray]):
-        self.compute = compute
-        self.values = np.full(0x110000, -1, dtype=np.int16)
-        self.lock = threading.Lock()
-
-    def lookup(self, cps: np.ndarray) -> np.ndarray:
-        out = self.values[cps]
-        if (out < 0).any():
-            new = np.unique(cps[out < 0])
-            chars = pl.Series([chr(c) for c in new], dtype=pl.String)
-            with self.lock:
-                self.values[new] = self.compute(chars)
-            out = self.values[cps]
-        return out
 
 
 def offsets_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer) -> bool:
@@ -164,17 +110,13 @@ def offsets_supported(normalizer: Normalizer | None, pre_tokenizer: PreTokenizer
     return True
 
 
-def exclusive_cumsum(counts: np.ndarray) -> np.ndarray:
-    """Start of each run of `counts` (len n + 1; the last is the total)."""
-    out = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    return out
-
-
-def normalized_lengths(normalizer: Normalizer) -> CharTable:
-    """The table of how many characters `normalizer` makes of each character alone."""
-    return CharTable(lambda chars: chars.to_frame("c").select(
-        normalizer.expr(pl.col("c")).str.len_chars()).to_series().to_numpy())
+def normalizer_table(normalizer: Normalizer) -> CharTable | ChainAligner:
+    """What `NormAlignment.build` needs of `normalizer`, kept across batches: a table of
+    lengths per character (character-local normalizers), nothing more for NFC/NFKC alone
+    (`composition.py`), else the aligner of its steps."""
+    if normalizer.char_local() or composing(normalizer):
+        return normalized_lengths(normalizer)
+    return ChainAligner(normalizer)
 
 
 def kept_chars(pre_tokenizer: PreTokenizer) -> CharTable:
@@ -192,11 +134,18 @@ class NormAlignment:
     base: np.ndarray | None
 
     @classmethod
-    def build(cls, normalizer: Normalizer | None, table: CharTable | None, original: pl.Series,
-              normalized: pl.Series) -> NormAlignment:
-        """`table`: each character's normalized length (`normalized_lengths`)."""
+    def build(cls, normalizer: Normalizer | None, table: CharTable | ChainAligner | None,
+              original: pl.Series, normalized: pl.Series) -> NormAlignment:
+        """`table`: each character's normalized length (`normalized_lengths`) for a
+        character-local normalizer, else its `ChainAligner` (`normalizer_table`)."""
         if normalizer is None or table is None:
             return cls(None, None)
+        if isinstance(table, ChainAligner):  # any chain of steps (`alignment.py`)
+            orig = table.align(original, normalized)
+            if orig is None:
+                return cls(None, None)
+            return cls(orig, exclusive_cumsum(
+                normalized.str.len_chars().fill_null(0).to_numpy().astype(np.int64)))
         cps, per_seg = code_points(original)
         seg_char_base = exclusive_cumsum(per_seg)
         if composing(normalizer):  # NFC, NFKC: per text the normalizer changes
@@ -385,6 +334,68 @@ def word_spans(table: TokenTable, words: pl.Series, offsets: np.ndarray, values:
     c_last = np.searchsorted(char_byte_start, base + np.maximum(end - 1, start), side="right")
     c_last = c_last - 1 - cbase
     return c_start, np.where(end > start, c_last + 1, c_start)
+
+
+def unigram_word_spans(model: Any, words: pl.Series, offsets: np.ndarray, values: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """`word_spans` for a Unigram model (`models.unigram`), whose tokens are pieces of the
+    word: each one spans its piece's characters, one after the other. An unknown token spans
+    its whole run of unknown characters and the `<0xXX>` pieces spelling one all span it
+    (HF's `Unigram::tokenize`), which the ids alone do not tell when a word holds several
+    such runs: a word with one run (consecutive such tokens) gives it what its other tokens
+    leave, the others (and words spelling such a piece in their text) are segmented again
+    with their spans (`token_spans`)."""
+    ids = values.astype(np.int64)
+    n_tok = np.diff(offsets)
+    length = model.piece_lengths()[ids]
+    unsure = model.spans_unsure()[ids]
+    if not unsure.any():
+        end = np.cumsum(length) - np.repeat(exclusive_cumsum(length)[offsets[:-1]], n_tok)
+        return end - length, end
+    word_of = np.repeat(np.arange(len(words), dtype=np.int64), n_tok)
+    # the runs: consecutive unsure tokens of a word; a word with one run gives its tokens
+    # the characters the sure ones leave
+    first = unsure & ~np.r_[False, unsure[:-1] & (word_of[1:] == word_of[:-1])]
+    runs = np.bincount(word_of[first], minlength=len(words))
+    spelled = np.zeros(len(words), dtype=bool)
+    has_run = np.flatnonzero(runs > 0)
+    spelled[has_run] = words.gather(has_run).str.contains_any(model.unsure_pieces()).to_numpy()
+    sure_len = np.bincount(word_of, weights=np.where(unsure, 0, length),
+                           minlength=len(words)).astype(np.int64)
+    run_len = words.str.len_chars().to_numpy().astype(np.int64) - sure_len
+    # a run's tokens count its length once: the first of them, the others 0 (then all of
+    # them are given the run's span)
+    length = np.where(unsure, np.where(first, run_len[word_of], 0), length)
+    end = np.cumsum(length) - np.repeat(exclusive_cumsum(length)[offsets[:-1]], n_tok)
+    start = end - length
+    in_run = unsure & ~first
+    if in_run.any():  # a run's later tokens: the span of its first one
+        run_first = np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))
+        start[in_run], end[in_run] = start[run_first[in_run]], end[run_first[in_run]]
+    again = np.flatnonzero((runs > 1) | ((runs == 1) & spelled))
+    if len(again) and model.spans is not None:  # the spans kept as the words were segmented
+        entry, kept_off, kept_ids, kept_start, kept_len = model.spans.find(words.gather(again))
+        hit = entry >= 0
+        if hit.any():
+            w, e = again[hit], entry[hit]
+            lens, flat_ids = gather_runs(kept_off, kept_ids, e)
+            where = np.repeat(offsets[:-1][w] - exclusive_cumsum(n_tok[w])[:-1], n_tok[w]) \
+                + np.arange(int(n_tok[w].sum()), dtype=np.int64)
+            if np.array_equal(lens, n_tok[w]) and np.array_equal(flat_ids, ids[where]):
+                start[where] = gather_runs(kept_off, kept_start, e)[1]
+                end[where] = start[where] + gather_runs(kept_off, kept_len, e)[1]
+                again = again[~hit]
+    if len(again):
+        new_ids, new_offsets, run_start, run_len = model.token_spans(words.gather(again))
+        # the positions of those words' tokens among all
+        where = np.repeat(offsets[:-1][again] - exclusive_cumsum(n_tok[again])[:-1],
+                          n_tok[again]) + np.arange(int(n_tok[again].sum()), dtype=np.int64)
+        if not (np.array_equal(np.diff(new_offsets), n_tok[again])
+                and np.array_equal(new_ids, ids[where])):
+            raise TokcolumnarValueError("offsets: the Unigram model segments a word otherwise "
+                                        "than its cached ids")
+        start[where], end[where] = run_start, run_start + run_len
+    return start, end
 
 
 def trim_offsets(ids: np.ndarray, pos: np.ndarray, starts: np.ndarray,
