@@ -11,7 +11,8 @@ stands for every small corpus. SentencePiece runs with its default `num_threads`
 float32 sums our trainer reproduces (docs/unigram.md, "Threads and float sums"); `--threads 2`
 times it as the speed comparison does, where its sums, hence a few scores, differ. A corpus
 with fewer possible pieces than the size is reported as SentencePiece's refusal, and ours.
-Prints a Markdown table; `--json FILE` keeps the rows."""
+`--rounds K` runs each K times, alternating, and shows the median run by wall time. Prints a
+Markdown table; `--json FILE` keeps the rows."""
 
 from __future__ import annotations
 
@@ -73,14 +74,22 @@ def compare(ours: list[tuple[str, float]], theirs: list[tuple[str, float]]) -> d
             "max_score_diff": score_diff, "jaccard": len(a & b) / len(a | b)}
 
 
-def one(path: Path, size: int, threads: int, work: Path) -> dict:
+def one(path: Path, size: int, threads: int, work: Path, rounds: int = 1) -> dict:
+    """One corpus and size: SentencePiece then ours, `rounds` times each, alternating."""
     spm_prefix = work / f"spm-{path.stem}-{size}"
-    theirs: Measurement = run([sys.executable, "-c", SPM_CHILD, str(path), str(spm_prefix),
-                               str(size), str(threads)], check=False)
     out = work / f"ours-{path.stem}-{size}"
-    ours: Measurement = run([sys.executable, "-m", "tokcolumnar", "train", str(path),
-                             "--preset", "sentencepiece", "--vocab-size", str(size),
-                             "--out", str(out), "--force", "-q"], env=CHILD_ENV, check=False)
+    spm_cmd = [sys.executable, "-c", SPM_CHILD, str(path), str(spm_prefix), str(size),
+               str(threads)]
+    our_cmd = [sys.executable, "-m", "tokcolumnar", "train", str(path), "--preset",
+               "sentencepiece", "--vocab-size", str(size), "--out", str(out), "--force", "-q"]
+    spm_runs: list[Measurement] = []
+    our_runs: list[Measurement] = []
+    for _ in range(rounds):
+        spm_runs.append(run(spm_cmd, check=False))
+        our_runs.append(run(our_cmd, env=CHILD_ENV, check=False))
+    # the median by wall time (a failed run sorts first, so that it is reported)
+    theirs = sorted(spm_runs, key=lambda m: (m.failure is None, m.wall))[len(spm_runs) // 2]
+    ours = sorted(our_runs, key=lambda m: (m.failure is None, m.wall))[len(our_runs) // 2]
     row = {"corpus": f"{path.parent.name}/{path.name}", "size": size,
            "spm": theirs._asdict() | {"stderr": theirs.failure},
            "ours": ours._asdict() | {"stderr": ours.failure}}
@@ -112,13 +121,15 @@ def main() -> None:
     ap.add_argument("corpora", nargs="+")
     ap.add_argument("--sizes", type=int, nargs="+", default=[8000])
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of each, alternating; the table shows the median by wall time")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="unigram-exact-") as d:
         for path in expand(args.corpora):
             for size in args.sizes:
-                rows.append(one(path, size, args.threads, Path(d)))
+                rows.append(one(path, size, args.threads, Path(d), args.rounds))
                 print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(table(rows))
     if args.json:
