@@ -358,7 +358,9 @@ signal.signal(signal.SIGINT, cli._on_signal)  # as `main` does, before the libra
 import polars as pl
 if sys.argv[1] == "taken-back":
     cli._take_back_sigint()  # as `main` does once they are loaded
-frame = pl.DataFrame({"a": pl.int_range(0, 3_000_000, eager=True) % 1_000_003})
+# queries long beside the Python between them: the "polars" case failed once in a full run
+# (the worker completed), presumably a Ctrl-C that landed between two queries and reached none
+frame = pl.DataFrame({"a": pl.int_range(0, 10_000_000, eager=True) % 1_000_003})
 outcome, started, stop = [], threading.Event(), threading.Event()
 def queries():
     # queries until the main thread has had its Ctrl-C and a second more (however slow a
