@@ -135,7 +135,9 @@ def loaded(unigram_tokenizers) -> dict[str, tuple[HFTokenizer, Tokenizer]]:
 
 
 @pytest.mark.corpus
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+# ~1.5 s an example (the char map's automaton is built for each batch): 15 in the full run
+@settings(max_examples=max(1, round(settings.default.max_examples * 0.15)), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(texts=st.lists(RANDOM, min_size=1, max_size=10))
 def test_random_text_as_hf(loaded, texts):
     for name, (hf, ours) in loaded.items():
@@ -223,7 +225,9 @@ def aligners():
     return {name: (ChainAligner(n), n, hf_normalizer(n)) for name, n in CHAINS.items()}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+# ~1.5 s an example (the char map's automaton is built for each batch): 15 in the full run
+@settings(max_examples=max(1, round(settings.default.max_examples * 0.15)), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(texts=st.lists(st.one_of(RANDOM, st.sampled_from(["''x``", " ''  ", "``"])),
                       min_size=1, max_size=10))
 def test_alignment_is_hfs(aligners, texts):
