@@ -43,6 +43,7 @@ import pytest
 
 from tests.support import corpora
 from tests.support.cli import cli_env
+from tests.support.markers import SLOW_ONLY
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -289,8 +290,15 @@ def test_page_blocks(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     run_page(page, False, tmp_path, monkeypatch)
 
 
-@pytest.mark.parametrize("page", [pytest.param(p, marks=_marks(p, True), id=_ids(p))
-                                  for p in PAGES if any(b.slow for b in ALL[p])])
+#: Pages whose slow blocks run only with TOKCOLUMNAR_SLOW=1: distributed.md's start Ray and Spark
+#: (~95 s; tests/distributed runs the same commands in the full run).
+SLOW_ONLY_PAGES = ("distributed.md",)
+
+
+@pytest.mark.parametrize("page", [
+    pytest.param(p, marks=[*_marks(p, True), *([SLOW_ONLY] if p.name in SLOW_ONLY_PAGES else [])],
+                 id=_ids(p))
+    for p in PAGES if any(b.slow for b in ALL[p])])
 def test_page_blocks_with_slow_ones(page: Path, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch):
     run_page(page, True, tmp_path, monkeypatch)
