@@ -60,7 +60,7 @@ def test_random_texts_match_hf(pattern, texts, behavior, invert):
 
 
 @pytest.mark.parametrize("pattern", heavy(
-    PATTERNS, full=lambda p: p in PATTERNS[:2], fast=lambda p: False))  # ~30 s each
+    PATTERNS, full=lambda p: p == PATTERNS[1], fast=lambda p: False))  # 5-40 s each
 def test_every_code_point_matches_hf(pattern):
     texts = []
     for low in range(0, len(ALL_CODE_POINTS), 1 << 13):
