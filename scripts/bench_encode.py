@@ -4,9 +4,9 @@
 input, alternating runs; medians of wall time, CPU time (user + sys) and peak RSS.
 
 Each run is a fresh process timed from spawn to exit (`wait4`). With `--tiktoken` the same
-gpt2 vocabulary is also run through tiktoken (a benchmark reference only, not a dependency:
+vocabulary is also run through tiktoken (a benchmark reference only, not a dependency:
 `pip install tiktoken`; built offline from our tokenizer.json: mergeable ranks from the byte
-values of the tokens, the GPT-2 pattern), `encode_ordinary_batch` over batches of 10,000 lines
+values of the tokens, the pattern run.json records, GPT-2's if none), `encode_ordinary_batch` over batches of 10,000 lines
 with 2 threads and with 1, in this interpreter or the one given (`--tiktoken PYTHON`), after
 checking that it gives HF's ids; MB/s per core-second is reported for all, and for tiktoken
 also its encoding alone (without start-up, reading and building the ranks).
@@ -54,7 +54,7 @@ writer.close()
 """
 
 TIKTOKEN_SCRIPT = r"""
-import json, sys
+import json, os, sys
 import tiktoken
 model = json.load(open(sys.argv[1], encoding="utf-8"))["model"]
 # GPT-2's byte -> character table
@@ -71,7 +71,12 @@ char_to_byte = {chr(c): b for b, c in zip(bs, cs)}
 ranks = {bytes(char_to_byte[ch] for ch in tok): i for tok, i in model["vocab"].items()
          if all(ch in char_to_byte for ch in tok)}
 pat = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-enc = tiktoken.Encoding("ours-gpt2", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+try:  # the pattern the run recorded for tiktoken users (`--pattern`): GPT-2's if none
+    with open(os.path.join(os.path.dirname(sys.argv[1]), "run.json"), encoding="utf-8") as f:
+        pat = json.load(f).get("tiktoken", {}).get("pat_str", pat)
+except FileNotFoundError:
+    pass
+enc = tiktoken.Encoding("ours", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
 with open(sys.argv[2], encoding="utf-8") as f:
     lines = [line.rstrip("\r\n") for line in f]
 mode, value = sys.argv[3].split("=")
