@@ -119,3 +119,18 @@ def test_lines_read_as_one_chunk(tmp_path: Path) -> None:
     lines = read_lines([str(p) for p in paths], TrainConfig(model="unigram"))
     assert lines.to_list() == ["line 0", "other 0", "line 1", "other 1", "line 2", "other 2"]
     assert lines.n_chunks() == 1
+
+
+@pytest.mark.corpus
+def test_summary_line_counts_em_rounds_not_merges(tmp_path: Path) -> None:
+    """A Unigram run is pruned in EM rounds: the summary says how many (rounds.parquet's
+    rows), not "0 merges"."""
+    out = tmp_path / "out"
+    proc = run_cli("train", str(corpus("small/en_botchan.txt")), "--preset", "sentencepiece",
+                   "--vocab-size", "2000", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rounds = pl.read_parquet(out / "rounds.parquet").height
+    assert rounds >= 1
+    summary = proc.stderr.strip().splitlines()[-1]
+    assert summary.startswith("trained unigram vocab of 2,000 tokens")
+    assert f"({rounds:,} EM rounds)" in summary and "merges" not in summary

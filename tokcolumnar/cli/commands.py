@@ -78,8 +78,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = result.config
     if not args.quiet:
         segmenter = result.timings.get("count_segmenter")  # jieba / mecab's share
+        # a Unigram vocabulary is pruned from seeds in EM rounds, not merged
+        steps = (f"{result.rounds.height:,} EM rounds" if result.rounds is not None
+                 else f"{result.merges.height:,} merges")
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "
-              f"({result.merges.height:,} merges) from {result.words.height:,} distinct words "
+              f"({steps}) from {result.words.height:,} distinct words "
               f"in {time.perf_counter() - t0:.2f}s"
               + (f" ({cfg.pre_tokenizer} {segmenter:.2f}s)" if segmenter is not None else "")
               + (f", {format_size(result.spilled_bytes)} spilled" if result.spilled_bytes
