@@ -9,7 +9,8 @@ vocabulary is also run through tiktoken (a benchmark reference only, not a depen
 values of the tokens, the pattern run.json records, GPT-2's if none), `encode_ordinary_batch`
 over batches of 10,000 lines with 2 threads and with 1, in this interpreter or the one given
 (`--tiktoken PYTHON`), after checking that it gives HF's ids; MB/s per core-second is reported
-for all, and for tiktoken also its encoding alone (without start-up, reading and building the ranks).
+for all, and for tiktoken also its encoding alone (without start-up, reading and building the
+ranks).
 
     python scripts/bench_encode.py ../shared/corpora/medium/en.txt --tokenizer DIR --rounds 3
     python scripts/bench_encode.py FILE --tokenizer DIR --tiktoken
