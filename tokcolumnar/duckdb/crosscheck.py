@@ -4,7 +4,9 @@
 it prints the first difference and returns 1, or a one-line summary and returns 0.
 `compare_results(a, b)` / `compare_dirs(a, b)` compare two `TrainResult`s or two saved
 training directories the same way (a test can alter a table and see the difference). BPE and
-WordPiece (`--model wordpiece`, both scorings: `score` compared as exact floats) alike."""
+WordPiece (`--model wordpiece`, both scorings: `score` compared as exact floats) alike; for
+`--model unigram`, which DuckDB does not train, the words' segmentation by the trained
+vocabulary (`unigram.first_segmentation_difference`)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..corpus.sources import expand_inputs
 from ..errors import TokcolumnarError
 from ..progress import StageTimer
 from ..training.pipeline import train
+from .unigram import first_segmentation_difference
 
 # What must agree (docs/architecture.md, "Both engines"): every column of the three tables.
 COLUMNS = {
@@ -156,6 +159,8 @@ def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any 
         raise TokcolumnarError("give INPUT files or --from-counts words.parquet")
     if inputs is not None and from_counts is not None:
         raise TokcolumnarError("give either INPUT files or --from-counts, not both")
+    if cfg.model == "unigram":
+        return _crosscheck_unigram(inputs, dataclasses.replace(cfg, engine="polars"), out)
     inputs = _readable_twice(inputs, cfg)
     pcfg = dataclasses.replace(cfg, engine="polars")
     dcfg = dataclasses.replace(cfg, engine="duckdb")
@@ -172,4 +177,23 @@ def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any 
         return 1
     print(f"identical: {a.words.height:,} words, {a.merges.height:,} merges, "
           f"{a.vocab.height:,} tokens; {times}", file=out)
+    return 0
+
+
+def _crosscheck_unigram(inputs: Any, cfg: TrainConfig, out: Any) -> int:
+    """--model unigram: train with Polars, then segment every distinct word again by the SQL
+    Viterbi of sql/13_unigram_viterbi.sql over the trained vocabulary and compare with the
+    `words` table (the EM rounds and the pruning have no SQL twin yet)."""
+    timer = StageTimer()
+    with timer.stage("polars"):
+        a = train(inputs, config=cfg)
+    with timer.stage("duckdb"):
+        d = first_segmentation_difference(a.words, a.vocab)
+    times = f"polars training {timer.seconds['polars']:.2f}s, duckdb Viterbi " \
+            f"{timer.seconds['duckdb']:.2f}s"
+    if d:
+        print(f"MISMATCH: {d} [{times}]", file=out)
+        return 1
+    print(f"identical: {a.words.height:,} words segmented alike by the SQL Viterbi over "
+          f"{a.vocab.height:,} pieces; {times}", file=out)
     return 0
