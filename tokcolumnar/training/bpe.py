@@ -310,7 +310,7 @@ class BpeTrainer:
         pos = np.unique(np.concatenate([self.entries.positions(e) for e in several]))
         if self.hf_semantics:  # HF merges only in the words this entry was created for
             mine = self.entries.positions(entry)
-            pos = pos[np.isin(self.layout.word_of[pos], self.layout.word_of[mine])]
+            pos = pos[np.isin(self.layout.words(pos), self.layout.words(mine))]
         return pos
 
     def _gather(self, batch: list[Candidate]) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -345,7 +345,7 @@ class BpeTrainer:
         pair-count changes into the counts and queue the new pairs. Returns the number of
         distinct words each member touched."""
         # words touched: a new word (or member) starts wherever either changes
-        word = self.layout.word_of[pos]
+        word = self.layout.words(pos)
         starts = np.ones(pos.size, dtype=bool)
         starts[1:] = (word[1:] != word[:-1]) | (member[1:] != member[:-1])
         words = np.bincount(member[starts], minlength=n_members).tolist()

@@ -145,7 +145,8 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
     sym_lengths = np.bincount(word_index, minlength=len(lengths)).astype(np.int64)
     del word_index
     # ids as int32: 4 bytes per symbol in the merge loop (a vocabulary stays far below 2**31)
-    layout = Layout.from_symbols(sym_lengths, ids, counts, sym_dtype=np.int32)
+    layout = Layout.from_symbols(sym_lengths, ids, counts, sym_dtype=np.int32,
+                                 word_index=False)
     return Initial(vocab, layout, len(words))
 
 

@@ -93,7 +93,7 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
     right; in a run `a a a` the merge at the first position removes the second symbol, so the
     second position fails the live test, as `live_occurrences` keeps every other one."""
     sym, nxt, prv = layout.sym, layout.nxt, layout.prv
-    word_of, word_count = layout.word_of, layout.word_count
+    word_of, word_count = layout.word, layout.word_count  # word_of(p): p's word
     merged = n_words = 0
     last_word = -1
     change: dict[int, int] = {}  # pair key -> summed count change
@@ -105,7 +105,7 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
         q = nxt.item(p)
         if sym.item(q) != b:
             continue
-        word = word_of.item(p)
+        word = word_of(p)
         w = word_count.item(word)
         merged += w
         if word != last_word:  # positions ascend, so a word's occurrences are adjacent
@@ -590,7 +590,7 @@ class LikelihoodTrainer:
         if pos.size == 0:
             return 0, 0, None, None
         weight = self.layout.weights(pos)
-        word = self.layout.word_of[pos]
+        word = self.layout.words(pos)
         n_words = 1 + int(np.count_nonzero(word[1:] != word[:-1]))
         keys, sums, new_pairs = summed_merge_pass(self.layout, pos, a, b, new)
         if new_pairs is None:
