@@ -20,34 +20,37 @@ M64 = (1 << 64) - 1
 class Layout:
     """All words in one flat array: `[SEP] w0 symbols [SEP] w1 symbols ... [SEP]`.
 
-    `nxt`/`prv` link the live symbols of each word; `words(pos)` gives each position's word
-    index and `word_count` each word's count (`weights(pos)`: the count of each position's
-    word). A pair is named by the position of its left symbol.
+    `next_of`/`prev_of` link the live symbols of each word; `words(pos)` gives each
+    position's word index and `word_count` each word's count (`weights(pos)`: the count of
+    each position's word). A pair is named by the position of its left symbol.
 
-    The word index is `word_of` per position (int32), or, in a training layout
-    (`word_index=False`), the rank of the position among the SEPs (one per word):
-    `sep_bits`, one bit per position, and `sep_rank`, the SEPs before each 64 positions
-    (int32) — 0.19 bytes per position instead of 4 (docs/architecture.md, "Memory").
-
-    Memory: `sym`, `nxt`, `prv` are int32, so 12 bytes per position (a symbol, or the SEP
-    before each word) plus the word index, plus 8 per word for its count; a training layout
-    keeps ids as int32 (`sym_dtype`), the encoders' int64."""
+    Two forms (docs/architecture.md, "Memory"). The encoders' (`lean=False`): `nxt`/`prv`
+    (int32) per position, and `word_of`, each position's word (int32). The training form
+    (`lean=True`, 16 -> ~5-6 bytes per position): `span`, the length of each live token in
+    positions, kept at its first and at its last position (so the next token starts at
+    `p + span[p]`, the previous one at `p - span[p - 1]`; the interior positions of a
+    merged token hold stale values), in the narrowest unsigned type holding the longest
+    word; and a position's word is its rank among the SEPs (one before each word):
+    `sep_bits`, a bit per position, and `sep_rank`, the SEPs before each 64 positions
+    (int32) — 0.19 bytes per position. Ids are int32 in a training layout (`sym_dtype`),
+    int64 in the encoders'; plus 8 bytes per word for its count."""
 
     sym: np.ndarray
-    nxt: np.ndarray
-    prv: np.ndarray
+    nxt: np.ndarray | None
+    prv: np.ndarray | None
     word_of: np.ndarray | None
     word_count: np.ndarray
+    span: np.ndarray | None = None
     sep_bits: np.ndarray | None = None
     sep_rank: np.ndarray | None = None
 
     @classmethod
     def from_symbols(cls, lengths: np.ndarray, ids: np.ndarray, counts: np.ndarray,
-                     sym_dtype: type = np.int64, word_index: bool = True) -> Layout:
+                     sym_dtype: type = np.int64, lean: bool = False) -> Layout:
         """Lay out words given their symbol counts, the flat symbol ids and the word counts.
         Symbol k of the flat array (word w) sits at position k + w + 1: one SEP before each
         word. Links and word indexes are int32 (positions must stay below 2**31).
-        `word_index`: keep `word_of` (the encoders read it); else the SEPs' ranks."""
+        `lean`: the training form (spans and SEP ranks, no `nxt`/`prv`/`word_of`)."""
         n_words = len(lengths)
         size = int(lengths.sum()) + n_words + 1
         if size >= 1 << 31:
@@ -59,22 +62,39 @@ class Layout:
         positions += word_of
         sym = np.full(size, SEP, dtype=sym_dtype)
         sym[positions] = ids
-        if word_index:
-            word_of, per_word = np.full(size, -1, dtype=np.int32), word_of
-            word_of[positions] = per_word
-            del per_word
-        else:
-            del word_of
-        del positions
+        counts = np.asarray(counts, dtype=np.int64)
+        if lean:
+            del word_of, positions
+            longest = int(lengths.max()) if n_words else 1
+            span_dtype = (np.uint8 if longest < 1 << 8 else np.uint16 if longest < 1 << 16
+                          else np.int32)
+            layout = cls(sym, None, None, None, counts, span=np.ones(size, dtype=span_dtype))
+            layout.sep_bits, layout.sep_rank = _sep_ranks(sym)
+            return layout
+        word_of, per_word = np.full(size, -1, dtype=np.int32), word_of
+        word_of[positions] = per_word
+        del per_word, positions
         nxt = np.arange(1, size + 1, dtype=np.int32)
         nxt[-1] = size - 1
         prv = np.arange(-1, size - 1, dtype=np.int32)
         prv[0] = 0
-        layout = cls(sym, nxt, prv, word_of if word_index else None,
-                     np.asarray(counts, dtype=np.int64))
-        if not word_index:
-            layout.sep_bits, layout.sep_rank = _sep_ranks(sym)
-        return layout
+        return cls(sym, nxt, prv, word_of, counts)
+
+    def next_of(self, pos: np.ndarray) -> np.ndarray:
+        """The position of the token after each of `pos` (live tokens' first positions)."""
+        if self.span is None:
+            return self.nxt[pos]
+        return pos + self.span[pos]
+
+    def prev_of(self, pos: np.ndarray) -> np.ndarray:
+        """The position of the token before each of `pos` (live tokens' first positions)."""
+        if self.span is None:
+            return self.prv[pos]
+        return pos - self.span[pos - 1]
+
+    def next1(self, p: int) -> int:
+        """`next_of` of one position (plain Python)."""
+        return self.nxt.item(p) if self.span is None else p + self.span.item(p)
 
     def words(self, pos: np.ndarray) -> np.ndarray:
         """The word index of each of `pos` (int32; positions of symbols, not SEPs)."""
@@ -109,17 +129,17 @@ class Layout:
     def live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
         """The positions among `pos` (sorted) where the pair (a, b) still occurs; in runs
         `a a a` only every other one, left to right, as HF merges them."""
-        sym, nxt = self.sym, self.nxt
-        live = sym[pos] == a
-        live &= sym[nxt[pos]] == b
-        pos = pos[live]
-        del live
+        sym = self.sym
+        # the left symbol first: the next position of a stale one (inside a merged token:
+        # its span is stale) is not read
+        pos = pos[sym[pos] == a]
+        pos = pos[sym[self.next_of(pos)] == b]
         if a == b and pos.size > 1:
             # int32 and in place: a run of one symbol in a long word (`aaaa...`) makes this
             # the size of the word (positions are below 2**31)
             n = pos.size
             chained = np.zeros(n, dtype=bool)
-            chained[1:] = nxt[pos[:-1]] == pos[1:]
+            chained[1:] = self.next_of(pos[:-1]) == pos[1:]
             idx = np.arange(n, dtype=np.int32)
             step = np.where(chained, np.int32(0), idx)  # each run's start, carried forward:
             del chained
@@ -134,15 +154,57 @@ class Layout:
         """Merge the symbol at each of `pos` (non-overlapping) with its right neighbour into
         `new`. Returns each merged symbol's left neighbour position (as it stands after the
         merge) and its right neighbour's symbol as it stood before."""
-        sym, nxt, prv = self.sym, self.nxt, self.prv
-        q = nxt[pos]
-        r = nxt[q]
+        sym, span = self.sym, self.span
+        if span is None:
+            nxt, prv = self.nxt, self.prv
+            q = nxt[pos]
+            r = nxt[q]
+            rs = sym[r]
+            sym[pos] = new
+            sym[q] = REMOVED
+            nxt[pos] = r
+            prv[r] = pos
+            return prv[pos], rs
+        left_len = span[pos]
+        q = pos + left_len
+        length = span[q]
+        r = q + length
         rs = sym[r]
         sym[pos] = new
         sym[q] = REMOVED
-        nxt[pos] = r
-        prv[r] = pos
-        return prv[pos], rs
+        del q
+        length += left_len  # the merged token's length, at its first and last position
+        del left_len
+        span[pos] = length
+        r -= 1
+        span[r] = length
+        del r, length
+        # read after the writes: a left neighbour merged in this pass ends with its new span
+        return self.prev_of(pos), rs
+
+    def merge1(self, p: int, new: int) -> tuple[int, int]:
+        """`merge_at` of one position (plain Python): its left neighbour's position after
+        the merge and its right neighbour's symbol before."""
+        sym, span = self.sym, self.span
+        if span is None:
+            nxt, prv = self.nxt, self.prv
+            q = nxt.item(p)
+            r = nxt.item(q)
+            rs = sym.item(r)
+            sym[p] = new
+            sym[q] = REMOVED
+            nxt[p] = r
+            prv[r] = p
+            return prv.item(p), rs
+        length = span.item(p)
+        q = p + length
+        length += span.item(q)
+        rs = sym.item(p + length)
+        sym[p] = new
+        sym[q] = REMOVED
+        span[p] = length
+        span[p + length - 1] = length
+        return p - span.item(p - 1), rs
 
     def segmentation(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
         """Final symbols: (offsets per word, flat ids in the layout's id dtype) in word order.

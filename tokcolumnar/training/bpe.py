@@ -164,7 +164,8 @@ class QueueEntries:
 
 def _first_live(layout: Layout, pos: np.ndarray, a: int, b: int) -> int:
     """The first position of `pos` where the pair (a, b) still occurs, or -1."""
-    hit = np.flatnonzero((layout.sym[pos] == a) & (layout.sym[layout.nxt[pos]] == b))
+    pos = pos[layout.sym[pos] == a]  # (the next position of a stale one is not read)
+    hit = np.flatnonzero(layout.sym[layout.next_of(pos)] == b)
     return int(pos[hit[0]]) if hit.size else -1
 
 
@@ -332,9 +333,11 @@ class BpeTrainer:
         raw = [self._positions(e, p) for _, p, e in batch]
         member = np.repeat(np.arange(len(batch), dtype=np.int64), [x.size for x in raw])
         pos = np.concatenate(raw)
-        # keep the positions where the member's pair still stands
-        live = ((layout.sym[pos] == (pairs >> 32)[member])
-                & (layout.sym[layout.nxt[pos]] == (pairs & M32)[member]))
+        # keep the positions where the member's pair still stands (the left symbol first:
+        # the next position of a stale one is not read)
+        live = layout.sym[pos] == (pairs >> 32)[member]
+        pos, member = pos[live], member[live]
+        live = layout.sym[layout.next_of(pos)] == (pairs & M32)[member]
         pos, member = pos[live], member[live]
         return pos, member, np.bincount(member, minlength=len(batch)).tolist()
 
@@ -387,12 +390,12 @@ class BpeTrainer:
         # the right side on the helper thread in a large pass (the two sides are independent)
         if pos.size >= PARALLEL_MIN:
             right_side = side_thread().submit(
-                lambda: side(layout.sym[layout.nxt[layout.nxt[pos]]]))
-            left_top, unique, sums = side(layout.sym[layout.prv[pos]])
+                lambda: side(layout.sym[layout.next_of(layout.next_of(pos))]))
+            left_top, unique, sums = side(layout.sym[layout.prev_of(pos)])
             right_top = right_side.result()[0]
         else:
-            right_top = side(layout.sym[layout.nxt[layout.nxt[pos]]])[0]
-            left_top, unique, sums = side(layout.sym[layout.prv[pos]])
+            right_top = side(layout.sym[layout.next_of(layout.next_of(pos))])[0]
+            left_top, unique, sums = side(layout.sym[layout.prev_of(pos)])
         # the smallest left symbol whose count reaches the member's largest
         at_top = sums == left_top[unique >> 32]
         left_min = np.full(n, M32, dtype=np.int64)

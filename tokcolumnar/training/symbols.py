@@ -146,7 +146,7 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
     del word_index
     # ids as int32: 4 bytes per symbol in the merge loop (a vocabulary stays far below 2**31)
     layout = Layout.from_symbols(sym_lengths, ids, counts, sym_dtype=np.int32,
-                                 word_index=False)
+                                 lean=True)
     return Initial(vocab, layout, len(words))
 
 
