@@ -57,20 +57,26 @@ class Layout:
             raise TokcolumnarError(
                 f"the corpus has {size:,} symbols in its distinct words, over the 2**31 the "
                 "merge loop's int32 positions hold")
-        word_of = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
-        positions = np.arange(1, len(ids) + 1, dtype=np.int32)
-        positions += word_of
-        sym = np.full(size, SEP, dtype=sym_dtype)
-        sym[positions] = ids
         counts = np.asarray(counts, dtype=np.int64)
         if lean:
-            del word_of, positions
+            # a SEP inserted before each word's first symbol and at the end: the ids and
+            # the layout (and a byte per position) at once, where the positions and word
+            # indexes of every symbol (int32) took 8 bytes more on the initial stage's peak
+            at = np.zeros(n_words + 1, dtype=np.int64)
+            np.cumsum(lengths, out=at[1:])
+            sym = np.insert(np.asarray(ids, dtype=sym_dtype), at, SEP)
+            del at
             longest = int(lengths.max()) if n_words else 1
             span_dtype = (np.uint8 if longest < 1 << 8 else np.uint16 if longest < 1 << 16
                           else np.int32)
             layout = cls(sym, None, None, None, counts, span=np.ones(size, dtype=span_dtype))
             layout.sep_bits, layout.sep_rank = _sep_ranks(sym)
             return layout
+        word_of = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
+        positions = np.arange(1, len(ids) + 1, dtype=np.int32)
+        positions += word_of
+        sym = np.full(size, SEP, dtype=sym_dtype)
+        sym[positions] = ids
         word_of, per_word = np.full(size, -1, dtype=np.int32), word_of
         word_of[positions] = per_word
         del per_word, positions
