@@ -342,32 +342,33 @@ class BpeTrainer:
         return pos, member, np.bincount(member, minlength=len(batch)).tolist()
 
     def _apply(self, pos: np.ndarray, left: np.ndarray, right: np.ndarray, new: np.ndarray,
-               member: np.ndarray, n_members: int) -> list[int]:
+               member: np.ndarray, n_members: int, word: np.ndarray) -> list[int]:
         """Merge every occurrence in `pos` into its member's new token at once (the members
-        of a pass never overlap; `left`, `right`, `new`: one id per member), fold the
-        pair-count changes into the counts and queue the new pairs. Returns the number of
-        distinct words each member touched."""
+        of a pass never overlap; `left`, `right`, `new`: one id per member; `word`: the word
+        of each position), fold the pair-count changes into the counts and queue the new
+        pairs. Returns the number of distinct words each member touched."""
         # words touched: a new word (or member) starts wherever either changes
-        word = self.layout.words(pos)
         starts = np.ones(pos.size, dtype=bool)
         starts[1:] = (word[1:] != word[:-1]) | (member[1:] != member[:-1])
         words = np.bincount(member[starts], minlength=n_members).tolist()
-        del word, starts
+        del starts
+        weight = self.layout.word_count[word]
+        del word
         if n_members == 1:  # one id each: no per-position copies of them
             keys, sums, new_pairs = summed_merge_pass(
                 self.layout, pos, int(left[0]), int(right[0]), int(new[0]),
-                allowed=self._length_filter())
+                allowed=self._length_filter(), weight=weight)
         else:
             keys, sums, new_pairs = summed_merge_pass(self.layout, pos, left, right, new,
-                                                      member, self._length_filter())
+                                                      member, self._length_filter(), weight)
         # one vectorised update of the table for all changes (summed per pair)
         counts = self.pair_counts.add(keys, sums)
         if new_pairs is not None:
             self._queue_new_pairs(new_pairs, keys, counts)
         return words
 
-    def _bounds(self, pos: np.ndarray, member: np.ndarray,
-                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _bounds(self, pos: np.ndarray, member: np.ndarray, n: int,
+                weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each member, upper bounds on the pairs its new token N can make: the largest
         weighted count of a pair (N, y), the largest of a pair (x, N), and the smallest left
         symbol x reaching that largest count (docs/architecture.md, "Exact batching").
@@ -375,7 +376,6 @@ class BpeTrainer:
         token, whose id is larger and whose count is part of its old symbol's count, so the
         bounds stay upper bounds and the smallest x a lower bound."""
         layout = self.layout
-        weight = layout.weights(pos)
 
         def side(neighbour: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             # weighted count per (member, neighbour symbol): keys sort by member, then symbol
@@ -602,14 +602,17 @@ class BpeTrainer:
             # 3. their live occurrences, and the cut: keep members while each one's count is
             # above every count a pair created by an earlier member can reach
             pos, member, sizes = self._gather(batch)
+            # each position's word, read once for the pass (its weight, the words touched)
+            word = self.layout.words(pos)
             if len(batch) > 1:
-                keep = self._cut(batch, *self._bounds(pos, member, len(batch)))
+                keep = self._cut(batch, *self._bounds(pos, member, len(batch),
+                                                      self.layout.word_count[word]))
                 for count, p, entry in batch[keep:]:
                     self._push(count, p, entry)
                 if keep < len(batch):
                     batch = batch[:keep]
                     n_keep = sum(sizes[:keep])
-                    pos, member = pos[:n_keep], member[:n_keep]
+                    pos, member, word = pos[:n_keep], member[:n_keep], word[:n_keep]
             # 4. the new tokens, in merge order
             tokens_before = len(vocab)
             # int32 ids, as the layout holds them: the pass's per-position copies
@@ -636,7 +639,7 @@ class BpeTrainer:
             self.reused_token_in_pass = bool((news < tokens_before).any())
             # 5. one pass for the whole batch
             if pos.size:
-                words = self._apply(pos, lefts, rights, news, member, len(batch))
+                words = self._apply(pos, lefts, rights, news, member, len(batch), word)
             else:
                 words = [0] * len(batch)
             record.words.extend(words)

@@ -218,7 +218,7 @@ class PassChanges:
 
 def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
                right: np.ndarray | int, new: np.ndarray | int,
-               allowed: PairFilter = None) -> PassChanges:
+               allowed: PairFilter = None, weight: np.ndarray | None = None) -> PassChanges:
     """Merge the pair at each position of `pos` into `new` (per position, or one id for all)
     and return the pair-count changes, in HF's per-merge order.
 
@@ -226,11 +226,13 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     occurrence with word count w, its left neighbour l *as it stands after the pass* and its
     right neighbour r *as it stood before*: `(l, left) -w`, `(l, new) +w`, `(right, r) -w`,
     `(new, r) +w` (a neighbour that is a word boundary gives nothing). `allowed` drops the
-    changes of pairs that are never counted."""
+    changes of pairs that are never counted; `weight`: the word counts of `pos`, when the
+    caller has them (else read from the layout)."""
     # rewrite the links; `right_sym` is each right neighbour's symbol before the pass
     left_pos, right_sym = layout.merge_at(pos, new)
     left_sym = layout.sym[left_pos]
-    weight = layout.weights(pos)
+    if weight is None:
+        weight = layout.weights(pos)
     has_left = left_sym >= 0
     has_right = right_sym >= 0
 
@@ -292,8 +294,8 @@ SummedPass = tuple[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray, np.nda
 
 def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
                       right: np.ndarray | int, new: np.ndarray | int,
-                      member: np.ndarray | None = None, allowed: PairFilter = None
-                      ) -> SummedPass:
+                      member: np.ndarray | None = None, allowed: PairFilter = None,
+                      weight: np.ndarray | None = None) -> SummedPass:
     """`merge_pass` with its changes summed per pair and its new pairs sorted. `left`, `right`
     and `new` are one id each, or (with `member`, the member index of each position) one per
     member.
@@ -307,18 +309,21 @@ def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     pair) beyond one chunk's temporaries."""
     if pos.size <= PASS_CHUNK:
         return _summed(merge_pass(layout, pos, _of(left, member), _of(right, member),
-                                  _of(new, member), allowed))
+                                  _of(new, member), allowed, weight))
     if member is not None and not bool((pos[1:] > pos[:-1]).all()):
         order = np.argsort(pos, kind="stable")
         pos, member = pos[order], member[order]
+        if weight is not None:
+            weight = weight[order]
         del order
     sums: list[tuple[np.ndarray, np.ndarray]] = []
     made: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, pos.size, PASS_CHUNK):
         chunk = pos[start:start + PASS_CHUNK]
         m = None if member is None else member[start:start + PASS_CHUNK]
+        w = None if weight is None else weight[start:start + PASS_CHUNK]
         keys, counts, new_pairs = _summed(merge_pass(layout, chunk, _of(left, m),
-                                                     _of(right, m), _of(new, m), allowed))
+                                                     _of(right, m), _of(new, m), allowed, w))
         sums.append((keys, counts))
         if new_pairs is not None:
             made.append(new_pairs)
