@@ -147,19 +147,23 @@ class QueueEntries:
             keep = np.repeat(~dead, ends - starts)
             self.positions_of_base[base] = self.positions_of_base[base][keep]
             del keep
-            # the new slice lengths: 0 for dead entries; new bounds are their running sums
-            lengths = np.where(dead, 0, ends - starts).astype(np.int64)
-            new_ends = np.cumsum(lengths)
-            new_starts = new_ends - lengths
-            self.starts[base] = new_starts.astype(np.int32)
-            self.ends[base] = new_ends.astype(np.int32)
+            # the new slice lengths: 0 for dead entries; new bounds are their running sums,
+            # one int32 array whose views are the starts and ends (as `add_base` keeps them:
+            # two arrays took 4 bytes more per entry)
+            lengths = ends - starts
+            lengths[dead] = 0
+            bounds = np.zeros(lengths.size + 1, dtype=np.int32)
+            np.cumsum(lengths, out=bounds[1:])
+            del lengths
+            self.starts[base], self.ends[base] = bounds[:-1], bounds[1:]
             self.dead_in_base[base] = 0
         self.dead_positions = 0
 
     @property
     def nbytes(self) -> int:
+        """The bytes held (the starts and ends of a base are views of one bounds array)."""
         return sum(a.nbytes for group in (self.positions_of_base, self.keys, self.starts,
-                                          self.ends, self.dead) for a in group)
+                                          self.dead) for a in group) + 4 * len(self.starts)
 
 
 def _first_live(layout: Layout, pos: np.ndarray, a: int, b: int) -> int:
