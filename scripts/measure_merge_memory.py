@@ -22,12 +22,13 @@ import resource
 import threading
 import time
 
+import numpy as np
 import polars as pl
 
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.malloc import fix_mmap_threshold
 from tokcolumnar.progress import StageTimer
-from tokcolumnar.training import bpe, polars_engine
+from tokcolumnar.training import bpe, passes, polars_engine
 from tokcolumnar.training.polars_engine import PolarsEngine
 
 
@@ -86,8 +87,8 @@ class Breakdown:
 
     def watch(self, initial) -> None:  # noqa: ANN001 - training.symbols.Initial
         lay = initial.layout
-        self.layout_bytes = sum(a.nbytes for a in (lay.sym, lay.nxt, lay.prv, lay.word_of,
-                                                   lay.word_count))
+        self.layout_bytes = sum(a.nbytes for a in vars(lay).values()
+                                if isinstance(a, np.ndarray))
 
     def __call__(self, trainer) -> None:  # noqa: ANN001 - training.bpe.BpeTrainer
         self.passes += 1
@@ -130,8 +131,9 @@ def main() -> None:
         trainer.count_initial_pairs = stages.staged("pairs", trainer.count_initial_pairs)
         trainer.train = stages.staged("loop", trainer.train)
         # the loop's steps, each its own stage (where a pass's transients peak)
-        for name in ("merge_pass", "sum_by_key_arrays", "sort_new_pairs"):
-            setattr(bpe, name, stages.staged(f"loop.{name}", getattr(bpe, name)))
+        # (the passes' kernels are looked up in `passes` when a pass runs)
+        for name in ("merge_pass", "sum_by_key_arrays", "sort_new_pairs", "join_new_pairs"):
+            setattr(passes, name, stages.staged(f"loop.{name}", getattr(passes, name)))
         for cls, name in ((trainer, "_gather"), (trainer, "_bounds"), (trainer, "_revive"),
                           (trainer, "_queue_new_pairs"), (bpe.QueueEntries, "compact"),
                           (bpe.PairCounts, "_rebuild"), (bpe.PairCounts, "add")):

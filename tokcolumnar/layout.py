@@ -13,69 +13,139 @@ from .errors import TokcolumnarError
 
 SEP = -1  # word boundary in the flat layout
 REMOVED = -2  # right half of a merged pair
+M64 = (1 << 64) - 1
 
 
 @dataclass
 class Layout:
     """All words in one flat array: `[SEP] w0 symbols [SEP] w1 symbols ... [SEP]`.
 
-    `nxt`/`prv` link the live symbols of each word; `word_of` gives each position's word
-    index and `word_count` each word's count (`weights(pos)`: the count of each position's
-    word). A pair is named by the position of its left symbol.
+    `next_of`/`prev_of` link the live symbols of each word; `words(pos)` gives each
+    position's word index and `word_count` each word's count (`weights(pos)`: the count of
+    each position's word). A pair is named by the position of its left symbol.
 
-    Memory (docs/architecture.md, "Memory"): `sym`, `nxt`, `prv` and `word_of` are int32, so
-    16 bytes per position (a symbol, or the SEP before each word) plus 8 per word for its
-    count; a training layout keeps ids as int32 (`sym_dtype`), the encoders' int64."""
+    Two forms (docs/architecture.md, "Memory"). The encoders' (`lean=False`): `nxt`/`prv`
+    (int32) per position, and `word_of`, each position's word (int32). The training form
+    (`lean=True`, 16 -> ~5-6 bytes per position): `span`, the length of each live token in
+    positions, kept at its first and at its last position (so the next token starts at
+    `p + span[p]`, the previous one at `p - span[p - 1]`; the interior positions of a
+    merged token hold stale values), in the narrowest unsigned type holding the longest
+    word; and a position's word is its rank among the SEPs (one before each word):
+    `sep_bits`, a bit per position, and `sep_rank`, the SEPs before each 64 positions
+    (int32) — 0.19 bytes per position. Ids are int32 in a training layout (`sym_dtype`),
+    int64 in the encoders'; plus 8 bytes per word for its count."""
 
     sym: np.ndarray
-    nxt: np.ndarray
-    prv: np.ndarray
-    word_of: np.ndarray
+    nxt: np.ndarray | None
+    prv: np.ndarray | None
+    word_of: np.ndarray | None
     word_count: np.ndarray
+    span: np.ndarray | None = None
+    sep_bits: np.ndarray | None = None
+    sep_rank: np.ndarray | None = None
 
     @classmethod
     def from_symbols(cls, lengths: np.ndarray, ids: np.ndarray, counts: np.ndarray,
-                     sym_dtype: type = np.int64) -> Layout:
+                     sym_dtype: type = np.int64, lean: bool = False) -> Layout:
         """Lay out words given their symbol counts, the flat symbol ids and the word counts.
         Symbol k of the flat array (word w) sits at position k + w + 1: one SEP before each
-        word. Links and word indexes are int32 (positions must stay below 2**31)."""
+        word. Links and word indexes are int32 (positions must stay below 2**31).
+        `lean`: the training form (spans and SEP ranks, no `nxt`/`prv`/`word_of`)."""
         n_words = len(lengths)
         size = int(lengths.sum()) + n_words + 1
         if size >= 1 << 31:
             raise TokcolumnarError(
                 f"the corpus has {size:,} symbols in its distinct words, over the 2**31 the "
                 "merge loop's int32 positions hold")
-        word_index = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
+        counts = np.asarray(counts, dtype=np.int64)
+        if lean:
+            # a SEP inserted before each word's first symbol and at the end: the ids and
+            # the layout (and a byte per position) at once, where the positions and word
+            # indexes of every symbol (int32) took 8 bytes more on the initial stage's peak
+            at = np.zeros(n_words + 1, dtype=np.int64)
+            np.cumsum(lengths, out=at[1:])
+            sym = np.insert(np.asarray(ids, dtype=sym_dtype), at, SEP)
+            del at
+            longest = int(lengths.max()) if n_words else 1
+            span_dtype = (np.uint8 if longest < 1 << 8 else np.uint16 if longest < 1 << 16
+                          else np.int32)
+            layout = cls(sym, None, None, None, counts, span=np.ones(size, dtype=span_dtype))
+            layout.sep_bits, layout.sep_rank = _sep_ranks(sym)
+            return layout
+        word_of = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
         positions = np.arange(1, len(ids) + 1, dtype=np.int32)
-        positions += word_index
+        positions += word_of
         sym = np.full(size, SEP, dtype=sym_dtype)
         sym[positions] = ids
+        word_of, per_word = np.full(size, -1, dtype=np.int32), word_of
+        word_of[positions] = per_word
+        del per_word, positions
         nxt = np.arange(1, size + 1, dtype=np.int32)
         nxt[-1] = size - 1
         prv = np.arange(-1, size - 1, dtype=np.int32)
         prv[0] = 0
-        word_of = np.full(size, -1, dtype=np.int32)
-        word_of[positions] = word_index
-        return cls(sym, nxt, prv, word_of, np.asarray(counts, dtype=np.int64))
+        return cls(sym, nxt, prv, word_of, counts)
+
+    def next_of(self, pos: np.ndarray) -> np.ndarray:
+        """The position of the token after each of `pos` (live tokens' first positions)."""
+        if self.span is None:
+            return self.nxt[pos]
+        return pos + self.span[pos]
+
+    def prev_of(self, pos: np.ndarray) -> np.ndarray:
+        """The position of the token before each of `pos` (live tokens' first positions)."""
+        if self.span is None:
+            return self.prv[pos]
+        return pos - self.span[pos - 1]
+
+    def next1(self, p: int) -> int:
+        """`next_of` of one position (plain Python)."""
+        return self.nxt.item(p) if self.span is None else p + self.span.item(p)
+
+    def words(self, pos: np.ndarray) -> np.ndarray:
+        """The word index of each of `pos` (int32; positions of symbols, not SEPs)."""
+        if self.word_of is not None:
+            return self.word_of[pos]
+        block = pos >> 6
+        bits = self.sep_bits[block]
+        # keep the bits of the positions up to each one (its bit moves to the top): their
+        # count is the SEPs up to it in its block
+        shift = (pos & 63).astype(np.uint64)
+        np.bitwise_xor(shift, np.uint64(63), out=shift)
+        bits <<= shift
+        del shift
+        word = self.sep_rank[block]
+        del block
+        word += np.bitwise_count(bits)
+        word -= 1
+        return word
+
+    def word(self, p: int) -> int:
+        """`words` of one position (plain Python: cheaper than array calls for one)."""
+        if self.word_of is not None:
+            return self.word_of.item(p)
+        block = p >> 6
+        bits = (self.sep_bits.item(block) << (63 - (p & 63))) & M64
+        return self.sep_rank.item(block) + bits.bit_count() - 1
 
     def weights(self, pos: np.ndarray) -> np.ndarray:
         """The count of the word of each of `pos` (int64; positions of symbols, not SEPs)."""
-        return self.word_count[self.word_of[pos]]
+        return self.word_count[self.words(pos)]
 
     def live_occurrences(self, pos: np.ndarray, a: int, b: int) -> np.ndarray:
         """The positions among `pos` (sorted) where the pair (a, b) still occurs; in runs
         `a a a` only every other one, left to right, as HF merges them."""
-        sym, nxt = self.sym, self.nxt
-        live = sym[pos] == a
-        live &= sym[nxt[pos]] == b
-        pos = pos[live]
-        del live
+        sym = self.sym
+        # the left symbol first: the next position of a stale one (inside a merged token:
+        # its span is stale) is not read
+        pos = pos[sym[pos] == a]
+        pos = pos[sym[self.next_of(pos)] == b]
         if a == b and pos.size > 1:
             # int32 and in place: a run of one symbol in a long word (`aaaa...`) makes this
             # the size of the word (positions are below 2**31)
             n = pos.size
             chained = np.zeros(n, dtype=bool)
-            chained[1:] = nxt[pos[:-1]] == pos[1:]
+            chained[1:] = self.next_of(pos[:-1]) == pos[1:]
             idx = np.arange(n, dtype=np.int32)
             step = np.where(chained, np.int32(0), idx)  # each run's start, carried forward:
             del chained
@@ -90,25 +160,85 @@ class Layout:
         """Merge the symbol at each of `pos` (non-overlapping) with its right neighbour into
         `new`. Returns each merged symbol's left neighbour position (as it stands after the
         merge) and its right neighbour's symbol as it stood before."""
-        sym, nxt, prv = self.sym, self.nxt, self.prv
-        q = nxt[pos]
-        r = nxt[q]
+        sym, span = self.sym, self.span
+        if span is None:
+            nxt, prv = self.nxt, self.prv
+            q = nxt[pos]
+            r = nxt[q]
+            rs = sym[r]
+            sym[pos] = new
+            sym[q] = REMOVED
+            nxt[pos] = r
+            prv[r] = pos
+            return prv[pos], rs
+        left_len = span[pos]
+        q = pos + left_len
+        length = span[q]
+        r = q + length
         rs = sym[r]
         sym[pos] = new
         sym[q] = REMOVED
-        nxt[pos] = r
-        prv[r] = pos
-        return prv[pos], rs
+        del q
+        length += left_len  # the merged token's length, at its first and last position
+        del left_len
+        span[pos] = length
+        r -= 1
+        span[r] = length
+        del r, length
+        # read after the writes: a left neighbour merged in this pass ends with its new span
+        return self.prev_of(pos), rs
+
+    def merge1(self, p: int, new: int) -> tuple[int, int]:
+        """`merge_at` of one position (plain Python): its left neighbour's position after
+        the merge and its right neighbour's symbol before."""
+        sym, span = self.sym, self.span
+        if span is None:
+            nxt, prv = self.nxt, self.prv
+            q = nxt.item(p)
+            r = nxt.item(q)
+            rs = sym.item(r)
+            sym[p] = new
+            sym[q] = REMOVED
+            nxt[p] = r
+            prv[r] = p
+            return prv.item(p), rs
+        length = span.item(p)
+        q = p + length
+        length += span.item(q)
+        rs = sym.item(p + length)
+        sym[p] = new
+        sym[q] = REMOVED
+        span[p] = length
+        span[p + length - 1] = length
+        return p - span.item(p - 1), rs
 
     def segmentation(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
         """Final symbols: (offsets per word, flat ids in the layout's id dtype) in word order.
         A boolean mask selects them, not int64 positions: 1 byte per position instead of 8,
         and no int64 copy of the ids (medium/en bert: 462k final tokens, ~5 MiB less)."""
         live = self.sym >= 0
-        lengths = np.bincount(self.word_of[live], minlength=n_words)
+        if self.word_of is not None:
+            lengths = np.bincount(self.word_of[live], minlength=n_words)
+        else:  # the live symbols between each word's SEP and the next
+            seps = np.flatnonzero(self.sym == SEP)[:n_words]
+            lengths = (np.add.reduceat(live, seps, dtype=np.int64) if n_words
+                       else np.zeros(0, dtype=np.int64))
         offsets = np.zeros(n_words + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         return offsets, self.sym[live]
+
+
+def _sep_ranks(sym: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The SEPs of a fresh layout as bits (uint64 words, bit i of word k: position
+    64k + i) and, per word of bits, the SEPs before it (int32)."""
+    bits = np.packbits(sym == SEP, bitorder="little")
+    pad = -bits.size % 8
+    if pad:
+        bits = np.append(bits, np.zeros(pad, dtype=np.uint8))
+    bits = bits.view("<u8").astype(np.uint64, copy=False)  # bit i of byte k: 8k + i
+    rank = np.zeros(bits.size, dtype=np.int32)
+    np.cumsum(np.bitwise_count(bits)[:-1], dtype=np.int32, out=rank[1:])
+    return bits, rank
 
 
 def code_points(words: pl.Series) -> tuple[np.ndarray, np.ndarray]:

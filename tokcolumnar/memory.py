@@ -59,16 +59,29 @@ COUNT_TABLE_SHARE = 0.2
 #   en 100 MB (320,927; 2,653,410)                     139     130 MB   115 MB (-12%)
 #   medium/zh.txt, whitespace (as above)               304     234 MB   257 MB (+10%; with
 #                                                                       95 per CJK: 385 MB)
+# Remeasured 2026-11-28 after issue 30's lean layout (the training layout's spans and SEP
+# ranks instead of `nxt`/`prv`/`word_of`: 16 -> ~5.2 bytes per position; the initial stage's
+# transients in chunks), same tables and settings; the estimate with the constants below:
+#   table (words, symbols)                           before  after    estimate (table + loop)
+#   zh 100 MB (1,601,389; 99,723,952 byte-level)      3339    2337 MB  2749 MB (+18%)
+#   zh 20 MB (333,894; 20,170,821 byte-level)          798     592 MB   556 MB (-6%)
+#   en 100 MB (320,927; 2,653,410)                     130      97 MB    81 MB (-17%)
+#   medium/zh.txt, whitespace (662,547; 3,691,376)     234     185 MB   201 MB (+9%)
+#   medium/en.txt, whitespace, 50k (97,474; 730,918)     70      58 MB    23 MB (see below)
+# ("before" as measured that day on the code before the change. The 5 GB table is not here to
+# remeasure: its layout alone shrinks by ~10.8 bytes per position, ~340 MB, which puts its
+# loop near 680 MB against an estimate of ~850 MB.)
 # A small table measures more per word: ~40 MB of the process's first NumPy/Polars work
 # (thread pools, arenas) falls in the loop whatever the table, and is left out with the
-# interpreter (the limit does not bound them; `merge_bytes`). Chinese clauses cost ~1.5x per
+# interpreter (the limit does not bound them; `merge_bytes`). Chinese clauses cost ~1.8x per
 # character (a large alphabet: many distinct pairs,
 # each with its queue entry and positions), so CJK characters have their own constant; a
-# byte-level table's characters are bytes' stand-ins, not CJK, and cost ~40 bytes each. This
-# is the ONE place these numbers live: remeasure when the loop's layout changes.
+# byte-level table's characters are bytes' stand-ins, not CJK, and cost ~23-29 bytes each
+# (fewer on a larger table: the pairs grow slower than the characters). This is the ONE place
+# these numbers live: remeasure when the loop's layout changes.
 MERGE_BYTES_PER_WORD = 20
-MERGE_BYTES_PER_SYMBOL = 38
-MERGE_BYTES_PER_CJK_SYMBOL = 60
+MERGE_BYTES_PER_SYMBOL = 25
+MERGE_BYTES_PER_CJK_SYMBOL = 45
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 

@@ -147,24 +147,29 @@ class QueueEntries:
             keep = np.repeat(~dead, ends - starts)
             self.positions_of_base[base] = self.positions_of_base[base][keep]
             del keep
-            # the new slice lengths: 0 for dead entries; new bounds are their running sums
-            lengths = np.where(dead, 0, ends - starts).astype(np.int64)
-            new_ends = np.cumsum(lengths)
-            new_starts = new_ends - lengths
-            self.starts[base] = new_starts.astype(np.int32)
-            self.ends[base] = new_ends.astype(np.int32)
+            # the new slice lengths: 0 for dead entries; new bounds are their running sums,
+            # one int32 array whose views are the starts and ends (as `add_base` keeps them:
+            # two arrays took 4 bytes more per entry)
+            lengths = ends - starts
+            lengths[dead] = 0
+            bounds = np.zeros(lengths.size + 1, dtype=np.int32)
+            np.cumsum(lengths, out=bounds[1:])
+            del lengths
+            self.starts[base], self.ends[base] = bounds[:-1], bounds[1:]
             self.dead_in_base[base] = 0
         self.dead_positions = 0
 
     @property
     def nbytes(self) -> int:
+        """The bytes held (the starts and ends of a base are views of one bounds array)."""
         return sum(a.nbytes for group in (self.positions_of_base, self.keys, self.starts,
-                                          self.ends, self.dead) for a in group)
+                                          self.dead) for a in group) + 4 * len(self.starts)
 
 
 def _first_live(layout: Layout, pos: np.ndarray, a: int, b: int) -> int:
     """The first position of `pos` where the pair (a, b) still occurs, or -1."""
-    hit = np.flatnonzero((layout.sym[pos] == a) & (layout.sym[layout.nxt[pos]] == b))
+    pos = pos[layout.sym[pos] == a]  # (the next position of a stale one is not read)
+    hit = np.flatnonzero(layout.sym[layout.next_of(pos)] == b)
     return int(pos[hit[0]]) if hit.size else -1
 
 
@@ -310,7 +315,7 @@ class BpeTrainer:
         pos = np.unique(np.concatenate([self.entries.positions(e) for e in several]))
         if self.hf_semantics:  # HF merges only in the words this entry was created for
             mine = self.entries.positions(entry)
-            pos = pos[np.isin(self.layout.word_of[pos], self.layout.word_of[mine])]
+            pos = pos[np.isin(self.layout.words(pos), self.layout.words(mine))]
         return pos
 
     def _gather(self, batch: list[Candidate]) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -332,39 +337,42 @@ class BpeTrainer:
         raw = [self._positions(e, p) for _, p, e in batch]
         member = np.repeat(np.arange(len(batch), dtype=np.int64), [x.size for x in raw])
         pos = np.concatenate(raw)
-        # keep the positions where the member's pair still stands
-        live = ((layout.sym[pos] == (pairs >> 32)[member])
-                & (layout.sym[layout.nxt[pos]] == (pairs & M32)[member]))
+        # keep the positions where the member's pair still stands (the left symbol first:
+        # the next position of a stale one is not read)
+        live = layout.sym[pos] == (pairs >> 32)[member]
+        pos, member = pos[live], member[live]
+        live = layout.sym[layout.next_of(pos)] == (pairs & M32)[member]
         pos, member = pos[live], member[live]
         return pos, member, np.bincount(member, minlength=len(batch)).tolist()
 
     def _apply(self, pos: np.ndarray, left: np.ndarray, right: np.ndarray, new: np.ndarray,
-               member: np.ndarray, n_members: int) -> list[int]:
+               member: np.ndarray, n_members: int, word: np.ndarray) -> list[int]:
         """Merge every occurrence in `pos` into its member's new token at once (the members
-        of a pass never overlap; `left`, `right`, `new`: one id per member), fold the
-        pair-count changes into the counts and queue the new pairs. Returns the number of
-        distinct words each member touched."""
+        of a pass never overlap; `left`, `right`, `new`: one id per member; `word`: the word
+        of each position), fold the pair-count changes into the counts and queue the new
+        pairs. Returns the number of distinct words each member touched."""
         # words touched: a new word (or member) starts wherever either changes
-        word = self.layout.word_of[pos]
         starts = np.ones(pos.size, dtype=bool)
         starts[1:] = (word[1:] != word[:-1]) | (member[1:] != member[:-1])
         words = np.bincount(member[starts], minlength=n_members).tolist()
-        del word, starts
+        del starts
+        weight = self.layout.word_count[word]
+        del word
         if n_members == 1:  # one id each: no per-position copies of them
             keys, sums, new_pairs = summed_merge_pass(
                 self.layout, pos, int(left[0]), int(right[0]), int(new[0]),
-                allowed=self._length_filter())
+                allowed=self._length_filter(), weight=weight)
         else:
             keys, sums, new_pairs = summed_merge_pass(self.layout, pos, left, right, new,
-                                                      member, self._length_filter())
+                                                      member, self._length_filter(), weight)
         # one vectorised update of the table for all changes (summed per pair)
         counts = self.pair_counts.add(keys, sums)
         if new_pairs is not None:
             self._queue_new_pairs(new_pairs, keys, counts)
         return words
 
-    def _bounds(self, pos: np.ndarray, member: np.ndarray,
-                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _bounds(self, pos: np.ndarray, member: np.ndarray, n: int,
+                weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each member, upper bounds on the pairs its new token N can make: the largest
         weighted count of a pair (N, y), the largest of a pair (x, N), and the smallest left
         symbol x reaching that largest count (docs/architecture.md, "Exact batching").
@@ -372,7 +380,6 @@ class BpeTrainer:
         token, whose id is larger and whose count is part of its old symbol's count, so the
         bounds stay upper bounds and the smallest x a lower bound."""
         layout = self.layout
-        weight = layout.weights(pos)
 
         def side(neighbour: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             # weighted count per (member, neighbour symbol): keys sort by member, then symbol
@@ -387,12 +394,12 @@ class BpeTrainer:
         # the right side on the helper thread in a large pass (the two sides are independent)
         if pos.size >= PARALLEL_MIN:
             right_side = side_thread().submit(
-                lambda: side(layout.sym[layout.nxt[layout.nxt[pos]]]))
-            left_top, unique, sums = side(layout.sym[layout.prv[pos]])
+                lambda: side(layout.sym[layout.next_of(layout.next_of(pos))]))
+            left_top, unique, sums = side(layout.sym[layout.prev_of(pos)])
             right_top = right_side.result()[0]
         else:
-            right_top = side(layout.sym[layout.nxt[layout.nxt[pos]]])[0]
-            left_top, unique, sums = side(layout.sym[layout.prv[pos]])
+            right_top = side(layout.sym[layout.next_of(layout.next_of(pos))])[0]
+            left_top, unique, sums = side(layout.sym[layout.prev_of(pos)])
         # the smallest left symbol whose count reaches the member's largest
         at_top = sums == left_top[unique >> 32]
         left_min = np.full(n, M32, dtype=np.int64)
@@ -599,14 +606,17 @@ class BpeTrainer:
             # 3. their live occurrences, and the cut: keep members while each one's count is
             # above every count a pair created by an earlier member can reach
             pos, member, sizes = self._gather(batch)
+            # each position's word, read once for the pass (its weight, the words touched)
+            word = self.layout.words(pos)
             if len(batch) > 1:
-                keep = self._cut(batch, *self._bounds(pos, member, len(batch)))
+                keep = self._cut(batch, *self._bounds(pos, member, len(batch),
+                                                      self.layout.word_count[word]))
                 for count, p, entry in batch[keep:]:
                     self._push(count, p, entry)
                 if keep < len(batch):
                     batch = batch[:keep]
                     n_keep = sum(sizes[:keep])
-                    pos, member = pos[:n_keep], member[:n_keep]
+                    pos, member, word = pos[:n_keep], member[:n_keep], word[:n_keep]
             # 4. the new tokens, in merge order
             tokens_before = len(vocab)
             # int32 ids, as the layout holds them: the pass's per-position copies
@@ -633,7 +643,7 @@ class BpeTrainer:
             self.reused_token_in_pass = bool((news < tokens_before).any())
             # 5. one pass for the whole batch
             if pos.size:
-                words = self._apply(pos, lefts, rights, news, member, len(batch))
+                words = self._apply(pos, lefts, rights, news, member, len(batch), word)
             else:
                 words = [0] * len(batch)
             record.words.extend(words)

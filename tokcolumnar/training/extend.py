@@ -397,7 +397,7 @@ def rebuild(words: pl.DataFrame, cfg: TrainConfig, base: Base
         in_words = np.bincount(pairs // max(own.n_words, 1), minlength=k).astype(np.int64)
     offsets, ids = layout.segmentation(own.n_words)
     layout = Layout.from_symbols(np.diff(offsets), ids.astype(np.int32), counts,
-                                 sym_dtype=np.int32)
+                                 sym_dtype=np.int32, lean=True)
     return Initial(vocab, layout, own.n_words), joined, in_words
 
 

@@ -83,6 +83,26 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     faster than the radix sort by argsorts it replaced, and a third of its memory); otherwise
     by a Polars sort on (key, position)."""
     sym = layout.sym
+    if allowed is None and n_tokens * n_tokens < (1 << 32):
+        combined = _dense_keys(sym, n_tokens)
+        combined.sort()
+        # the position is the low word, the dense key the high one (in memory order); the
+        # dense keys are then shifted down in place (no copy of them beside the positions)
+        low = 0 if sys.byteorder == "little" else 1
+        positions = combined.view(np.uint32)[low::2].astype(np.int32)
+        combined >>= np.uint64(32)
+        dense = combined
+        del combined
+        first = np.ones(dense.size, dtype=bool)
+        first[1:] = dense[1:] != dense[:-1]
+        starts = np.flatnonzero(first)
+        del first
+        ends = np.append(starts[1:], dense.size)
+        unique = dense[starts].astype(np.int64)
+        del dense
+        keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
+        return PairGroups(keys, _slice_sums(layout, positions, starts), positions, starts,
+                          ends)
     # a pair sits wherever two live symbols are adjacent (SEP is negative)
     positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
     if allowed is not None:
@@ -95,18 +115,10 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         # per pair, built in place in uint64: with the layout's int32 ids the product would
         # wrap past 2**31): positions come out ascending within each key, and no int64
         # argsort permutations (8 bytes per pair each, two or three alive at once) are
-        # needed — this is the initial layout's memory peak. The left and right ids are
-        # gathered one after the other (and the right ones through the positions shifted in
-        # place), so at most one id array is alive beside `combined`: 4 bytes per pair
-        # less at the peak than both arrays and `positions + 1` at once
-        combined = (left if allowed is not None else sym[positions]).astype(np.uint64)
-        if allowed is not None:
-            del left
+        # needed
+        combined = left.astype(np.uint64)
+        del left
         combined *= np.uint64(n_tokens)
-        if allowed is None:
-            positions += 1
-            right = sym[positions]
-            positions -= 1
         # ids are >= 0: an int32 id's bits read as uint32 are the id (no copy)
         combined += (right.view(np.uint32) if right.dtype == np.int32
                      else right.astype(np.uint64))
@@ -115,7 +127,6 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         combined |= positions.view(np.uint32)
         del positions
         combined.sort()
-        # the position is the low word, the dense key the high one (in memory order)
         halves = combined.view(np.uint32)
         low = 0 if sys.byteorder == "little" else 1
         positions = halves[low::2].astype(np.int32)
@@ -140,6 +151,37 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     starts = ends - groups.get_column("len").to_numpy()
     return PairGroups(groups.get_column("key").to_numpy(), groups.get_column("w").to_numpy(),
                       frame.get_column("pos").to_numpy().astype(np.int32), starts, ends)
+
+
+#: `_dense_keys` reads this many positions of the layout at a time.
+DENSE_CHUNK = 1 << 22
+
+
+def _dense_keys(sym: np.ndarray, n_tokens: int) -> np.ndarray:
+    """`(left * n_tokens + right) << 32 | position` (uint64) of every adjacent pair of the
+    layout, in position order, built `DENSE_CHUNK` positions at a time: the pairs' positions
+    (int64 from `flatnonzero`, then int32) and their ids for the whole layout at once were
+    8-12 bytes per pair beside this array on the initial stage's peak (this is 8)."""
+    n = sym.size - 1
+    count = 0
+    for at in range(0, n, DENSE_CHUNK):
+        s = sym[at:at + DENSE_CHUNK + 1]
+        count += int(np.count_nonzero((s[:-1] >= 0) & (s[1:] >= 0)))
+    combined = np.empty(count, dtype=np.uint64)
+    done = 0
+    for at in range(0, n, DENSE_CHUNK):
+        s = sym[at:at + DENSE_CHUNK + 1]
+        here = np.flatnonzero((s[:-1] >= 0) & (s[1:] >= 0))
+        out = combined[done:done + here.size]
+        # built in uint64 (with int32 ids the product would wrap past 2**31); ids are >= 0
+        out[...] = s[here]
+        out *= np.uint64(n_tokens)
+        out += s[here + 1].astype(np.uint64)
+        out <<= np.uint64(32)
+        here += at
+        out |= here.astype(np.uint64)
+        done += here.size
+    return combined
 
 
 #: `_slice_sums` reads the weights of this many positions at a time.
@@ -176,7 +218,7 @@ class PassChanges:
 
 def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
                right: np.ndarray | int, new: np.ndarray | int,
-               allowed: PairFilter = None) -> PassChanges:
+               allowed: PairFilter = None, weight: np.ndarray | None = None) -> PassChanges:
     """Merge the pair at each position of `pos` into `new` (per position, or one id for all)
     and return the pair-count changes, in HF's per-merge order.
 
@@ -184,11 +226,13 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     occurrence with word count w, its left neighbour l *as it stands after the pass* and its
     right neighbour r *as it stood before*: `(l, left) -w`, `(l, new) +w`, `(right, r) -w`,
     `(new, r) +w` (a neighbour that is a word boundary gives nothing). `allowed` drops the
-    changes of pairs that are never counted."""
+    changes of pairs that are never counted; `weight`: the word counts of `pos`, when the
+    caller has them (else read from the layout)."""
     # rewrite the links; `right_sym` is each right neighbour's symbol before the pass
     left_pos, right_sym = layout.merge_at(pos, new)
     left_sym = layout.sym[left_pos]
-    weight = layout.weights(pos)
+    if weight is None:
+        weight = layout.weights(pos)
     has_left = left_sym >= 0
     has_right = right_sym >= 0
 
@@ -250,8 +294,8 @@ SummedPass = tuple[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray, np.nda
 
 def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
                       right: np.ndarray | int, new: np.ndarray | int,
-                      member: np.ndarray | None = None, allowed: PairFilter = None
-                      ) -> SummedPass:
+                      member: np.ndarray | None = None, allowed: PairFilter = None,
+                      weight: np.ndarray | None = None) -> SummedPass:
     """`merge_pass` with its changes summed per pair and its new pairs sorted. `left`, `right`
     and `new` are one id each, or (with `member`, the member index of each position) one per
     member.
@@ -265,18 +309,21 @@ def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     pair) beyond one chunk's temporaries."""
     if pos.size <= PASS_CHUNK:
         return _summed(merge_pass(layout, pos, _of(left, member), _of(right, member),
-                                  _of(new, member), allowed))
+                                  _of(new, member), allowed, weight))
     if member is not None and not bool((pos[1:] > pos[:-1]).all()):
         order = np.argsort(pos, kind="stable")
         pos, member = pos[order], member[order]
+        if weight is not None:
+            weight = weight[order]
         del order
     sums: list[tuple[np.ndarray, np.ndarray]] = []
     made: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, pos.size, PASS_CHUNK):
         chunk = pos[start:start + PASS_CHUNK]
         m = None if member is None else member[start:start + PASS_CHUNK]
+        w = None if weight is None else weight[start:start + PASS_CHUNK]
         keys, counts, new_pairs = _summed(merge_pass(layout, chunk, _of(left, m),
-                                                     _of(right, m), _of(new, m), allowed))
+                                                     _of(right, m), _of(new, m), allowed, w))
         sums.append((keys, counts))
         if new_pairs is not None:
             made.append(new_pairs)

@@ -62,7 +62,7 @@ class PolarsEngine:
             merges = merge_loop(initial, cfg, checkpoint,
                                 restored[1] if restored is not None else None)
         with timer.stage("tables"):
-            # the final segmentation, then the layout is dropped (16 bytes per position) before
+            # the final segmentation, then the layout is dropped (~5 bytes per position) before
             # the tables' strings are built: the run's peak stays the merge loop's
             offsets, ids = initial.layout.segmentation(initial.n_words)
             del initial.layout

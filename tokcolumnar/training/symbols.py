@@ -8,6 +8,7 @@ string. Characters outside a limited alphabet are dropped from words, as HF does
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,12 +56,31 @@ class Initial:
     n_words: int
 
 
-def select_alphabet(cps: np.ndarray, weights: np.ndarray, limit: int | None,
-                    initial: list[str]) -> np.ndarray:
+#: `_weighted_counts` reads the weights of this many characters at a time.
+ALPHABET_CHUNK = 1 << 22
+
+
+def _weighted_counts(cps: np.ndarray, weights: Callable[[slice], np.ndarray]) -> np.ndarray:
+    """The summed weights of each code point (float64, indexed by code point), the weights of
+    `ALPHABET_CHUNK` characters at a time (`weights(part)`: those of `cps[part]`): the
+    weights of every character at once, int64 then float64, were 16 bytes per character on
+    the initial stage's peak (the sums are of integers, exact in float64 below 2**53, so the
+    order of summing changes nothing)."""
+    count = np.zeros(int(cps.max()) + 1 if cps.size else 0)
+    for at in range(0, cps.size, ALPHABET_CHUNK):
+        part = slice(at, at + ALPHABET_CHUNK)
+        sums = np.bincount(cps[part], weights=weights(part))
+        count[:sums.size] += sums
+    return count
+
+
+def select_alphabet(cps: np.ndarray, weights: Callable[[slice], np.ndarray],
+                    limit: int | None, initial: list[str]) -> np.ndarray:
     """Code points of the alphabet, sorted: every character, or the `limit` most frequent
-    (the initial alphabet first, ties by code point), as HF's `compute_alphabet`. One weighted
-    `bincount` over the code points: no sort of the corpus."""
-    count = np.bincount(cps, weights=weights) if cps.size else np.zeros(0)
+    (the initial alphabet first, ties by code point), as HF's `compute_alphabet`. Weighted
+    `bincount`s over the code points (`weights(part)`: the weights of `cps[part]`, float64):
+    no sort of the corpus."""
+    count = _weighted_counts(cps, weights)
     uniq = np.flatnonzero(count > 0)
     count = count[uniq]
     if initial:
@@ -93,8 +113,11 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
     if byte_fallback:
         for b in range(256):
             vocab.add(f"<0x{b:02X}>", "byte", 0)
-    alphabet = select_alphabet(cps, counts[word_index].astype(np.float64), limit_alphabet,
-                               initial_alphabet)
+    def weights(part: slice, word_index: np.ndarray = word_index) -> np.ndarray:
+        return counts[word_index[part]].astype(np.float64)
+
+    alphabet = select_alphabet(cps, weights, limit_alphabet, initial_alphabet)
+    del weights
     for c in alphabet.tolist():
         vocab.add(chr(c), "alphabet", 1)
     if eow_token is not None:
@@ -145,7 +168,8 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
     sym_lengths = np.bincount(word_index, minlength=len(lengths)).astype(np.int64)
     del word_index
     # ids as int32: 4 bytes per symbol in the merge loop (a vocabulary stays far below 2**31)
-    layout = Layout.from_symbols(sym_lengths, ids, counts, sym_dtype=np.int32)
+    layout = Layout.from_symbols(sym_lengths, ids, counts, sym_dtype=np.int32,
+                                 lean=True)
     return Initial(vocab, layout, len(words))
 
 

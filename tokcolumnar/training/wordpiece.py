@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..layout import REMOVED, Layout
+from ..layout import Layout
 from ..progress import Progress
 from .bpe import MergeRecord
 from .passes import M32, NewPairs, group_pairs, summed_merge_pass
@@ -92,8 +92,8 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
     change a symbol to the left of theirs) and its right neighbour before the merges to its
     right; in a run `a a a` the merge at the first position removes the second symbol, so the
     second position fails the live test, as `live_occurrences` keeps every other one."""
-    sym, nxt, prv = layout.sym, layout.nxt, layout.prv
-    word_of, word_count = layout.word_of, layout.word_count
+    sym, next1, merge1 = layout.sym, layout.next1, layout.merge1
+    word_of, word_count = layout.word, layout.word_count  # word_of(p): p's word
     merged = n_words = 0
     last_word = -1
     change: dict[int, int] = {}  # pair key -> summed count change
@@ -102,24 +102,17 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
         # live: the pair still sits here (stale positions of the index are skipped)
         if sym.item(p) != a:
             continue
-        q = nxt.item(p)
-        if sym.item(q) != b:
+        if sym.item(next1(p)) != b:
             continue
-        word = word_of.item(p)
+        word = word_of(p)
         w = word_count.item(word)
         merged += w
         if word != last_word:  # positions ascend, so a word's occurrences are adjacent
             n_words += 1
             last_word = word
-        # rewrite the links as `Layout.merge_at`: p becomes `new`, q leaves the word
-        r = nxt.item(q)
-        right_sym = sym.item(r)
-        sym[p] = new
-        sym[q] = REMOVED
-        nxt[p] = r
-        prv[r] = p
+        # rewrite the links as `Layout.merge_at`: p becomes `new`, its right neighbour leaves
+        left_pos, right_sym = merge1(p, new)
         # the four changes of `merge_pass` (a boundary neighbour, negative, gives none)
-        left_pos = prv.item(p)
         left_sym = sym.item(left_pos)
         if left_sym >= 0:
             k = (left_sym << 32) | a
@@ -590,7 +583,7 @@ class LikelihoodTrainer:
         if pos.size == 0:
             return 0, 0, None, None
         weight = self.layout.weights(pos)
-        word = self.layout.word_of[pos]
+        word = self.layout.words(pos)
         n_words = 1 + int(np.count_nonzero(word[1:] != word[:-1]))
         keys, sums, new_pairs = summed_merge_pass(self.layout, pos, a, b, new)
         if new_pairs is None:
