@@ -74,13 +74,20 @@ def input_fingerprint(paths: list[Path | Source], heads: bool = True) -> list[di
     return out
 
 
+#: The layout of the states a work directory saves (the pickled merge loop, the DuckDB tables):
+#: raised whenever it changes, so that `--resume` refuses a directory an older copy wrote
+#: (2: the training layout without `nxt`, `prv` and `word_of`, docs/architecture.md).
+STATE_FORMAT = 2
+
+
 def run_fingerprint(cfg: TrainConfig, paths: list[Path | Source], heads: bool = True
                     ) -> dict[str, Any]:
     """What a resumed run must share with the run it continues (`heads`: see
     `input_fingerprint`)."""
     options = {k: v for k, v in cfg.to_dict().items() if k not in UNFINGERPRINTED}
     return {"options": options, "inputs": input_fingerprint(paths, heads),
-            "polars": pl.__version__, "python": sys.version.split()[0]}
+            "polars": pl.__version__, "python": sys.version.split()[0],
+            "state_format": STATE_FORMAT}
 
 
 def has_heads(fingerprint: dict[str, Any]) -> bool:
@@ -109,6 +116,9 @@ def fingerprint_change(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     for key in ("polars", "python"):
         if old.get(key) != new.get(key):
             return f"{key} changed ({new.get(key)}, was {old.get(key)})"
+    if old.get("state_format", 1) != new.get("state_format", 1):
+        return (f"it was saved by another tokcolumnar (state format "
+                f"{old.get('state_format', 1)}, this one reads {new.get('state_format', 1)})")
     return None
 
 

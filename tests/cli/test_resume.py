@@ -121,6 +121,24 @@ def test_changed_input_or_option_refuses_to_resume(text, tmp_path, change):
     assert not (tmp_path / "out.work").exists()
 
 
+def test_state_saved_by_another_version_refuses_to_resume(text, tmp_path):
+    """A work directory whose saved state has another layout (an older tokcolumnar's: no
+    `state_format` in its marker) is refused in one line, not unpickled into a traceback."""
+    out = tmp_path / "out"
+    args = ["train", str(text), "--out", str(out), *LIMITED, "--checkpoint-every", "0"]
+    assert run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": "merge:5"}).returncode < 0
+    marker_file = next(p for p in (tmp_path / "out.work").iterdir()
+                       if "state_format" in p.read_text(errors="replace"))
+    marker = json.loads(marker_file.read_text())
+    del marker["fingerprint"]["state_format"]
+    marker_file.write_text(json.dumps(marker))
+    line = assert_clean_error(run_cli(*args, "--resume"),
+                              "it was saved by another tokcolumnar (state format 1, this one "
+                              "reads 2)")
+    assert "run without --resume" in line
+    assert run_cli(*args).returncode == 0
+
+
 def test_work_dir_is_never_a_foreign_directory(text, tmp_path):
     foreign = tmp_path / "mine"
     foreign.mkdir()
