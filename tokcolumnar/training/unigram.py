@@ -594,12 +594,18 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
     n_seeds = len(seeds)
     word_table = (tokens.group_by("word").agg(pl.col("count").sum())
                   .sort(["count", "word"], descending=[True, False]))
+    # every word token is no longer needed (a row per word of the corpus: ~250 MiB on 27 MB
+    # of English), nor the sentences with their rare characters replaced
+    del tokens, sentences
     words = word_table["word"]
     wcounts = word_table["count"].to_numpy().astype(np.int64)
+    del word_table
     trie = SeedTrie.build(seeds)
     base = LatticeBase.build(words, trie)  # the words' lattices
     seed_base = LatticeBase.build(seeds, trie, folds="none")  # each seed's, for pruning
+    del words, trie
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
+    del seeds_table
     desired = int(opts.vocab_size * 1.1)
     rounds = []
     while True:

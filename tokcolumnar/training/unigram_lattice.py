@@ -19,6 +19,7 @@ runs Viterbi on the same structure, over a trie of its vocabulary."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +29,9 @@ F32 = np.float32
 F64 = np.float64
 
 _CP_BITS = 21  # every code point is below 2^21
+#: Nodes per batch of a fold or sum chain over a `LatticeBase` (`_Order.live_batches`): its
+#: temporaries (a dozen bytes a node) then take some 30 MiB instead of the lattices' size.
+BATCH_NODES = 1 << 21
 
 
 # --- sorting and float32 sums in SentencePiece's order ----------------------------------------
@@ -66,10 +70,11 @@ def _cuts(step: np.ndarray) -> np.ndarray:
         else np.zeros(1, np.int64)
 
 
-def _chain_sums(keys: np.ndarray, values: np.ndarray, cuts: np.ndarray, n: int) -> np.ndarray:
+def _chain_sums(keys: np.ndarray, values: np.ndarray, cuts: np.ndarray, n: int,
+                acc: np.ndarray | None = None) -> np.ndarray:
     """`acc[key] = float32(acc[key] + v)` (`v` a double), slice after slice; a slice holds each
-    key at most once."""
-    acc = np.zeros(n, dtype=F32)
+    key at most once. `acc` (float32, n), when given, is summed into (a chain continued)."""
+    acc = np.zeros(n, dtype=F32) if acc is None else acc
     bounds = cuts.tolist()
     for a, z in zip(bounds[:-1], bounds[1:]):
         kk = keys[a:z]
@@ -281,6 +286,49 @@ def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.nd
     return order[visit], step[visit]
 
 
+def best_paths(pos_off: np.ndarray, nchar: np.ndarray, batches: Iterable[tuple],
+               dtype: type = F32) -> tuple[np.ndarray, ...]:
+    """Viterbi over lattices: the best path of every string, its score summed from the left in
+    `dtype`. `batches`: (src, dst, score, node, cuts) of the nodes (start and end positions,
+    score, any per-node value to give back) in the forward fold's order (`_fold_steps`), the
+    steps' slice bounds `cuts`, in one or more runs of whole steps. Ties keep the node ending
+    there that starts first (SentencePiece's strict `>`); the first node ending at a position
+    is taken whatever its score (-inf included). Returns the path nodes' strings, `node`
+    values, start and end positions (string after string, left to right), and every
+    string's best score."""
+    npos = int(pos_off[-1])
+    best = np.full(npos, -np.inf, dtype=dtype)
+    best[pos_off[:-1]] = 0
+    back = np.full(npos, -1, dtype=np.int64)  # the best node's start, per end position
+    what = np.zeros(npos, dtype=np.int64)  # its `node` value
+    for src, dst, score, node, cuts in batches:
+        bounds = cuts.tolist()
+        for a, z in zip(bounds[:-1], bounds[1:]):
+            t = dst[a:z]
+            v = best[src[a:z]] + score[a:z]
+            better = np.flatnonzero((v > best[t]) | (back[t] < 0))
+            t = t[better]
+            best[t], back[t], what[t] = v[better], src[a:z][better], node[a:z][better]
+    first = pos_off[:-1]
+    last = pos_off[1:] - 1  # each string's end position
+    cur = last.copy()
+    alive = np.flatnonzero(nchar > 0)
+    steps = []
+    while len(alive):
+        end = cur[alive]
+        start = back[end]
+        steps.append((alive, what[end], start, end))
+        cur[alive] = start
+        alive = alive[start > first[alive]]
+    if not steps:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, empty, best[last]
+    strings, node, start, end = (np.concatenate(c) for c in zip(*steps))
+    depth = np.concatenate([np.full(len(s[0]), -i) for i, s in enumerate(steps)])
+    o = np.lexsort((depth, strings))
+    return strings[o], node[o], start[o], end[o], best[last]
+
+
 @dataclass
 class Lattices:
     """All nodes of the lattices of a list of strings, flat. Positions are numbered string
@@ -345,39 +393,13 @@ class Lattices:
         return self._fold(False, self.score)
 
     def viterbi(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The best path of every string: (its nodes in string order then left to right, and
-        the best score of every string, float32 summed left to right). Ties keep the node
-        ending there that starts first (SentencePiece's strict `>`); the first node ending at
-        a position is taken whatever its score (-inf included)."""
+        """The best path of every string (`best_paths`): its nodes in string order then left
+        to right, and the best score of every string, float32 summed left to right."""
         score = self.score if score is None else score
-        best = np.full(self.pos_off[-1], -np.inf, dtype=score.dtype)
-        best[self.pos_off[:-1]] = 0
-        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
-        start = self.start
         order, cuts = self._folds(by_end=True)
-        src, dst, sc = start[order], self.end[order], score[order]
-        for i in range(len(cuts) - 1):
-            a, z = cuts[i], cuts[i + 1]
-            t = dst[a:z]
-            v = best[src[a:z]] + sc[a:z]
-            better = (v > best[t]) | (back[t] < 0)
-            t = t[better]
-            best[t], back[t] = v[better], order[a:z][better]
-        last = self.pos_off[1:] - 1  # each string's end position
-        steps = []
-        cur = last.copy()
-        alive = self.nchar > 0
-        while alive.any():
-            node = back[cur[alive]]
-            steps.append((np.flatnonzero(alive), node))
-            cur[alive] = start[node]
-            alive[alive] = self.b[node] > 0
-        if not steps:
-            return np.zeros(0, np.int64), best[last]
-        strings = np.concatenate([s for s, _ in steps])
-        nodes = np.concatenate([n for _, n in steps])
-        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
-        return nodes[np.lexsort((depth, strings))], best[last]
+        nodes = [(self.start[order], self.end[order], score[order], order, cuts)]
+        _, nodes, _, _, best = best_paths(self.pos_off, self.nchar, nodes, score.dtype)
+        return nodes, best
 
     def marginals(self) -> np.ndarray:
         """Per node, float(Z-normalized) exponent: ((alpha + score) + beta) - Z, float32."""
@@ -389,20 +411,21 @@ class Lattices:
 @dataclass
 class _Order:
     """A lattice's nodes in one order: start position (int32), length (int8), code (int32: a
-    seed, or an unknown slot, see `LatticeBase`), and per node its step or rank (int32);
-    where needed, its string (int32) and whether it is a backward-fold node (bool)."""
+    seed, or an unknown slot, see `LatticeBase`), and the slice bounds of its steps or ranks
+    (`cuts`: a few thousand bounds, where a per-node step took 4 bytes a node); where needed,
+    its string (int32) and whether it is a backward-fold node (bool)."""
 
     start: np.ndarray
     length: np.ndarray
     code: np.ndarray
-    step: np.ndarray
+    cuts: np.ndarray
     w: np.ndarray | None = None
     back: np.ndarray | None = None
 
     @classmethod
-    def of(cls, rows: np.ndarray, step: np.ndarray, start: np.ndarray, length: np.ndarray,
-           code: np.ndarray, w: np.ndarray | None = None, back: np.ndarray | None = None
-           ) -> _Order:
+    def of(cls, rows: np.ndarray | slice, cuts: np.ndarray, start: np.ndarray,
+           length: np.ndarray, code: np.ndarray, w: np.ndarray | None = None,
+           back: np.ndarray | None = None) -> _Order:
         # narrowed before the gathers: `rows` visits the nodes in steps, far apart
         start, length, code = start.astype(np.int32, copy=False), \
             length.astype(np.int8, copy=False), code.astype(np.int32, copy=False)
@@ -413,17 +436,42 @@ class _Order:
         else:
             start, length, code, w = (None if a is None else a.take(rows)
                                       for a in (start, length, code, w))
-        return cls(start, length, code, step.astype(np.int32, copy=False), w, back)
+        return cls(start, length, code, cuts, w, back)
 
     def live(self, live: np.ndarray, forward_only: bool = False) -> tuple:
         """(start, end, code, w, back, cuts) of the nodes whose code is live (w and back None
-        where not kept); with `forward_only`, the forward fold's nodes only."""
-        m = live[self.code]
-        if forward_only and self.back is not None:
-            m &= ~self.back
-        start, length, code, w, back, step = keep(m, self.start, self.length, self.code,
-                                                  self.w, self.back, self.step)
-        return start, start + length, code, w, back, _cuts(step)
+        where not kept); with `forward_only`, the forward fold's nodes only. The cuts are the
+        kept nodes' steps' bounds, the steps left empty dropped."""
+        return next(self.live_batches(live, forward_only, batch=None))
+
+    def live_batches(self, live: np.ndarray, forward_only: bool = False,
+                     batch: int | None = None) -> Iterator[tuple]:
+        """`live` for runs of whole steps of about `batch` nodes (a step larger than that
+        alone; None: all in one; the callers give `BATCH_NODES`), in order: a fold or sum
+        chain run over them in turn does what it does over all nodes at once, with
+        temporaries of a batch's size."""
+        cuts = self.cuts
+        if batch is None or len(cuts) < 2:
+            edges = [0, len(cuts) - 1]
+        else:
+            at = np.searchsorted(cuts, np.arange(0, int(cuts[-1]), batch), side="right") - 1
+            edges = np.unique(np.r_[at, len(cuts) - 1]).tolist()
+        for i, j in zip(edges[:-1], edges[1:]):
+            a, z = int(cuts[i]), int(cuts[j])
+            m = live[self.code[a:z]]
+            if forward_only and self.back is not None:
+                m &= ~self.back[a:z]
+            start, length, code, w, back = keep(m, *(None if x is None else x[a:z] for x in
+                                                     (self.start, self.length, self.code,
+                                                      self.w, self.back)))
+            if j > i:
+                at = np.r_[0, np.cumsum(np.add.reduceat(m, cuts[i:j] - a, dtype=np.int64))]
+                kept = at[np.r_[True, at[1:] != at[:-1]]]
+            else:
+                kept = np.zeros(1, np.int64)
+            end = start + length
+            del length, m
+            yield start, end, code, w, back, kept
 
 
 @dataclass
@@ -440,7 +488,7 @@ class LatticeBase:
     pos_off: np.ndarray  # int64 per string (n + 1)
     nchar: np.ndarray  # int64 per string
     n_seeds: int
-    begin: _Order  # with w; step: unused
+    begin: _Order  # with w; one step
     folds: _Order  # the forward and backward folds' nodes, by step (with w and back)
     _chains: dict = field(default_factory=dict, repr=False)
 
@@ -480,10 +528,11 @@ class LatticeBase:
         has_char = (first < cursor) & (node_len[first] == 1)  # the character is a seed
         code[cursor[has_char]] = n_seeds + code[first[has_char]]
         every = slice(None) if begin else slice(0)
-        ordered = _Order.of(every, np.zeros(n, np.int8)[every], start, node_len, code, w)
+        ordered = _Order.of(every, _cuts(np.zeros(n if begin else 0, np.int8)), start, node_len,
+                            code, w)
         if folds == "none":
             return cls(pos_off, nchar, n_seeds, ordered, _Order.of(
-                slice(0), np.zeros(0, np.int32), start, node_len, code, back=np.zeros(0, bool)))
+                slice(0), np.zeros(1, np.int64), start, node_len, code, back=np.zeros(0, bool)))
         # forward steps: a string's distinct (end, start) pairs by end, then start (longest
         # first); a character's unknown slot shares its character node's step
         ends = pos + word_of[pos] + length
@@ -516,11 +565,11 @@ class LatticeBase:
         nodes = stable_argsort(steps)
         back = nodes >= n
         nodes[back] -= n  # (in place, no gathers: the order jumps all over)
-        sorted_steps = np.repeat(np.arange(int(steps.max(initial=-1)) + 1, dtype=np.int32),
-                                 np.bincount(steps) if len(steps) else 0)
+        at = np.r_[0, np.cumsum(np.bincount(steps))] if len(steps) else np.zeros(1, np.int64)
         del steps
+        cuts = at[np.r_[True, at[1:] != at[:-1]]]  # the steps' bounds (a step can be empty)
         return cls(pos_off, nchar, n_seeds, ordered,
-                   _Order.of(nodes, sorted_steps, start, node_len, code, back=back))
+                   _Order.of(nodes, cuts, start, node_len, code, back=back))
 
     def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
                 unk_score: float | None = None, dtype: type = F32
@@ -552,37 +601,43 @@ class LatticeBase:
             heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
             rank = np.arange(len(k)) - np.repeat(heads, np.diff(np.r_[heads, len(k)]))
             by_rank = stable_argsort(rank)
-            self._chains[threads] = _Order.of(nodes[order][by_rank], rank[by_rank], b.start,
-                                              b.length, b.code, b.w)
+            self._chains[threads] = _Order.of(nodes[order][by_rank], _cuts(rank[by_rank]),
+                                              b.start, b.length, b.code, b.w)
         return self._chains[threads]
 
     def _folds(self, live: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, beta): `Lattices.forward` and `backward` over the present nodes, in one loop
-        (one accumulator array, beta after alpha: a step updates disjoint positions)."""
-        start, end, code, _, back, cuts = self.folds.live(live)
+        (one accumulator array, beta after alpha: a step updates disjoint positions), over
+        batches of whole steps in order (`_Order.live_batches`)."""
         npos = int(self.pos_off[-1])
         acc = np.full(2 * npos, -np.inf, dtype=F32)
         acc[self.pos_off[:-1]] = 0  # BOS
         acc[npos + self.pos_off[1:] - 1] = 0  # EOS
-        src = np.where(back, end + npos, start)
-        dst = np.where(back, start + npos, end)
-        sc = score[code]
         # `log_sum_exp` inlined, in fewer NumPy calls: the loop runs ~4,000 times on 5 MB of
         # Chinese (the backward fold's depth: a position's first node needs the position
         # after it), mostly on a few long strings' nodes
         minimum, maximum, exp, log1p, where = np.minimum, np.maximum, np.exp, np.log1p, np.where
         f50 = F32(50.0)
-        bounds = cuts.tolist()
-        for a, z in zip(bounds[:-1], bounds[1:]):
-            t = dst[a:z]
-            x = acc[t]
-            y = sc[a:z] + acc[src[a:z]]
-            vmin = minimum(x, y)
-            vmax = maximum(x, y)
-            near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
-            log1p(near, out=near)
-            near += vmax
-            acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
+        for start, end, code, _, back, cuts in self.folds.live_batches(live, batch=BATCH_NODES):
+            sc = score[code]
+            del code
+            # a backward node runs from its end to its start, in beta's half of `acc`
+            # (in place: int32 positions, no copies of the batch)
+            dst = np.where(back, start + npos, end)
+            src = start
+            np.putmask(src, back, end + npos)
+            del end, back
+            bounds = cuts.tolist()
+            for a, z in zip(bounds[:-1], bounds[1:]):
+                t = dst[a:z]
+                x = acc[t]
+                y = sc[a:z] + acc[src[a:z]]
+                vmin = minimum(x, y)
+                vmax = maximum(x, y)
+                near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
+                log1p(near, out=near)
+                near += vmax
+                acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
         return acc[:npos], acc[npos:]
 
     def expected(self, ids: np.ndarray, scores: np.ndarray, counts: np.ndarray, n: int,
@@ -590,7 +645,9 @@ class LatticeBase:
         """The E-step: every node's marginal `freq × exp(((alpha + score) + beta) - Z)` summed
         in float32 per piece, in SentencePiece's order (thread = word mod `threads`, then word,
         start, insertion; the threads' vectors added in thread order). The nodes of piece 0
-        (the unknown nodes join them, interleaved in begin order) are summed apart."""
+        (the unknown nodes join them, interleaved in begin order) are summed apart. The chains
+        run over batches of whole ranks, in order: each sum continues where the last batch
+        left it, so the float32 results are those of one pass."""
         live, idc, score = self._tables(ids, scores)
         alpha, beta = self._folds(live, score)
         z = alpha[self.pos_off[1:] - 1]
@@ -600,10 +657,12 @@ class LatticeBase:
             x = ((alpha[start] + score[code]) + beta[end]) - z[w]
             return freq[w].astype(F64) * np.exp(x.astype(F64))
 
-        chains = self.chains(threads)
-        start, end, code, w, _, cuts = chains.live(live & (idc != 0))
-        per = _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
-                          threads * n).reshape(threads, n)
+        per = np.zeros(threads * n, dtype=F32)
+        for start, end, code, w, _, cuts in self.chains(threads).live_batches(
+                live & (idc != 0), batch=BATCH_NODES):
+            _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
+                        threads * n, per)
+        per = per.reshape(threads, n)
         if n:
             start, end, code, w, _, _ = self.begin.live(live & (idc == 0))
             per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
@@ -612,41 +671,16 @@ class LatticeBase:
     def viterbi(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
                 unk_score: float | None = None, dtype: type = F32
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The best path of every string for the present pieces (`Lattices.viterbi`: scores
-        summed from the left in `dtype`, ties to the node ending there that starts first):
-        its nodes' strings, piece ids, local starts and lengths, string after string, left to
+        """The best path of every string for the present pieces (`best_paths`: scores summed
+        from the left in `dtype`, ties to the node ending there that starts first): its
+        nodes' strings, piece ids, local starts and lengths, string after string, left to
         right."""
         live, idc, score = self._tables(ids, scores, unk_id, unk_score, dtype)
-        start, end, code, w, _, cuts = self.folds.live(live, forward_only=True)
-        best = np.full(self.pos_off[-1], -np.inf, dtype=dtype)
-        best[self.pos_off[:-1]] = 0
-        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
-        sc = score[code]
-        for i in range(len(cuts) - 1):
-            a, z = cuts[i], cuts[i + 1]
-            t = end[a:z]
-            v = best[start[a:z]] + sc[a:z]
-            better = (v > best[t]) | (back[t] < 0)
-            t = t[better]
-            best[t], back[t] = v[better], a + np.flatnonzero(better)
-        first = self.pos_off[:-1]
-        cur = self.pos_off[1:] - 1
-        alive = np.flatnonzero(self.nchar > 0)
-        steps = []
-        while len(alive):
-            node = back[cur[alive]]
-            steps.append((alive, node))
-            cur[alive] = start[node]
-            alive = alive[start[node] > first[alive]]
-        if not steps:
-            return (np.zeros(0, np.int64),) * 4
-        strings = np.concatenate([s for s, _ in steps])
-        nodes = np.concatenate([n for _, n in steps])
-        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
-        o = np.lexsort((depth, strings))
-        strings, nodes = strings[o], nodes[o]
-        return (strings, idc[code[nodes]], start[nodes] - self.pos_off[strings],
-                (end[nodes] - start[nodes]).astype(np.int64))
+        batches = ((start, end, score[code], code, cuts) for start, end, code, _, _, cuts
+                   in self.folds.live_batches(live, forward_only=True, batch=BATCH_NODES))
+        strings, code, start, end, _ = best_paths(self.pos_off, self.nchar, batches, dtype)
+        return (strings, idc[code], start - self.pos_off[strings],
+                (end - start).astype(np.int64))
 
     def view(self, ids: np.ndarray, scores: np.ndarray, strings: np.ndarray | None = None
              ) -> Lattices:

@@ -89,6 +89,7 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
 
         meta = list(META) + (byte_pieces() if byte_fallback(cfg) else [])
         sentences = load_sentences(lines, normalize=normalize, meta_pieces=meta)
+        del lines  # (the text before normalizing: not needed by training)
     if len(sentences) == 0:
         raise TokcolumnarError("no text to train on (every line is empty once normalized)")
     base = read_unigram_base(cfg.extend) if cfg.extend is not None else None
