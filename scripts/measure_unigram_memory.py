@@ -92,7 +92,7 @@ def structures(base) -> None:  # noqa: ANN001 - training.unigram_lattice.Lattice
     mib = 1 << 20
     for name in ("begin", "folds"):
         o = getattr(base, name)
-        sizes = {f: getattr(o, f).nbytes for f in ("start", "length", "code", "step", "w", "back")
+        sizes = {f: getattr(o, f).nbytes for f in ("start", "length", "code", "cuts", "w", "back")
                  if getattr(o, f) is not None}
         print(f"  {name}: {len(o.start):,} nodes, "
               + ", ".join(f"{f} {b / mib:.0f}" for f, b in sizes.items())

@@ -32,6 +32,8 @@ _CP_BITS = 21  # every code point is below 2^21
 #: Nodes per batch of a fold or sum chain over a `LatticeBase` (`_Order.live_batches`): its
 #: temporaries (a dozen bytes a node) then take some 30 MiB instead of the lattices' size.
 BATCH_NODES = 1 << 21
+#: Characters per run of strings decoded at once (`code_points`).
+CODE_POINT_BATCH = 1 << 22
 
 
 # --- sorting and float32 sums in SentencePiece's order ----------------------------------------
@@ -57,7 +59,7 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
     return order
 
 
-def keep(mask: np.ndarray, *arrays: np.ndarray | None) -> list:
+def keep_rows(mask: np.ndarray, *arrays: np.ndarray | None) -> list:
     """`a[mask]` for each array (None stays None), by one `flatnonzero` and `take`s: boolean
     indexing with a mixed mask is ~7x slower per array (a branch per element)."""
     idx = np.flatnonzero(mask)
@@ -128,11 +130,32 @@ def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """The code points of the strings end to end (int32: every code point is below 2^21) and
-    each string's offset (n + 1 offsets)."""
+    each string's offset (n + 1 offsets). Decoded in runs of strings (`code_point_batches`)
+    into the result: the whole text as one Python string, its UTF-32 bytes and a copy took
+    ~4x the result's size at once (27 MB of English: ~400 MiB)."""
     lengths = strings.str.len_chars().to_numpy().astype(np.int64)
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    text = "".join(strings.to_list())
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.int32).copy(), offsets
+    out = np.empty(int(offsets[-1]), dtype=np.int32)
+    for a, cp, _ in code_point_batches(strings, offsets):
+        out[offsets[a]:offsets[a] + len(cp)] = cp
+    return out, offsets
+
+
+def code_point_batches(strings: pl.Series, offsets: np.ndarray | None = None
+                       ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """`code_points` of runs of strings of about `CODE_POINT_BATCH` characters, in order: (the
+    run's first string, its code points, its strings' offsets from 0). `offsets`: the
+    strings' `code_points` offsets when at hand. For a pass over a corpus' characters that
+    needs no array of them all."""
+    if offsets is None:
+        lengths = strings.str.len_chars().to_numpy().astype(np.int64)
+        offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    at = np.unique(np.searchsorted(offsets, np.arange(0, int(offsets[-1]), CODE_POINT_BATCH),
+                                   side="right") - 1).tolist() + [len(strings)]
+    for a, z in zip(at[:-1], at[1:]):
+        text = "".join(strings.slice(a, z - a).to_list())
+        yield a, np.frombuffer(text.encode("utf-32-le"), dtype=np.int32), \
+            offsets[a:z + 1] - offsets[a]
 
 
 # --- the seeds as a trie ----------------------------------------------------------------------
@@ -261,6 +284,7 @@ def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.nd
     if not len(w):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     top = int(length.max()) + 1
+    start, length = start.astype(np.int64), length.astype(np.int64)  # (the keys need 64 bits)
     if by_end:
         key = (start + length) * (top + 1) + (top - length)
     else:  # the insertion order within a start; the positions reversed below
@@ -461,7 +485,7 @@ class _Order:
             m = live[self.code[a:z]]
             if forward_only and self.back is not None:
                 m &= ~self.back[a:z]
-            start, length, code, w, back = keep(m, *(None if x is None else x[a:z] for x in
+            start, length, code, w, back = keep_rows(m, *(None if x is None else x[a:z] for x in
                                                      (self.start, self.length, self.code,
                                                       self.w, self.back)))
             if j > i:
@@ -593,16 +617,26 @@ class LatticeBase:
         words (word i mod `threads`) in begin order; `step` is the rank."""
         if threads not in self._chains:
             b = self.begin
-            nodes = np.flatnonzero(b.code < self.n_seeds)
-            key = (b.w[nodes].astype(np.int64) % threads) * max(self.n_seeds, 1) \
-                + b.code[nodes]
+            # int32 where the values fit (node indices, keys, ranks): the temporaries over
+            # every node are this build's peak
+            narrow = np.int32 if max(len(b.code), threads * max(self.n_seeds, 1)) < 2**31 \
+                else np.int64
+            nodes = np.flatnonzero(b.code < self.n_seeds).astype(narrow)
+            key = (b.w[nodes] % threads).astype(narrow) * max(self.n_seeds, 1) + b.code[nodes]
             order = stable_argsort(key)
+            nodes = nodes[order]
             k = key[order]
-            heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-            rank = np.arange(len(k)) - np.repeat(heads, np.diff(np.r_[heads, len(k)]))
+            del key, order
+            heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]).astype(narrow)
+            del k
+            rank = np.arange(len(nodes), dtype=narrow) - np.repeat(
+                heads, np.diff(np.r_[heads, len(nodes)]))
+            del heads
             by_rank = stable_argsort(rank)
-            self._chains[threads] = _Order.of(nodes[order][by_rank], _cuts(rank[by_rank]),
-                                              b.start, b.length, b.code, b.w)
+            nodes = nodes[by_rank]
+            cuts = _cuts(rank[by_rank])
+            del rank, by_rank
+            self._chains[threads] = _Order.of(nodes, cuts, b.start, b.length, b.code, b.w)
         return self._chains[threads]
 
     def _folds(self, live: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -694,15 +728,12 @@ class LatticeBase:
         keep = live[b.code]
         if strings is not None:
             keep &= strings[b.w]
-        rows = np.flatnonzero(keep)
-        renumber = np.full(len(keep), -1, np.int64)
-        renumber[rows] = np.arange(len(rows))
-        w = b.w[rows].astype(np.int64)
-        start = b.start[rows].astype(np.int64)
-        length = b.length[rows].astype(np.int64)
-        code = b.code[rows]
+        # the nodes' positions and lengths as int32 (the base's, an int64 copy of each took
+        # ~50 MiB a column on the seeds of 27 MB of English)
+        w, start, length, code = keep_rows(keep, b.w, b.start, b.length, b.code)
+        length = length.astype(np.int32)
         lat = Lattices(pos_off=self.pos_off, nchar=self.nchar, w=w,
-                       b=start - self.pos_off[w], length=length, id=idc[code],
-                       score=score[code], unk=code >= self.n_seeds)
-        lat._cache.update(start=start, end=start + length, begin=np.arange(len(rows)))
+                       b=start - self.pos_off[w].astype(np.int32), length=length,
+                       id=idc[code], score=score[code], unk=code >= self.n_seeds)
+        lat._cache.update(start=start, end=start + length, begin=np.arange(len(w)))
         return lat

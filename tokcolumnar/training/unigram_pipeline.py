@@ -31,7 +31,7 @@ from .unigram import (
     META_PIECES,
     UnigramError,
     UnigramOptions,
-    code_points,
+    char_totals,
     load_sentences,
     sentencepiece_whitespace,
     train_unigram,
@@ -81,8 +81,8 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
     with timer.stage("count"):
         lines = read_lines(inputs, cfg)
         # a char map's sources that start with no character of the text are left out
-        rule = for_characters(normalizer, {chr(c) for c in np.flatnonzero(
-            np.bincount(code_points(lines.drop_nulls())[0], minlength=1)).tolist()})
+        rule = for_characters(normalizer, {chr(c) for c in
+                                           char_totals(lines.drop_nulls())[0].tolist()})
 
         def normalize(col: pl.Expr) -> pl.Expr:
             return sentencepiece_whitespace(rule.expr(col) if rule else col)
