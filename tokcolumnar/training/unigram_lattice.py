@@ -250,9 +250,11 @@ class SeedTrie:
         """Every substring of the texts (`cp` end to end, `off` their offsets) that is one of
         the trie's strings: (index of its first character in `cp`, length, string index), by
         length then position — SentencePiece's `commonPrefixSearch` at every position, one
-        character of every position per step."""
+        character of every position per step. int32 where the values fit (a lattice build's
+        largest inputs)."""
+        narrow = np.int32 if max(len(cp), self.size) < 2**31 else np.int64
         if not self.depth:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return np.zeros(0, narrow), np.zeros(0, narrow), np.zeros(0, narrow)
         end = np.repeat(off[1:], np.diff(off))
         pos = np.arange(len(cp))
         node = np.zeros(len(cp), np.int64)
@@ -265,7 +267,8 @@ class SeedTrie:
             pos, end, node = pos[hit], end[hit], child[hit]
             s = self.string_of[node]
             found = s >= 0
-            parts.append((pos[found], np.full(int(found.sum()), length), s[found]))
+            parts.append((pos[found].astype(narrow), np.full(int(found.sum()), length, narrow),
+                          s[found].astype(narrow)))
             if not len(pos):
                 break
         return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
@@ -454,9 +457,9 @@ class _Order:
         start, length, code = start.astype(np.int32, copy=False), \
             length.astype(np.int8, copy=False), code.astype(np.int32, copy=False)
         w = None if w is None else w.astype(np.int32, copy=False)
-        if isinstance(rows, slice):
-            start, length, code, w = (None if a is None else a[rows].copy()
-                                      for a in (start, length, code, w))
+        if isinstance(rows, slice):  # (all the rows: the arrays themselves, not copies)
+            start, length, code, w = (None if a is None else a if rows == slice(None)
+                                      else a[rows].copy() for a in (start, length, code, w))
         else:
             start, length, code, w = (None if a is None else a.take(rows)
                                       for a in (start, length, code, w))
@@ -534,7 +537,7 @@ class LatticeBase:
         # begin order: at each character, its matches by length, then its unknown slot
         per_char = np.bincount(pos, minlength=len(cp)) + 1
         first = np.cumsum(per_char) - per_char
-        slot = np.empty(len(pos), np.int64)
+        slot = np.empty(len(pos), pos.dtype)
         cursor = first.copy()
         for a, z in zip(levels[:-1], levels[1:]):
             slot[a:z] = cursor[pos[a:z]]
