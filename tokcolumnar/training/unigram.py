@@ -469,14 +469,16 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     s1[ends] = 0.0
     n1[ends] = -2  # EOS
     order = lat.begin_order()
-    start, end = lat.start[order], lat.end[order]
-    b = lat.b[order]
-    insertion = np.arange(len(order))
+    if isinstance(order, slice):  # already in begin order: no copies of the node columns
+        start, end, b = lat.start, lat.end, lat.b
+    else:
+        start, end, b = lat.start[order], lat.end[order], lat.b[order]
     for pos in range(int(lat.nchar.max(initial=0)) - 1, -1, -1):
-        here = b == pos
-        if not here.any():
+        ins = np.flatnonzero(b == pos)  # the nodes' ranks in begin order
+        if not len(ins):
             continue
-        idx, st, en, ins = order[here], start[here], end[here], insertion[here]
+        idx = ins if isinstance(order, slice) else order[ins]
+        st, en = start[ins], end[ins]
         c1 = lat.score[idx] + s1[en]
         sec = has2[en]
         c2 = lat.score[idx[sec]] + s2[en[sec]]

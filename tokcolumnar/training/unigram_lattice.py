@@ -384,8 +384,9 @@ class Lattices:
             self._cache["end"] = self.start + self.length
         return self._cache["end"]
 
-    def begin_order(self) -> np.ndarray:
-        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
+    def begin_order(self) -> np.ndarray | slice:
+        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last);
+        `slice(None)` when the nodes are in that order (`LatticeBase.view`)."""
         if "begin" not in self._cache:
             top = int(self.length.max(initial=0)) + 1
             key = self.start * (top + 1) + np.where(self.unk, top, self.length)
@@ -737,6 +738,7 @@ class LatticeBase:
         length = length.astype(np.int32)
         lat = Lattices(pos_off=self.pos_off, nchar=self.nchar, w=w,
                        b=start - self.pos_off[w].astype(np.int32), length=length,
-                       id=idc[code], score=score[code], unk=code >= self.n_seeds)
-        lat._cache.update(start=start, end=start + length, begin=np.arange(len(w)))
+                       id=idc.astype(np.int32)[code], score=score[code],
+                       unk=code >= self.n_seeds)
+        lat._cache.update(start=start, end=start + length, begin=slice(None))  # (in order)
         return lat
