@@ -326,9 +326,12 @@ def best_paths(pos_off: np.ndarray, nchar: np.ndarray, batches: Iterable[tuple],
     npos = int(pos_off[-1])
     best = np.full(npos, -np.inf, dtype=dtype)
     best[pos_off[:-1]] = 0
-    back = np.full(npos, -1, dtype=np.int64)  # the best node's start, per end position
-    what = np.zeros(npos, dtype=np.int64)  # its `node` value
+    narrow = np.int32 if npos < 2**31 else np.int64
+    back = np.full(npos, -1, dtype=narrow)  # the best node's start, per end position
+    what = None  # its `node` value
     for src, dst, score, node, cuts in batches:
+        if what is None:
+            what = np.zeros(npos, dtype=node.dtype)
         bounds = cuts.tolist()
         for a, z in zip(bounds[:-1], bounds[1:]):
             t = dst[a:z]
@@ -338,22 +341,28 @@ def best_paths(pos_off: np.ndarray, nchar: np.ndarray, batches: Iterable[tuple],
             best[t], back[t], what[t] = v[better], src[a:z][better], node[a:z][better]
     first = pos_off[:-1]
     last = pos_off[1:] - 1  # each string's end position
-    cur = last.copy()
-    alive = np.flatnonzero(nchar > 0)
+    # the paths from their right ends: each step's (strings, end positions), then each node
+    # put in place (a string's path at its offset, left to right; no sort)
+    cur = last.astype(narrow)
+    alive = np.flatnonzero(nchar > 0).astype(narrow)
+    nodes = np.zeros(len(nchar), np.int64)  # per string: its path's nodes
     steps = []
     while len(alive):
         end = cur[alive]
+        steps.append((alive, end))
+        nodes[alive] += 1
         start = back[end]
-        steps.append((alive, what[end], start, end))
         cur[alive] = start
         alive = alive[start > first[alive]]
-    if not steps:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty, empty, best[last]
-    strings, node, start, end = (np.concatenate(c) for c in zip(*steps))
-    depth = np.concatenate([np.full(len(s[0]), -i) for i, s in enumerate(steps)])
-    o = np.lexsort((depth, strings))
-    return strings[o], node[o], start[o], end[o], best[last]
+    path_end = np.cumsum(nodes)  # per string: one past its path's last node
+    ends = np.empty(int(path_end[-1]) if len(path_end) else 0, dtype=narrow)
+    for i, (alive, end) in enumerate(steps):
+        ends[path_end[alive] - 1 - i] = end  # the i-th node from the right
+    del steps
+    strings = np.repeat(np.arange(len(nchar), dtype=narrow), nodes)
+    if what is None:
+        what = np.zeros(npos, dtype=np.int64)
+    return strings, what[ends], back[ends], ends, best[last]
 
 
 @dataclass
@@ -717,6 +726,7 @@ class LatticeBase:
         batches = ((start, end, score[code], code, cuts) for start, end, code, _, _, cuts
                    in self.folds.live_batches(live, forward_only=True, batch=BATCH_NODES))
         strings, code, start, end, _ = best_paths(self.pos_off, self.nchar, batches, dtype)
+        strings = strings.astype(np.int64)
         return (strings, idc[code], start - self.pos_off[strings],
                 (end - start).astype(np.int64))
 
