@@ -112,6 +112,8 @@ def main() -> None:
     from tokcolumnar.training import unigram_pipeline as up
 
     peaks = StagePeaks()
+    peaks.wrap(up, "_unigram_tables", "unigram tables")
+    peaks.wrap(up.UnigramModel, "tokenize_flat", "tables: tokenize_flat")
     peaks.wrap(up, "read_lines", "read_lines")
     peaks.wrap(up, "load_sentences", "load_sentences")
     peaks.wrap(up, "train_unigram", "train_unigram")

@@ -203,6 +203,17 @@ def unigram_heap() -> contextlib.AbstractContextManager[None]:
     return _heap_thresholds(UNIGRAM_MMAP_THRESHOLD, UNIGRAM_TRIM_THRESHOLD)
 
 
+def release_free_heap() -> None:
+    """Give the heap's free pages back to the system (`malloc_trim`: those between blocks in
+    use too, not only at the top), when `fix_mmap_threshold` fixed the thresholds (a
+    command-line run on glibc). The Unigram trainer calls it once its lattices are built and
+    after each pruning round: the build's and the rounds' freed temporaries otherwise stay in
+    the process's RSS through every later EM round."""
+    if _fixed_threshold is None:
+        return
+    ctypes.CDLL(None).malloc_trim(0)
+
+
 @contextlib.contextmanager
 def _heap_thresholds(mmap_threshold: int, trim_threshold: int | None = None
                      ) -> Iterator[None]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from tokcolumnar.malloc import release_free_heap
 from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
 from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
     LatticeBase,
@@ -626,6 +627,7 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
     del words, trie
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     del seeds_table
+    release_free_heap()  # the build's temporaries
     desired = int(opts.vocab_size * 1.1)
     rounds = []
     while True:
@@ -635,6 +637,7 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
             model = m_step(model, expected)
         after_em = len(model.seed)
         model = prune(model, n_seeds, base, seed_base, wcounts, desired, opts)
+        release_free_heap()  # the pruning's temporaries
         rounds.append((len(rounds), before, after_em, len(model.seed)))
         if len(model.seed) <= desired:
             break

@@ -124,6 +124,7 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
                  .sort("first_seen")
                  .with_columns(pl.col("count").cast(pl.UInt64),
                                pl.col("first_seen").cast(pl.UInt64)))
+        del tokens  # (a row per word of the corpus: not kept through the Viterbi below)
         model = UnigramModel([(p, float(s)) for p, s in zip(pieces, scores)], unk_id=0,
                              byte_fallback=bool((vocab.get_column("kind") == "byte").any()))
         ids, offsets = model.tokenize_flat(words["word"])
