@@ -20,7 +20,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..corpus.readers import iter_sequences
 from ..errors import TokcolumnarError, TokcolumnarValueError
-from ..malloc import unigram_heap
+from ..malloc import release_free_heap, unigram_heap
 from ..models.unigram import UnigramModel
 from ..progress import StageTimer
 from ..text.normalizers import for_characters
@@ -101,6 +101,7 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
             result = train_unigram(sentences, None, options)
         except UnigramError as e:
             raise TokcolumnarValueError(str(e)) from None
+        release_free_heap()  # the lattices' pages, before the tables' word tokens
     with timer.stage("tables"):
         if base is not None:
             assert cfg.extend is not None
