@@ -96,8 +96,24 @@ def test_unigram_training_runs_in_its_heap(libc: FakeLibc, monkeypatch: pytest.M
                                     TrainConfig(model="unigram", vocab_size=18), StageTimer())
     assert seen == [[(malloc.M_MMAP_THRESHOLD, malloc.UNIGRAM_MMAP_THRESHOLD),
                      (malloc.M_TRIM_THRESHOLD, malloc.UNIGRAM_TRIM_THRESHOLD)]]
-    assert libc.calls[2:] == [(malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD),
-                              (malloc.M_TRIM_THRESHOLD, malloc.TRIM_THRESHOLD), ("trim", 0)]
+    # the heap's free pages given back after the lattices' build and each pruning round
+    # (`release_free_heap`), then the thresholds restored
+    during, after = libc.calls[2:-3], libc.calls[-3:]
+    assert len(during) >= 2 and set(during) == {("trim", 0)}
+    assert after == [(malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD),
+                     (malloc.M_TRIM_THRESHOLD, malloc.TRIM_THRESHOLD), ("trim", 0)]
+
+
+def test_release_free_heap_only_in_a_command_line_run(libc: FakeLibc,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`release_free_heap` trims glibc's heap when the command line fixed its thresholds, and
+    leaves a library caller's allocator alone."""
+    monkeypatch.setattr(malloc, "_fixed_threshold", None)
+    malloc.release_free_heap()
+    assert libc.calls == []
+    monkeypatch.setattr(malloc, "_fixed_threshold", malloc.MMAP_THRESHOLD)
+    malloc.release_free_heap()
+    assert libc.calls == [("trim", 0)]
 
 
 def test_the_users_variables_win(libc: FakeLibc, monkeypatch: pytest.MonkeyPatch) -> None:

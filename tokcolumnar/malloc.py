@@ -51,9 +51,9 @@ COUNT_MMAP_THRESHOLD = 32 * 1024 * 1024
 #: 32 MiB free at its top kept for the next pass.
 MERGE_MMAP_THRESHOLD = 1024 * 1024
 MERGE_TRIM_THRESHOLD = 32 * 1024 * 1024
-#: The Unigram trainer's thresholds (`unigram_heap`): blocks up to 32 MiB from the heap, and
+#: The Unigram trainer's thresholds (`unigram_heap`): blocks up to 24 MiB from the heap, and
 #: up to 128 MiB free at its top kept for the next pass.
-UNIGRAM_MMAP_THRESHOLD = 32 * 1024 * 1024
+UNIGRAM_MMAP_THRESHOLD = 24 * 1024 * 1024
 UNIGRAM_TRIM_THRESHOLD = 128 * 1024 * 1024
 #: glibc's initial trim threshold (what a fixed mmap threshold leaves it at).
 TRIM_THRESHOLD = 128 * 1024
@@ -193,9 +193,25 @@ def unigram_heap() -> contextlib.AbstractContextManager[None]:
     (a lattice's nodes in fold order, the accumulators), and a fresh mapping each costs a
     page fault per 4 KiB touched. 5 MB of medium/en, 16k pieces, whole `train` runs: 1.41M ->
     0.28M minor faults, 3.6 -> 1.5 s of system time, peak RSS 758 -> 629 MiB (the freed
-    blocks are reused instead of mapped anew). Then the fixed thresholds are restored and the
-    freed heap given back (`malloc_trim`)."""
+    blocks are reused instead of mapped anew). 24 MiB, not glibc's largest (32): a fold's or
+    sum chain's batch temporaries (`unigram_lattice.BATCH_NODES`: 16 MiB of doubles at most)
+    still come from the heap, but the lattices' node columns of a large corpus (26-30 MiB
+    each on medium/en.txt at 32k), kept through every EM round, get mappings of their own
+    instead of pinning the heap's freed blocks below them: whole medium/en.txt, 32k, peak RSS
+    944 -> 874 MiB, 25.1 -> 22.5 CPU-s (2026-11-28). Then the fixed thresholds are restored
+    and the freed heap given back (`malloc_trim`)."""
     return _heap_thresholds(UNIGRAM_MMAP_THRESHOLD, UNIGRAM_TRIM_THRESHOLD)
+
+
+def release_free_heap() -> None:
+    """Give the heap's free pages back to the system (`malloc_trim`: those between blocks in
+    use too, not only at the top), when `fix_mmap_threshold` fixed the thresholds (a
+    command-line run on glibc). The Unigram trainer calls it once its lattices are built and
+    after each pruning round: the build's and the rounds' freed temporaries otherwise stay in
+    the process's RSS through every later EM round."""
+    if _fixed_threshold is None:
+        return
+    ctypes.CDLL(None).malloc_trim(0)
 
 
 @contextlib.contextmanager

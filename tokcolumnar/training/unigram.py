@@ -21,11 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from tokcolumnar.malloc import release_free_heap
 from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
 from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
     LatticeBase,
     Lattices,
     SeedTrie,
+    code_point_batches,
     code_points,
     log_sum_exp,
     sequential_f32_sums,
@@ -210,20 +212,35 @@ def char_counts(cp: np.ndarray, weight: np.ndarray | None) -> tuple[np.ndarray, 
     return chars, n[chars].astype(np.int64)
 
 
-def _char_weights(counts: np.ndarray, off: np.ndarray) -> np.ndarray | None:
-    """Each character's sentence count, None when every count is 1 (the usual case: no array
-    of the corpus' size)."""
-    return None if (counts == 1).all() else np.repeat(counts.astype(np.int64), np.diff(off))
+def char_totals(strings: pl.Series, counts: np.ndarray | None = None,
+                select=None) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - a callable
+    """`char_counts` of the characters of `strings`, each weighted by its string's count (1
+    each when None), only those `select(code points)` keeps (all when None): summed over
+    runs of strings (`code_point_batches`), with no array of the corpus' characters (27 MB of
+    English: its code points, a mask and their selection took ~250 MiB). Exact: integer
+    counts."""
+    total = np.zeros(0, np.int64)
+    weighted = counts is not None and not (counts == 1).all()
+    for a, cp, off in code_point_batches(strings):
+        weight = np.repeat(counts[a:a + len(off) - 1].astype(np.int64), np.diff(off)) \
+            if weighted else None
+        if select is not None:
+            m = select(cp)
+            cp, weight = cp[m], None if weight is None else weight[m]
+        chars, n = char_counts(cp, weight)
+        if len(chars) and chars[-1] >= len(total):
+            total = np.r_[total, np.zeros(int(chars[-1]) + 1 - len(total), np.int64)]
+        total[chars] += n
+    chars = np.flatnonzero(total)
+    return chars, total[chars]
 
 
 def required_characters(sentences: pl.Series, counts: np.ndarray,
                         opts: UnigramOptions) -> pl.DataFrame:
     """The required characters (char, count) in (count desc, code point asc) order: taken while
     the coverage before them is below `character_coverage` (docs/unigram.md, 1.4)."""
-    cp, off = code_points(sentences)
-    weight = _char_weights(counts, off)
-    ok = (cp != 0) & (cp != 0x20) & ((cp < 0xD800) | ((cp >= 0xE000) & (cp <= 0x10FFFF)))
-    chars, n = char_counts(cp[ok], None if weight is None else weight[ok])
+    chars, n = char_totals(sentences, counts, lambda cp: (
+        (cp != 0) & (cp != 0x20) & ((cp < 0xD800) | ((cp >= 0xE000) & (cp <= 0x10FFFF)))))
     order = np.lexsort((chars, -n))
     chars, n = chars[order], n[order]
     total = n.sum()
@@ -237,19 +254,24 @@ def required_characters(sentences: pl.Series, counts: np.ndarray,
 
 
 def replace_rare(sentences: pl.Series, required: pl.DataFrame) -> pl.Series:
-    """Every character outside the required ones becomes `▅`."""
-    cp, off = code_points(sentences)
-    rare = ~np.isin(cp, required["cp"].to_numpy())
-    if not rare.any():
+    """Every character outside the required ones becomes `▅`, a run of sentences at a time
+    (`code_point_batches`)."""
+    req = required["cp"].to_numpy()
+    hits, fixed = [], []
+    for a, cp, off in code_point_batches(sentences):
+        rare = ~np.isin(cp, req)
+        if not rare.any():
+            continue
+        # only the sentences holding a rare character are rebuilt (Python slices of one
+        # string: constant time each, where Polars' `str.slice` of one long literal counted
+        # characters from its start every time, quadratic: 40 of 60 s on 5 MB)
+        hit = np.unique(np.repeat(np.arange(len(off) - 1), np.diff(off))[rare])
+        text = np.where(rare, _UNK, cp).astype(np.uint32).tobytes().decode("utf-32-le")
+        fixed += [text[off[i]:off[i + 1]] for i in hit.tolist()]
+        hits.append(hit + a)
+    if not hits:
         return sentences
-    # only the sentences holding a rare character are rebuilt (Python slices of one string:
-    # constant time each, where Polars' `str.slice` of one long literal counted characters
-    # from its start every time, quadratic: 40 of 60 s on 5 MB)
-    hit = np.unique(np.repeat(np.arange(len(sentences)), np.diff(off))[rare])
-    cp = np.where(rare, _UNK, cp)
-    text = cp.astype(np.uint32).tobytes().decode("utf-32-le")
-    fixed = [text[off[i]:off[i + 1]] for i in hit.tolist()]
-    return sentences.clone().scatter(hit, pl.Series(fixed, dtype=pl.String))  # (in place)
+    return sentences.clone().scatter(np.concatenate(hits), pl.Series(fixed, dtype=pl.String))
 
 
 # --- words and substrings ----------------------------------------------------------------------
@@ -281,10 +303,7 @@ def seed_pieces(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptions,
     """The seed pieces (piece, score) in SentencePiece's order: the characters, then the
     frequent substrings of the suffix array, scored by ToLogProb (docs/unigram.md, 2).
     `tokens`: the sentences' `word_tokens`, when already at hand."""
-    cp, off = code_points(sentences)
-    weight = _char_weights(counts, off)
-    keep = (cp != _UNK) & (cp != _BOUNDARY)
-    chars, n = char_counts(cp[keep], None if weight is None else weight[keep])
+    chars, n = char_totals(sentences, counts, lambda cp: (cp != _UNK) & (cp != _BOUNDARY))
     order = np.lexsort((chars, -n))
     char_seeds = pl.DataFrame({"piece": [chr(c) for c in chars[order]],
                                "value": n[order].astype(F32)},
@@ -451,14 +470,16 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     s1[ends] = 0.0
     n1[ends] = -2  # EOS
     order = lat.begin_order()
-    start, end = lat.start[order], lat.end[order]
-    b = lat.b[order]
-    insertion = np.arange(len(order))
+    if isinstance(order, slice):  # already in begin order: no copies of the node columns
+        start, end, b = lat.start, lat.end, lat.b
+    else:
+        start, end, b = lat.start[order], lat.end[order], lat.b[order]
     for pos in range(int(lat.nchar.max(initial=0)) - 1, -1, -1):
-        here = b == pos
-        if not here.any():
+        ins = np.flatnonzero(b == pos)  # the nodes' ranks in begin order
+        if not len(ins):
             continue
-        idx, st, en, ins = order[here], start[here], end[here], insertion[here]
+        idx = ins if isinstance(order, slice) else order[ins]
+        st, en = start[ins], end[ins]
         c1 = lat.score[idx] + s1[en]
         sec = has2[en]
         c2 = lat.score[idx[sec]] + s2[en[sec]]
@@ -594,12 +615,19 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
     n_seeds = len(seeds)
     word_table = (tokens.group_by("word").agg(pl.col("count").sum())
                   .sort(["count", "word"], descending=[True, False]))
+    # every word token is no longer needed (a row per word of the corpus: ~250 MiB on 27 MB
+    # of English), nor the sentences with their rare characters replaced
+    del tokens, sentences
     words = word_table["word"]
     wcounts = word_table["count"].to_numpy().astype(np.int64)
+    del word_table
     trie = SeedTrie.build(seeds)
     base = LatticeBase.build(words, trie)  # the words' lattices
     seed_base = LatticeBase.build(seeds, trie, folds="none")  # each seed's, for pruning
+    del words, trie
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
+    del seeds_table
+    release_free_heap()  # the build's temporaries
     desired = int(opts.vocab_size * 1.1)
     rounds = []
     while True:
@@ -609,6 +637,7 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
             model = m_step(model, expected)
         after_em = len(model.seed)
         model = prune(model, n_seeds, base, seed_base, wcounts, desired, opts)
+        release_free_heap()  # the pruning's temporaries
         rounds.append((len(rounds), before, after_em, len(model.seed)))
         if len(model.seed) <= desired:
             break

@@ -19,6 +19,7 @@ runs Viterbi on the same structure, over a trie of its vocabulary."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +29,11 @@ F32 = np.float32
 F64 = np.float64
 
 _CP_BITS = 21  # every code point is below 2^21
+#: Nodes per batch of a fold or sum chain over a `LatticeBase` (`_Order.live_batches`): its
+#: temporaries (a dozen bytes a node) then take some 30 MiB instead of the lattices' size.
+BATCH_NODES = 1 << 21
+#: Characters per run of strings decoded at once (`code_points`).
+CODE_POINT_BATCH = 1 << 22
 
 
 # --- sorting and float32 sums in SentencePiece's order ----------------------------------------
@@ -53,7 +59,7 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
     return order
 
 
-def keep(mask: np.ndarray, *arrays: np.ndarray | None) -> list:
+def keep_rows(mask: np.ndarray, *arrays: np.ndarray | None) -> list:
     """`a[mask]` for each array (None stays None), by one `flatnonzero` and `take`s: boolean
     indexing with a mixed mask is ~7x slower per array (a branch per element)."""
     idx = np.flatnonzero(mask)
@@ -66,10 +72,11 @@ def _cuts(step: np.ndarray) -> np.ndarray:
         else np.zeros(1, np.int64)
 
 
-def _chain_sums(keys: np.ndarray, values: np.ndarray, cuts: np.ndarray, n: int) -> np.ndarray:
+def _chain_sums(keys: np.ndarray, values: np.ndarray, cuts: np.ndarray, n: int,
+                acc: np.ndarray | None = None) -> np.ndarray:
     """`acc[key] = float32(acc[key] + v)` (`v` a double), slice after slice; a slice holds each
-    key at most once."""
-    acc = np.zeros(n, dtype=F32)
+    key at most once. `acc` (float32, n), when given, is summed into (a chain continued)."""
+    acc = np.zeros(n, dtype=F32) if acc is None else acc
     bounds = cuts.tolist()
     for a, z in zip(bounds[:-1], bounds[1:]):
         kk = keys[a:z]
@@ -123,11 +130,32 @@ def log_sum_exp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def code_points(strings: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """The code points of the strings end to end (int32: every code point is below 2^21) and
-    each string's offset (n + 1 offsets)."""
+    each string's offset (n + 1 offsets). Decoded in runs of strings (`code_point_batches`)
+    into the result: the whole text as one Python string, its UTF-32 bytes and a copy took
+    ~4x the result's size at once (27 MB of English: ~400 MiB)."""
     lengths = strings.str.len_chars().to_numpy().astype(np.int64)
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
-    text = "".join(strings.to_list())
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.int32).copy(), offsets
+    out = np.empty(int(offsets[-1]), dtype=np.int32)
+    for a, cp, _ in code_point_batches(strings, offsets):
+        out[offsets[a]:offsets[a] + len(cp)] = cp
+    return out, offsets
+
+
+def code_point_batches(strings: pl.Series, offsets: np.ndarray | None = None
+                       ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """`code_points` of runs of strings of about `CODE_POINT_BATCH` characters, in order: (the
+    run's first string, its code points, its strings' offsets from 0). `offsets`: the
+    strings' `code_points` offsets when at hand. For a pass over a corpus' characters that
+    needs no array of them all."""
+    if offsets is None:
+        lengths = strings.str.len_chars().to_numpy().astype(np.int64)
+        offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    at = np.unique(np.searchsorted(offsets, np.arange(0, int(offsets[-1]), CODE_POINT_BATCH),
+                                   side="right") - 1).tolist() + [len(strings)]
+    for a, z in zip(at[:-1], at[1:]):
+        text = "".join(strings.slice(a, z - a).to_list())
+        yield a, np.frombuffer(text.encode("utf-32-le"), dtype=np.int32), \
+            offsets[a:z + 1] - offsets[a]
 
 
 # --- the seeds as a trie ----------------------------------------------------------------------
@@ -222,9 +250,11 @@ class SeedTrie:
         """Every substring of the texts (`cp` end to end, `off` their offsets) that is one of
         the trie's strings: (index of its first character in `cp`, length, string index), by
         length then position — SentencePiece's `commonPrefixSearch` at every position, one
-        character of every position per step."""
+        character of every position per step. int32 where the values fit (a lattice build's
+        largest inputs)."""
+        narrow = np.int32 if max(len(cp), self.size) < 2**31 else np.int64
         if not self.depth:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return np.zeros(0, narrow), np.zeros(0, narrow), np.zeros(0, narrow)
         end = np.repeat(off[1:], np.diff(off))
         pos = np.arange(len(cp))
         node = np.zeros(len(cp), np.int64)
@@ -237,7 +267,8 @@ class SeedTrie:
             pos, end, node = pos[hit], end[hit], child[hit]
             s = self.string_of[node]
             found = s >= 0
-            parts.append((pos[found], np.full(int(found.sum()), length), s[found]))
+            parts.append((pos[found].astype(narrow), np.full(int(found.sum()), length, narrow),
+                          s[found].astype(narrow)))
             if not len(pos):
                 break
         return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
@@ -256,6 +287,7 @@ def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.nd
     if not len(w):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     top = int(length.max()) + 1
+    start, length = start.astype(np.int64), length.astype(np.int64)  # (the keys need 64 bits)
     if by_end:
         key = (start + length) * (top + 1) + (top - length)
     else:  # the insertion order within a start; the positions reversed below
@@ -279,6 +311,58 @@ def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.nd
         step = (string_end - group_end) + (idx - group_start)
     visit = stable_argsort(step)
     return order[visit], step[visit]
+
+
+def best_paths(pos_off: np.ndarray, nchar: np.ndarray, batches: Iterable[tuple],
+               dtype: type = F32) -> tuple[np.ndarray, ...]:
+    """Viterbi over lattices: the best path of every string, its score summed from the left in
+    `dtype`. `batches`: (src, dst, score, node, cuts) of the nodes (start and end positions,
+    score, any per-node value to give back) in the forward fold's order (`_fold_steps`), the
+    steps' slice bounds `cuts`, in one or more runs of whole steps. Ties keep the node ending
+    there that starts first (SentencePiece's strict `>`); the first node ending at a position
+    is taken whatever its score (-inf included). Returns the path nodes' strings, `node`
+    values, start and end positions (string after string, left to right), and every
+    string's best score."""
+    npos = int(pos_off[-1])
+    best = np.full(npos, -np.inf, dtype=dtype)
+    best[pos_off[:-1]] = 0
+    narrow = np.int32 if npos < 2**31 else np.int64
+    back = np.full(npos, -1, dtype=narrow)  # the best node's start, per end position
+    what = None  # its `node` value
+    for src, dst, score, node, cuts in batches:
+        if what is None:
+            what = np.zeros(npos, dtype=node.dtype)
+        bounds = cuts.tolist()
+        for a, z in zip(bounds[:-1], bounds[1:]):
+            t = dst[a:z]
+            v = best[src[a:z]] + score[a:z]
+            better = np.flatnonzero((v > best[t]) | (back[t] < 0))
+            t = t[better]
+            best[t], back[t], what[t] = v[better], src[a:z][better], node[a:z][better]
+    first = pos_off[:-1]
+    last = pos_off[1:] - 1  # each string's end position
+    # the paths from their right ends: each step's (strings, end positions), then each node
+    # put in place (a string's path at its offset, left to right; no sort)
+    cur = last.astype(narrow)
+    alive = np.flatnonzero(nchar > 0).astype(narrow)
+    nodes = np.zeros(len(nchar), np.int64)  # per string: its path's nodes
+    steps = []
+    while len(alive):
+        end = cur[alive]
+        steps.append((alive, end))
+        nodes[alive] += 1
+        start = back[end]
+        cur[alive] = start
+        alive = alive[start > first[alive]]
+    path_end = np.cumsum(nodes)  # per string: one past its path's last node
+    ends = np.empty(int(path_end[-1]) if len(path_end) else 0, dtype=narrow)
+    for i, (alive, end) in enumerate(steps):
+        ends[path_end[alive] - 1 - i] = end  # the i-th node from the right
+    del steps
+    strings = np.repeat(np.arange(len(nchar), dtype=narrow), nodes)
+    if what is None:
+        what = np.zeros(npos, dtype=np.int64)
+    return strings, what[ends], back[ends], ends, best[last]
 
 
 @dataclass
@@ -309,8 +393,9 @@ class Lattices:
             self._cache["end"] = self.start + self.length
         return self._cache["end"]
 
-    def begin_order(self) -> np.ndarray:
-        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last)."""
+    def begin_order(self) -> np.ndarray | slice:
+        """Nodes by (string, start, SentencePiece's insertion order: length, UNK last);
+        `slice(None)` when the nodes are in that order (`LatticeBase.view`)."""
         if "begin" not in self._cache:
             top = int(self.length.max(initial=0)) + 1
             key = self.start * (top + 1) + np.where(self.unk, top, self.length)
@@ -345,39 +430,13 @@ class Lattices:
         return self._fold(False, self.score)
 
     def viterbi(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The best path of every string: (its nodes in string order then left to right, and
-        the best score of every string, float32 summed left to right). Ties keep the node
-        ending there that starts first (SentencePiece's strict `>`); the first node ending at
-        a position is taken whatever its score (-inf included)."""
+        """The best path of every string (`best_paths`): its nodes in string order then left
+        to right, and the best score of every string, float32 summed left to right."""
         score = self.score if score is None else score
-        best = np.full(self.pos_off[-1], -np.inf, dtype=score.dtype)
-        best[self.pos_off[:-1]] = 0
-        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
-        start = self.start
         order, cuts = self._folds(by_end=True)
-        src, dst, sc = start[order], self.end[order], score[order]
-        for i in range(len(cuts) - 1):
-            a, z = cuts[i], cuts[i + 1]
-            t = dst[a:z]
-            v = best[src[a:z]] + sc[a:z]
-            better = (v > best[t]) | (back[t] < 0)
-            t = t[better]
-            best[t], back[t] = v[better], order[a:z][better]
-        last = self.pos_off[1:] - 1  # each string's end position
-        steps = []
-        cur = last.copy()
-        alive = self.nchar > 0
-        while alive.any():
-            node = back[cur[alive]]
-            steps.append((np.flatnonzero(alive), node))
-            cur[alive] = start[node]
-            alive[alive] = self.b[node] > 0
-        if not steps:
-            return np.zeros(0, np.int64), best[last]
-        strings = np.concatenate([s for s, _ in steps])
-        nodes = np.concatenate([n for _, n in steps])
-        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
-        return nodes[np.lexsort((depth, strings))], best[last]
+        nodes = [(self.start[order], self.end[order], score[order], order, cuts)]
+        _, nodes, _, _, best = best_paths(self.pos_off, self.nchar, nodes, score.dtype)
+        return nodes, best
 
     def marginals(self) -> np.ndarray:
         """Per node, float(Z-normalized) exponent: ((alpha + score) + beta) - Z, float32."""
@@ -389,41 +448,67 @@ class Lattices:
 @dataclass
 class _Order:
     """A lattice's nodes in one order: start position (int32), length (int8), code (int32: a
-    seed, or an unknown slot, see `LatticeBase`), and per node its step or rank (int32);
-    where needed, its string (int32) and whether it is a backward-fold node (bool)."""
+    seed, or an unknown slot, see `LatticeBase`), and the slice bounds of its steps or ranks
+    (`cuts`: a few thousand bounds, where a per-node step took 4 bytes a node); where needed,
+    its string (int32) and whether it is a backward-fold node (bool)."""
 
     start: np.ndarray
     length: np.ndarray
     code: np.ndarray
-    step: np.ndarray
+    cuts: np.ndarray
     w: np.ndarray | None = None
     back: np.ndarray | None = None
 
     @classmethod
-    def of(cls, rows: np.ndarray, step: np.ndarray, start: np.ndarray, length: np.ndarray,
-           code: np.ndarray, w: np.ndarray | None = None, back: np.ndarray | None = None
-           ) -> _Order:
+    def of(cls, rows: np.ndarray | slice, cuts: np.ndarray, start: np.ndarray,
+           length: np.ndarray, code: np.ndarray, w: np.ndarray | None = None,
+           back: np.ndarray | None = None) -> _Order:
         # narrowed before the gathers: `rows` visits the nodes in steps, far apart
         start, length, code = start.astype(np.int32, copy=False), \
             length.astype(np.int8, copy=False), code.astype(np.int32, copy=False)
         w = None if w is None else w.astype(np.int32, copy=False)
-        if isinstance(rows, slice):
-            start, length, code, w = (None if a is None else a[rows].copy()
-                                      for a in (start, length, code, w))
+        if isinstance(rows, slice):  # (all the rows: the arrays themselves, not copies)
+            start, length, code, w = (None if a is None else a if rows == slice(None)
+                                      else a[rows].copy() for a in (start, length, code, w))
         else:
             start, length, code, w = (None if a is None else a.take(rows)
                                       for a in (start, length, code, w))
-        return cls(start, length, code, step.astype(np.int32, copy=False), w, back)
+        return cls(start, length, code, cuts, w, back)
 
     def live(self, live: np.ndarray, forward_only: bool = False) -> tuple:
         """(start, end, code, w, back, cuts) of the nodes whose code is live (w and back None
-        where not kept); with `forward_only`, the forward fold's nodes only."""
-        m = live[self.code]
-        if forward_only and self.back is not None:
-            m &= ~self.back
-        start, length, code, w, back, step = keep(m, self.start, self.length, self.code,
-                                                  self.w, self.back, self.step)
-        return start, start + length, code, w, back, _cuts(step)
+        where not kept); with `forward_only`, the forward fold's nodes only. The cuts are the
+        kept nodes' steps' bounds, the steps left empty dropped."""
+        return next(self.live_batches(live, forward_only, batch=None))
+
+    def live_batches(self, live: np.ndarray, forward_only: bool = False,
+                     batch: int | None = None) -> Iterator[tuple]:
+        """`live` for runs of whole steps of about `batch` nodes (a step larger than that
+        alone; None: all in one; the callers give `BATCH_NODES`), in order: a fold or sum
+        chain run over them in turn does what it does over all nodes at once, with
+        temporaries of a batch's size."""
+        cuts = self.cuts
+        if batch is None or len(cuts) < 2:
+            edges = [0, len(cuts) - 1]
+        else:
+            at = np.searchsorted(cuts, np.arange(0, int(cuts[-1]), batch), side="right") - 1
+            edges = np.unique(np.r_[at, len(cuts) - 1]).tolist()
+        for i, j in zip(edges[:-1], edges[1:]):
+            a, z = int(cuts[i]), int(cuts[j])
+            m = live[self.code[a:z]]
+            if forward_only and self.back is not None:
+                m &= ~self.back[a:z]
+            start, length, code, w, back = keep_rows(m, *(None if x is None else x[a:z] for x in
+                                                     (self.start, self.length, self.code,
+                                                      self.w, self.back)))
+            if j > i:
+                at = np.r_[0, np.cumsum(np.add.reduceat(m, cuts[i:j] - a, dtype=np.int64))]
+                kept = at[np.r_[True, at[1:] != at[:-1]]]
+            else:
+                kept = np.zeros(1, np.int64)
+            end = start + length
+            del length, m
+            yield start, end, code, w, back, kept
 
 
 @dataclass
@@ -440,7 +525,7 @@ class LatticeBase:
     pos_off: np.ndarray  # int64 per string (n + 1)
     nchar: np.ndarray  # int64 per string
     n_seeds: int
-    begin: _Order  # with w; step: unused
+    begin: _Order  # with w; one step
     folds: _Order  # the forward and backward folds' nodes, by step (with w and back)
     _chains: dict = field(default_factory=dict, repr=False)
 
@@ -462,7 +547,7 @@ class LatticeBase:
         # begin order: at each character, its matches by length, then its unknown slot
         per_char = np.bincount(pos, minlength=len(cp)) + 1
         first = np.cumsum(per_char) - per_char
-        slot = np.empty(len(pos), np.int64)
+        slot = np.empty(len(pos), pos.dtype)
         cursor = first.copy()
         for a, z in zip(levels[:-1], levels[1:]):
             slot[a:z] = cursor[pos[a:z]]
@@ -480,10 +565,11 @@ class LatticeBase:
         has_char = (first < cursor) & (node_len[first] == 1)  # the character is a seed
         code[cursor[has_char]] = n_seeds + code[first[has_char]]
         every = slice(None) if begin else slice(0)
-        ordered = _Order.of(every, np.zeros(n, np.int8)[every], start, node_len, code, w)
+        ordered = _Order.of(every, _cuts(np.zeros(n if begin else 0, np.int8)), start, node_len,
+                            code, w)
         if folds == "none":
             return cls(pos_off, nchar, n_seeds, ordered, _Order.of(
-                slice(0), np.zeros(0, np.int32), start, node_len, code, back=np.zeros(0, bool)))
+                slice(0), np.zeros(1, np.int64), start, node_len, code, back=np.zeros(0, bool)))
         # forward steps: a string's distinct (end, start) pairs by end, then start (longest
         # first); a character's unknown slot shares its character node's step
         ends = pos + word_of[pos] + length
@@ -516,11 +602,11 @@ class LatticeBase:
         nodes = stable_argsort(steps)
         back = nodes >= n
         nodes[back] -= n  # (in place, no gathers: the order jumps all over)
-        sorted_steps = np.repeat(np.arange(int(steps.max(initial=-1)) + 1, dtype=np.int32),
-                                 np.bincount(steps) if len(steps) else 0)
+        at = np.r_[0, np.cumsum(np.bincount(steps))] if len(steps) else np.zeros(1, np.int64)
         del steps
+        cuts = at[np.r_[True, at[1:] != at[:-1]]]  # the steps' bounds (a step can be empty)
         return cls(pos_off, nchar, n_seeds, ordered,
-                   _Order.of(nodes, sorted_steps, start, node_len, code, back=back))
+                   _Order.of(nodes, cuts, start, node_len, code, back=back))
 
     def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
                 unk_score: float | None = None, dtype: type = F32
@@ -544,45 +630,61 @@ class LatticeBase:
         words (word i mod `threads`) in begin order; `step` is the rank."""
         if threads not in self._chains:
             b = self.begin
-            nodes = np.flatnonzero(b.code < self.n_seeds)
-            key = (b.w[nodes].astype(np.int64) % threads) * max(self.n_seeds, 1) \
-                + b.code[nodes]
+            # int32 where the values fit (node indices, keys, ranks): the temporaries over
+            # every node are this build's peak
+            narrow = np.int32 if max(len(b.code), threads * max(self.n_seeds, 1)) < 2**31 \
+                else np.int64
+            nodes = np.flatnonzero(b.code < self.n_seeds).astype(narrow)
+            key = (b.w[nodes] % threads).astype(narrow) * max(self.n_seeds, 1) + b.code[nodes]
             order = stable_argsort(key)
+            nodes = nodes[order]
             k = key[order]
-            heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-            rank = np.arange(len(k)) - np.repeat(heads, np.diff(np.r_[heads, len(k)]))
+            del key, order
+            heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]).astype(narrow)
+            del k
+            rank = np.arange(len(nodes), dtype=narrow) - np.repeat(
+                heads, np.diff(np.r_[heads, len(nodes)]))
+            del heads
             by_rank = stable_argsort(rank)
-            self._chains[threads] = _Order.of(nodes[order][by_rank], rank[by_rank], b.start,
-                                              b.length, b.code, b.w)
+            nodes = nodes[by_rank]
+            cuts = _cuts(rank[by_rank])
+            del rank, by_rank
+            self._chains[threads] = _Order.of(nodes, cuts, b.start, b.length, b.code, b.w)
         return self._chains[threads]
 
     def _folds(self, live: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, beta): `Lattices.forward` and `backward` over the present nodes, in one loop
-        (one accumulator array, beta after alpha: a step updates disjoint positions)."""
-        start, end, code, _, back, cuts = self.folds.live(live)
+        (one accumulator array, beta after alpha: a step updates disjoint positions), over
+        batches of whole steps in order (`_Order.live_batches`)."""
         npos = int(self.pos_off[-1])
         acc = np.full(2 * npos, -np.inf, dtype=F32)
         acc[self.pos_off[:-1]] = 0  # BOS
         acc[npos + self.pos_off[1:] - 1] = 0  # EOS
-        src = np.where(back, end + npos, start)
-        dst = np.where(back, start + npos, end)
-        sc = score[code]
         # `log_sum_exp` inlined, in fewer NumPy calls: the loop runs ~4,000 times on 5 MB of
         # Chinese (the backward fold's depth: a position's first node needs the position
         # after it), mostly on a few long strings' nodes
         minimum, maximum, exp, log1p, where = np.minimum, np.maximum, np.exp, np.log1p, np.where
         f50 = F32(50.0)
-        bounds = cuts.tolist()
-        for a, z in zip(bounds[:-1], bounds[1:]):
-            t = dst[a:z]
-            x = acc[t]
-            y = sc[a:z] + acc[src[a:z]]
-            vmin = minimum(x, y)
-            vmax = maximum(x, y)
-            near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
-            log1p(near, out=near)
-            near += vmax
-            acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
+        for start, end, code, _, back, cuts in self.folds.live_batches(live, batch=BATCH_NODES):
+            sc = score[code]
+            del code
+            # a backward node runs from its end to its start, in beta's half of `acc`
+            # (in place: int32 positions, no copies of the batch)
+            dst = np.where(back, start + npos, end)
+            src = start
+            np.putmask(src, back, end + npos)
+            del end, back
+            bounds = cuts.tolist()
+            for a, z in zip(bounds[:-1], bounds[1:]):
+                t = dst[a:z]
+                x = acc[t]
+                y = sc[a:z] + acc[src[a:z]]
+                vmin = minimum(x, y)
+                vmax = maximum(x, y)
+                near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
+                log1p(near, out=near)
+                near += vmax
+                acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
         return acc[:npos], acc[npos:]
 
     def expected(self, ids: np.ndarray, scores: np.ndarray, counts: np.ndarray, n: int,
@@ -590,7 +692,9 @@ class LatticeBase:
         """The E-step: every node's marginal `freq × exp(((alpha + score) + beta) - Z)` summed
         in float32 per piece, in SentencePiece's order (thread = word mod `threads`, then word,
         start, insertion; the threads' vectors added in thread order). The nodes of piece 0
-        (the unknown nodes join them, interleaved in begin order) are summed apart."""
+        (the unknown nodes join them, interleaved in begin order) are summed apart. The chains
+        run over batches of whole ranks, in order: each sum continues where the last batch
+        left it, so the float32 results are those of one pass."""
         live, idc, score = self._tables(ids, scores)
         alpha, beta = self._folds(live, score)
         z = alpha[self.pos_off[1:] - 1]
@@ -600,10 +704,12 @@ class LatticeBase:
             x = ((alpha[start] + score[code]) + beta[end]) - z[w]
             return freq[w].astype(F64) * np.exp(x.astype(F64))
 
-        chains = self.chains(threads)
-        start, end, code, w, _, cuts = chains.live(live & (idc != 0))
-        per = _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
-                          threads * n).reshape(threads, n)
+        per = np.zeros(threads * n, dtype=F32)
+        for start, end, code, w, _, cuts in self.chains(threads).live_batches(
+                live & (idc != 0), batch=BATCH_NODES):
+            _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
+                        threads * n, per)
+        per = per.reshape(threads, n)
         if n:
             start, end, code, w, _, _ = self.begin.live(live & (idc == 0))
             per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
@@ -612,41 +718,17 @@ class LatticeBase:
     def viterbi(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
                 unk_score: float | None = None, dtype: type = F32
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The best path of every string for the present pieces (`Lattices.viterbi`: scores
-        summed from the left in `dtype`, ties to the node ending there that starts first):
-        its nodes' strings, piece ids, local starts and lengths, string after string, left to
+        """The best path of every string for the present pieces (`best_paths`: scores summed
+        from the left in `dtype`, ties to the node ending there that starts first): its
+        nodes' strings, piece ids, local starts and lengths, string after string, left to
         right."""
         live, idc, score = self._tables(ids, scores, unk_id, unk_score, dtype)
-        start, end, code, w, _, cuts = self.folds.live(live, forward_only=True)
-        best = np.full(self.pos_off[-1], -np.inf, dtype=dtype)
-        best[self.pos_off[:-1]] = 0
-        back = np.full(self.pos_off[-1], -1, dtype=np.int64)
-        sc = score[code]
-        for i in range(len(cuts) - 1):
-            a, z = cuts[i], cuts[i + 1]
-            t = end[a:z]
-            v = best[start[a:z]] + sc[a:z]
-            better = (v > best[t]) | (back[t] < 0)
-            t = t[better]
-            best[t], back[t] = v[better], a + np.flatnonzero(better)
-        first = self.pos_off[:-1]
-        cur = self.pos_off[1:] - 1
-        alive = np.flatnonzero(self.nchar > 0)
-        steps = []
-        while len(alive):
-            node = back[cur[alive]]
-            steps.append((alive, node))
-            cur[alive] = start[node]
-            alive = alive[start[node] > first[alive]]
-        if not steps:
-            return (np.zeros(0, np.int64),) * 4
-        strings = np.concatenate([s for s, _ in steps])
-        nodes = np.concatenate([n for _, n in steps])
-        depth = np.concatenate([np.full(len(s), -i) for i, (s, _) in enumerate(steps)])
-        o = np.lexsort((depth, strings))
-        strings, nodes = strings[o], nodes[o]
-        return (strings, idc[code[nodes]], start[nodes] - self.pos_off[strings],
-                (end[nodes] - start[nodes]).astype(np.int64))
+        batches = ((start, end, score[code], code, cuts) for start, end, code, _, _, cuts
+                   in self.folds.live_batches(live, forward_only=True, batch=BATCH_NODES))
+        strings, code, start, end, _ = best_paths(self.pos_off, self.nchar, batches, dtype)
+        strings = strings.astype(np.int64)
+        return (strings, idc[code], start - self.pos_off[strings],
+                (end - start).astype(np.int64))
 
     def view(self, ids: np.ndarray, scores: np.ndarray, strings: np.ndarray | None = None
              ) -> Lattices:
@@ -660,15 +742,13 @@ class LatticeBase:
         keep = live[b.code]
         if strings is not None:
             keep &= strings[b.w]
-        rows = np.flatnonzero(keep)
-        renumber = np.full(len(keep), -1, np.int64)
-        renumber[rows] = np.arange(len(rows))
-        w = b.w[rows].astype(np.int64)
-        start = b.start[rows].astype(np.int64)
-        length = b.length[rows].astype(np.int64)
-        code = b.code[rows]
+        # the nodes' positions and lengths as int32 (the base's, an int64 copy of each took
+        # ~50 MiB a column on the seeds of 27 MB of English)
+        w, start, length, code = keep_rows(keep, b.w, b.start, b.length, b.code)
+        length = length.astype(np.int32)
         lat = Lattices(pos_off=self.pos_off, nchar=self.nchar, w=w,
-                       b=start - self.pos_off[w], length=length, id=idc[code],
-                       score=score[code], unk=code >= self.n_seeds)
-        lat._cache.update(start=start, end=start + length, begin=np.arange(len(rows)))
+                       b=start - self.pos_off[w].astype(np.int32), length=length,
+                       id=idc.astype(np.int32)[code], score=score[code],
+                       unk=code >= self.n_seeds)
+        lat._cache.update(start=start, end=start + length, begin=slice(None))  # (in order)
         return lat

@@ -20,7 +20,7 @@ import polars as pl
 from ..config import TrainConfig
 from ..corpus.readers import iter_sequences
 from ..errors import TokcolumnarError, TokcolumnarValueError
-from ..malloc import unigram_heap
+from ..malloc import release_free_heap, unigram_heap
 from ..models.unigram import UnigramModel
 from ..progress import StageTimer
 from ..text.normalizers import for_characters
@@ -31,7 +31,7 @@ from .unigram import (
     META_PIECES,
     UnigramError,
     UnigramOptions,
-    code_points,
+    char_totals,
     load_sentences,
     sentencepiece_whitespace,
     train_unigram,
@@ -81,14 +81,15 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
     with timer.stage("count"):
         lines = read_lines(inputs, cfg)
         # a char map's sources that start with no character of the text are left out
-        rule = for_characters(normalizer, {chr(c) for c in np.flatnonzero(
-            np.bincount(code_points(lines.drop_nulls())[0], minlength=1)).tolist()})
+        rule = for_characters(normalizer, {chr(c) for c in
+                                           char_totals(lines.drop_nulls())[0].tolist()})
 
         def normalize(col: pl.Expr) -> pl.Expr:
             return sentencepiece_whitespace(rule.expr(col) if rule else col)
 
         meta = list(META) + (byte_pieces() if byte_fallback(cfg) else [])
         sentences = load_sentences(lines, normalize=normalize, meta_pieces=meta)
+        del lines  # (the text before normalizing: not needed by training)
     if len(sentences) == 0:
         raise TokcolumnarError("no text to train on (every line is empty once normalized)")
     base = read_unigram_base(cfg.extend) if cfg.extend is not None else None
@@ -100,6 +101,7 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
             result = train_unigram(sentences, None, options)
         except UnigramError as e:
             raise TokcolumnarValueError(str(e)) from None
+        release_free_heap()  # the lattices' pages, before the tables' word tokens
     with timer.stage("tables"):
         if base is not None:
             assert cfg.extend is not None
@@ -123,6 +125,7 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
                  .sort("first_seen")
                  .with_columns(pl.col("count").cast(pl.UInt64),
                                pl.col("first_seen").cast(pl.UInt64)))
+        del tokens  # (a row per word of the corpus: not kept through the Viterbi below)
         model = UnigramModel([(p, float(s)) for p, s in zip(pieces, scores)], unk_id=0,
                              byte_fallback=bool((vocab.get_column("kind") == "byte").any()))
         ids, offsets = model.tokenize_flat(words["word"])
