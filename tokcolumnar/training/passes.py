@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from ..layout import Layout
+from ..memory import PASS_CHUNK_POSITIONS
 
 M32 = (1 << 32) - 1
 #: Above this many changes, Polars' hash group-by beats NumPy's sort-based grouping.
@@ -284,8 +285,9 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
 #: A merge pass over more occurrences than this runs in chunks of this many
 #: (`summed_merge_pass`): a pass's temporaries cost ~220 bytes per merged occurrence, so one
 #: pair merged everywhere in a long word (`aaaa...` of 50M characters: 25M merges) would take
-#: gigabytes at once, past --memory-limit and its estimate (issue 27, item 7).
-PASS_CHUNK = 1 << 18
+#: gigabytes at once, past --memory-limit and its estimate (issue 27, item 7). The estimate
+#: (`memory.merge_bytes`) counts one chunk's temporaries.
+PASS_CHUNK = PASS_CHUNK_POSITIONS
 
 #: The pair-count changes of a pass summed per pair (keys ascending, int64 sums) and its new
 #: pairs as `sort_new_pairs` gives them (None: the pass made none).
