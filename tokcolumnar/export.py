@@ -80,6 +80,8 @@ class TrainResult:
     inputs: list[str] = field(default_factory=list)
     #: Bytes the count spilled to the work directory (0: it fitted in memory).
     spilled_bytes: int = 0
+    #: The merge loop kept its state in files of the work directory (`ondisk`).
+    loop_on_disk: bool = False
     #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
     rounds: pl.DataFrame | None = None
 
@@ -361,7 +363,8 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
         "stats": {"words": result.words.height,
                   "word_occurrences": int(result.words.get_column("count").sum()),
                   "merges": result.merges.height, "vocab_size": result.vocab.height,
-                  "spilled_bytes": result.spilled_bytes},
+                  "spilled_bytes": result.spilled_bytes,
+                  "merge_loop_on_disk": result.loop_on_disk},
         "skipped_files": skipped,
         "files": sorted(written),
     }

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from . import ondisk
 from .errors import TokcolumnarError
 
 SEP = -1  # word boundary in the flat layout
@@ -62,15 +63,24 @@ class Layout:
             # a SEP inserted before each word's first symbol and at the end: the ids and
             # the layout (and a byte per position) at once, where the positions and word
             # indexes of every symbol (int32) took 8 bytes more on the initial stage's peak
+            # (in files of the work directory when the loop runs on disk: `ondisk`)
             at = np.zeros(n_words + 1, dtype=np.int64)
             np.cumsum(lengths, out=at[1:])
-            sym = np.insert(np.asarray(ids, dtype=sym_dtype), at, SEP)
+            at += np.arange(n_words + 1)  # each SEP's position
+            sym = ondisk.empty(size, sym_dtype)
+            is_symbol = np.ones(size, dtype=bool)
+            is_symbol[at] = False
             del at
+            sym[is_symbol] = ids
+            sym[~is_symbol] = SEP
+            del is_symbol
             longest = int(lengths.max()) if n_words else 1
             span_dtype = (np.uint8 if longest < 1 << 8 else np.uint16 if longest < 1 << 16
                           else np.int32)
-            layout = cls(sym, None, None, None, counts, span=np.ones(size, dtype=span_dtype))
-            layout.sep_bits, layout.sep_rank = _sep_ranks(sym)
+            layout = cls(sym, None, None, None, ondisk.kept(counts),
+                         span=ondisk.full(size, 1, span_dtype))
+            sep_bits, sep_rank = _sep_ranks(sym)
+            layout.sep_bits, layout.sep_rank = ondisk.kept(sep_bits), ondisk.kept(sep_rank)
             return layout
         word_of = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
         positions = np.arange(1, len(ids) + 1, dtype=np.int32)

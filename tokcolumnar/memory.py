@@ -89,6 +89,14 @@ MERGE_BYTES_PER_CJK_SYMBOL = 45
 MERGE_BYTES_PER_PASS_POSITION = 24
 #: The most positions a merge pass merges at once (`passes.PASS_CHUNK`).
 PASS_CHUNK_POSITIONS = 1 << 18
+#: With its state on disk (`ondisk`: the layout, the queue's positions and the pair table in
+#: files of the work directory), what the loop keeps in memory: the heap and the live entries
+#: of its queued pairs, the cold store, the vocabulary, per word (measured below, "On disk");
+#: and per symbol, the initial stage's transients that are not files (the characters' code
+#: points and ids before the layout) and the bytes a symbol's pairs take in the queue's small
+#: bases and the grouping's masks.
+ONDISK_BYTES_PER_WORD = 24
+ONDISK_BYTES_PER_SYMBOL = 6
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 
@@ -113,14 +121,25 @@ def resident_bytes() -> int | None:
         return None
 
 
+def anonymous_resident_bytes() -> int | None:
+    """The process's resident memory that is not a file's pages (RssAnon), or None where
+    /proc does not say."""
+    return _status_bytes(b"RssAnon:")
+
+
 def peak_resident_bytes() -> int | None:
     """The process's peak resident memory so far (VmHWM), or None where /proc does not say.
     (It is never reset here: Linux can, but the peak a parent reads with wait4 would then
     miss what came before.)"""
+    return _status_bytes(b"VmHWM:")
+
+
+def _status_bytes(field: bytes) -> int | None:
+    """A size field of /proc/self/status in bytes (None where /proc does not say)."""
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
-                if line.startswith(b"VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
@@ -141,6 +160,9 @@ class LoopWatch:
         self.limit, self.floor = limit, floor
         self.peak_before = peak_resident_bytes() or 0
         self.last = 0.0
+        #: the loop's state is on disk (`ondisk`): its mapped pages are the page cache's, and
+        #: only the process's own memory (RssAnon) is watched
+        self.anonymous = False
 
     def over(self) -> int | None:
         """The loop's memory beyond the floor when it passed the limit, else None."""
@@ -150,8 +172,11 @@ class LoopWatch:
         if now - self.last < self.every:
             return None
         self.last = now
-        peak = peak_resident_bytes() or 0
-        used = max(resident_bytes() or 0, peak if peak > self.peak_before else 0)
+        if self.anonymous:
+            used = anonymous_resident_bytes() or 0
+        else:
+            peak = peak_resident_bytes() or 0
+            used = max(resident_bytes() or 0, peak if peak > self.peak_before else 0)
         if used - self.floor - LIBRARY_WORK <= self.limit:
             return None
         return used - self.floor - LIBRARY_WORK
@@ -226,6 +251,13 @@ def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0, table_bytes: int =
             + MERGE_BYTES_PER_PASS_POSITION * min(n_symbols // 2, PASS_CHUNK_POSITIONS))
 
 
+def ondisk_merge_bytes(n_words: int, n_symbols: int, table_bytes: int = 0) -> int:
+    """The memory the merge loop needs with its state on disk (`ondisk`): `merge_bytes` with
+    the per-symbol state left to the files."""
+    return (table_bytes + ONDISK_BYTES_PER_WORD * n_words + ONDISK_BYTES_PER_SYMBOL * n_symbols
+            + MERGE_BYTES_PER_PASS_POSITION * min(n_symbols // 2, PASS_CHUNK_POSITIONS))
+
+
 def _sizes(words: pl.DataFrame) -> tuple[int, int]:
     """The characters of a words table's words, and how many of them are CJK."""
     sizes = words.select(pl.col("word").str.len_chars().sum().alias("symbols"),
@@ -259,14 +291,21 @@ def max_words_that_fit(words: pl.DataFrame, limit: int) -> int:
     return lo
 
 
-def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
-    """Refuse, before the merge loop, a words table whose loop would not fit in `limit`: one
-    line naming the memory needed and, when one does, the --max-words that would fit."""
+def check_merge_memory(words: pl.DataFrame, limit: int, disk: bool = False) -> bool:
+    """Whether the merge loop on a words table must keep its state on disk to fit in `limit`
+    (`disk`: it can, the run has a work directory); refuse, before the loop, a table that
+    fits neither way: one line naming the memory needed and, when one does, the --max-words
+    that would fit."""
     n_words = words.height
     n_symbols, n_cjk = _sizes(words)
     need = merge_bytes(n_words, n_symbols, n_cjk, words.estimated_size())
     if need <= limit:
-        return
+        return False
+    on_disk = ondisk_merge_bytes(n_words, n_symbols, words.estimated_size())
+    if disk and on_disk <= limit:
+        return True
+    if disk:  # the least any run of this table needs
+        need = on_disk
     fits = max_words_that_fit(words, limit)
     # --max-words must be positive: advise it only when some words fit
     fewer = (f", or pass --max-words {fits:,} (or fewer) to keep the most frequent words (an "
@@ -274,8 +313,9 @@ def check_merge_memory(words: pl.DataFrame, limit: int) -> None:
              " (not even the most frequent word fits, so --max-words cannot help)")
     raise MemoryLimitError(
         f"the merge loop on {n_words:,} distinct words ({n_symbols:,} characters) needs about "
-        f"{format_size(need)}, over --memory-limit {format_size(limit)}: raise --memory-limit "
-        f"to at least {format_size(need, up=True)}{fewer}")
+        f"{format_size(need)}{' even with its state on disk' if disk else ''}, over "
+        f"--memory-limit {format_size(limit)}: raise --memory-limit to at least "
+        f"{format_size(need, up=True)}{fewer}")
 
 
 def keep_most_frequent(words: pl.DataFrame, max_words: int | None, tie: str | None = None

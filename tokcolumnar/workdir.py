@@ -28,10 +28,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import numpy as np
 import polars as pl
 
+from . import ondisk
 from .config import TrainConfig
 from .corpus.sources import Source, file_digests, file_stat
 from .errors import TokcolumnarEnvironmentError, TokcolumnarError
@@ -76,8 +78,9 @@ def input_fingerprint(paths: list[Path | Source], heads: bool = True) -> list[di
 
 #: The layout of the states a work directory saves (the pickled merge loop, the DuckDB tables):
 #: raised whenever it changes, so that `--resume` refuses a directory an older copy wrote
-#: (2: the training layout without `nxt`, `prv` and `word_of`, docs/architecture.md).
-STATE_FORMAT = 2
+#: (2: the training layout without `nxt`, `prv` and `word_of`, docs/architecture.md; 3: the
+#: loop's pickle with its large arrays after it, `write_pickle`).
+STATE_FORMAT = 3
 
 
 def run_fingerprint(cfg: TrainConfig, paths: list[Path | Source], heads: bool = True
@@ -265,12 +268,17 @@ class WorkDir:
             return None
 
     def write_pickle(self, name: str, obj: Any) -> None:
-        self._replace(name, lambda f: pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL))
+        """Pickle `obj` into `name`, its large arrays' memory written after the pickle as it
+        is (out-of-band buffers: no copy of an array is made, and a loop whose arrays are
+        files, `ondisk`, is read from them page by page)."""
+        self._replace(name, lambda f: _dump_with_buffers(obj, f))
 
     def read_pickle(self, name: str) -> Any:
+        """What `write_pickle` wrote (None when there is no such file); the large arrays are
+        read into `ondisk.empty` arrays (files again, when the loop runs on disk)."""
         try:
             with open(self.path / name, "rb") as f:
-                return pickle.load(f)  # noqa: S301 - our own checkpoint, in our marked dir
+                return _load_with_buffers(f)
         except FileNotFoundError:
             return None
 
@@ -296,3 +304,43 @@ def kill_point(stage: str, n: int) -> None:
         with contextlib.suppress(Exception):
             sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _dump_with_buffers(obj: Any, f: BinaryIO) -> None:
+    """`obj` pickled with its arrays of `ondisk.MIN_BYTES` or more out-of-band: the header's
+    size (8 bytes), the header (the pickle's size and each buffer's), the pickle, the
+    buffers."""
+    buffers: list[pickle.PickleBuffer] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        if buffer.raw().nbytes < ondisk.MIN_BYTES:
+            return True  # in the pickle
+        buffers.append(buffer)
+        return False
+
+    body = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
+    header = pickle.dumps((len(body), [b.raw().nbytes for b in buffers]), protocol=5)
+    f.write(len(header).to_bytes(8, "little"))
+    f.write(header)
+    f.write(body)
+    del body
+    for buffer in buffers:
+        f.write(buffer.raw())
+
+
+def _load_with_buffers(f: BinaryIO) -> Any:
+    """What `_dump_with_buffers` wrote."""
+    size = int.from_bytes(f.read(8), "little")
+    body_size, sizes = pickle.loads(f.read(size))  # noqa: S301 - our own state, our marked dir
+    body = f.read(body_size)
+    buffers = []
+    for n in sizes:
+        buffer = ondisk.empty(n, np.uint8)
+        view, done = memoryview(buffer), 0
+        while done < n:
+            got = f.readinto(view[done:])
+            if not got:
+                raise EOFError(f"{f.name}: the saved state ends early")
+            done += got
+        buffers.append(buffer)
+    return pickle.loads(body, buffers=buffers)  # noqa: S301

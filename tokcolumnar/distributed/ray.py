@@ -250,8 +250,9 @@ class RayEngine(PolarsEngine):
     name = "ray"
     counts_in_units = False  # counted on Ray, whatever the inputs
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
         """Not checked (as before the engines made this call: only Polars engine runs were)."""
+        return False
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

@@ -202,8 +202,9 @@ class SparkEngine(PolarsEngine):
     name = "spark"
     counts_in_units = False  # counted on Spark, whatever the inputs
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
         """Not checked (as before the engines made this call: only Polars engine runs were)."""
+        return False
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

@@ -74,8 +74,9 @@ class DuckDBEngine:
         if work is not None:
             self.temp_directory = str(work.file("duckdb"))
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
         """Nothing to check: DuckDB's merge loop spills within its `memory_limit`."""
+        return False
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import ondisk
 from ..layout import Layout
 from ..progress import Progress
 from .pairtable import PairCounts
@@ -99,8 +100,9 @@ class QueueEntries:
 
     def add_base(self, positions: np.ndarray, keys: np.ndarray, bounds: np.ndarray) -> int:
         """Store a pass's positions, its pair keys (int64) and slice bounds (`keys.size + 1`
-        ascending offsets into `positions`); returns the id of its first entry."""
-        self.positions_of_base.append(positions)
+        ascending offsets into `positions`); returns the id of its first entry. (A large
+        base's positions go to a file when the loop runs on disk, `ondisk`.)"""
+        self.positions_of_base.append(ondisk.kept(positions))
         self.keys.append(keys)
         self.starts.append(bounds[:-1])
         self.ends.append(bounds[1:])
@@ -145,7 +147,7 @@ class QueueEntries:
             starts, ends = self.starts[base], self.ends[base]
             dead = self.dead[base]
             keep = np.repeat(~dead, ends - starts)
-            self.positions_of_base[base] = self.positions_of_base[base][keep]
+            self.positions_of_base[base] = ondisk.kept(self.positions_of_base[base][keep])
             del keep
             # the new slice lengths: 0 for dead entries; new bounds are their running sums,
             # one int32 array whose views are the starts and ends (as `add_base` keeps them:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import ondisk
+
 EMPTY = -1  # a free slot's key (pair keys are >= 0)
 #: Fibonacci hashing: the top bits of key * 2**64 / golden ratio pick the slot.
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -52,8 +54,9 @@ class PairCounts:
         self.bits = bits
         self.mask = (1 << bits) - 1
         self.shift = np.uint64(64 - bits)
-        self.keys = np.full(1 << bits, EMPTY, dtype=np.int64)
-        self.counts = np.zeros(1 << bits, dtype=np.int64)
+        # (in files of the work directory when the loop runs on disk: `ondisk`)
+        self.keys = ondisk.full(1 << bits, EMPTY, np.int64)
+        self.counts = ondisk.full(1 << bits, 0, np.int64)
         self.used = 0  # slots holding a key (live or at count 0)
 
     def __len__(self) -> int:

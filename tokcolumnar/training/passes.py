@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from .. import ondisk
 from ..layout import Layout
 from ..memory import PASS_CHUNK_POSITIONS
 
@@ -90,7 +91,8 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         # the position is the low word, the dense key the high one (in memory order); the
         # dense keys are then shifted down in place (no copy of them beside the positions)
         low = 0 if sys.byteorder == "little" else 1
-        positions = combined.view(np.uint32)[low::2].astype(np.int32)
+        positions = ondisk.empty(combined.size, np.int32)  # the queue's first base
+        positions[...] = combined.view(np.uint32)[low::2]
         combined >>= np.uint64(32)
         dense = combined
         del combined
@@ -168,7 +170,7 @@ def _dense_keys(sym: np.ndarray, n_tokens: int) -> np.ndarray:
     for at in range(0, n, DENSE_CHUNK):
         s = sym[at:at + DENSE_CHUNK + 1]
         count += int(np.count_nonzero((s[:-1] >= 0) & (s[1:] >= 0)))
-    combined = np.empty(count, dtype=np.uint64)
+    combined = ondisk.empty(count, np.uint64)
     done = 0
     for at in range(0, n, DENSE_CHUNK):
         s = sym[at:at + DENSE_CHUNK + 1]

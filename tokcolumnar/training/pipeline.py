@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
+from .. import ondisk
 from ..config import TrainConfig, run_notes
 from ..corpus.counts_file import load_counts, normalize_counts
 from ..corpus.sources import Source, expand_inputs, run_scope
@@ -40,12 +41,15 @@ from ..errors import (
 from ..export import TrainResult, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
+    LIBRARY_WORK,
     LoopWatch,
     MemoryLimitError,
     default_limit,
+    format_size,
     keep_most_frequent,
     parse_size,
     resident_bytes,
+    table_merge_bytes,
 )
 from ..outputs import output_dir, writing
 from ..progress import StageTimer
@@ -73,9 +77,10 @@ class Engine(Protocol):
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame: ...
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int) -> None:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
         """Refuse, before the merge loop starts, words whose loop would not fit in
-        `memory_limit` bytes."""
+        `memory_limit` bytes; True when it fits only with its state on disk (`ondisk`;
+        `disk`: the run has a work directory to keep it in)."""
 
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
               checkpoint: MergeCheckpoint | None = None) -> TrainTables: ...
@@ -369,17 +374,20 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         words = count_stage(engine, inputs, from_counts, cfg, limits, timer)
     try:
         words = keep_most_frequent(words, cfg.max_words)
-        engine.check_memory(words, limits.memory_limit)
+        # over the limit in memory, the loop may keep its state in the work directory
+        disk = engine.check_memory(words, limits.memory_limit, disk=limits.work is not None)
+        watch = LoopWatch(limits.memory_limit, limits.floor)
+        watch.anonymous = disk
         # every engine's loop checkpoints into the work directory, when there is one; its
         # first checkpoint (or test kill point) waits for the counted words' save
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
-                                      ready=limits.wait_saved,
-                                      watch=LoopWatch(limits.memory_limit, limits.floor))
+                                      ready=limits.wait_saved, watch=watch)
                       if limits.work is not None else None)
-        # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
-        tables = (train_extended(words, cfg, timer, checkpoint)
-                  if cfg.extend is not None and not engine.trains_extensions
-                  else engine.train(words, cfg, timer, checkpoint=checkpoint))
+        with loop_state_on_disk(limits, words) if disk else contextlib.nullcontext():
+            # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
+            tables = (train_extended(words, cfg, timer, checkpoint)
+                      if cfg.extend is not None and not engine.trains_extensions
+                      else engine.train(words, cfg, timer, checkpoint=checkpoint))
         limits.wait_saved()
     finally:
         # an error of the loop: the save still ends before the work directory is kept or
@@ -390,7 +398,23 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
                          pretokenizer, timer.seconds, input_list(inputs))
     result.spilled_bytes = limits.spilled_bytes
+    result.loop_on_disk = disk
     return result
+
+
+@contextlib.contextmanager
+def loop_state_on_disk(limits: RunLimits, words: pl.DataFrame) -> Iterator[None]:
+    """The merge loop's large arrays in files of the work directory (`ondisk`), the process's
+    resident memory held a tenth under the limit (beyond the run's floor and the libraries'
+    first work, as `memory.LoopWatch` counts it); a note says so once the run succeeded."""
+    assert limits.work is not None
+    budget = (limits.floor or 0) + LIBRARY_WORK + limits.memory_limit * 9 // 10
+    with ondisk.on_disk(limits.work.path / "loop", budget):
+        yield
+    limits.notes.append(
+        f"the merge loop kept its state on disk, in the work directory (in memory it needs "
+        f"about {format_size(table_merge_bytes(words))}, over --memory-limit "
+        f"{format_size(limits.memory_limit)})")
 
 
 def count_stage(engine: Engine, inputs: Any, from_counts: Any, cfg: TrainConfig,

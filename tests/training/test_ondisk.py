@@ -1,0 +1,140 @@
+"""The merge loop with its state on disk (`tokcolumnar.ondisk`; issue lean-merge, item 3):
+every large array in a file of the work directory, its pages dropped from the process as it
+runs, gives the merges of the loop in memory — for every tie-break and model — and a run whose
+`--memory-limit` is below the in-memory estimate but above the on-disk one completes that way,
+survives `kill -9` + `--resume` byte-identically, and is refused in one line below both."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import tokcolumnar as tc
+from tests.support.cli import assert_clean_error, run_cli, snapshot
+from tests.support.corpora import PRIMER, corpus
+from tokcolumnar import memory, ondisk
+
+SETTINGS = [
+    {"vocab_size": 500},
+    {"vocab_size": 500, "tie_break": "lexical-max"},
+    {"vocab_size": 500, "tie_break": "first-seen"},
+    {"vocab_size": 500, "max_token_length": 5},
+    {"vocab_size": 500, "model": "wordpiece", "special_tokens": ["[UNK]"]},
+    {"vocab_size": 500, "model": "wordpiece", "special_tokens": ["[UNK]"],
+     "wordpiece_scoring": "frequency"},
+]
+
+
+def test_arrays_live_in_unlinked_files_and_leave_the_resident_memory(tmp_path):
+    """A 400 MB array written whole stays far below 400 MB resident, reads back what was
+    written, and leaves no file in the directory (each is unlinked once mapped)."""
+    with ondisk.on_disk(tmp_path, budget=0) as store:
+        a = ondisk.empty(50_000_000, np.int64)
+        a[:] = np.arange(a.size)
+        assert ondisk.is_mapped(a) and ondisk.is_mapped(a[10:])
+        assert (memory.anonymous_resident_bytes() or 0) < 200 * 10**6
+        assert int(a[::1000].sum()) == sum(range(0, a.size, 1000))
+        store.trim()
+        assert int(a[-1]) == a.size - 1  # read back from the file after its pages were dropped
+        assert list(tmp_path.iterdir()) == []
+    small = ondisk.empty(10, np.int64)
+    assert not ondisk.is_mapped(small)  # outside the context: plain memory
+
+
+@pytest.mark.parametrize("options", SETTINGS, ids=lambda o: "-".join(map(str, o.values())))
+def test_loop_on_disk_gives_the_in_memory_merges(monkeypatch, tmp_path, options):
+    """Every array of every size in a file, the pages dropped every 20 ms whatever the
+    resident memory (budget 0): the same merges, vocabulary and segmentations."""
+    words = tc.count_words(str(PRIMER))
+    in_memory = tc.train(from_counts=words, **options)
+    monkeypatch.setattr(ondisk, "MIN_BYTES", 1)
+    with ondisk.on_disk(tmp_path / "loop", budget=0) as store:
+        on_disk = tc.train(from_counts=words, **options)
+    assert store.mapped_bytes > 0
+    for name in ("merges", "vocab", "words"):
+        assert getattr(on_disk, name).equals(getattr(in_memory, name)), name
+
+
+# --- the command line --------------------------------------------------------------------
+
+ARGS = ["--preset", "gpt2", "--vocab-size", "3000", "--quiet", "--checkpoint-every", "0"]
+
+
+def outputs(d: Path) -> dict[str, object]:
+    files: dict[str, object] = dict(snapshot(d))
+    run = json.loads(files.pop("run.json"))
+    for key in ("created", "timings_s"):
+        run.pop(key)
+    run["stats"].pop("spilled_bytes")
+    run["settings"].pop("show_progress")  # --quiet or not
+    files["on disk"] = run["stats"].pop("merge_loop_on_disk")
+    files["run.json"] = run
+    return files
+
+
+@pytest.fixture(scope="module")
+def text() -> Path:
+    return corpus("small/zh_hongloumeng_300k.txt")
+
+
+@pytest.fixture(scope="module")
+def reference(text, tmp_path_factory) -> tuple[dict[str, object], int, int]:
+    """An in-memory run's outputs, and the loop's estimates in memory and on disk for its
+    words table."""
+    out = tmp_path_factory.mktemp("ref") / "out"
+    proc = run_cli("train", str(text), "--out", str(out), *ARGS)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "run.json").read_text())["stats"]["merge_loop_on_disk"] is False
+    words = pl.read_parquet(out / "words.parquet")
+    n_symbols = int(words.get_column("word").str.len_chars().sum())
+    table = tc.count_words(str(text), preset="gpt2")
+    in_memory = memory.table_merge_bytes(table)
+    on_disk = memory.ondisk_merge_bytes(table.height, n_symbols, table.estimated_size())
+    assert on_disk < in_memory * 6 // 10
+    return outputs(out), in_memory, on_disk
+
+
+def limit_between(reference) -> str:
+    _, in_memory, on_disk = reference
+    return str((in_memory + on_disk) // 2)
+
+
+@pytest.mark.corpus
+def test_limit_below_the_in_memory_estimate_runs_on_disk(text, reference, tmp_path):
+    out = tmp_path / "out"
+    noisy = [a for a in ARGS if a != "--quiet"]  # the note is not --quiet's
+    proc = run_cli("train", str(text), "--out", str(out), *noisy,
+                   "--memory-limit", limit_between(reference))
+    assert proc.returncode == 0, proc.stderr
+    assert "kept its state on disk" in proc.stderr
+    assert outputs(out) == {**reference[0], "on disk": True}
+    assert not (tmp_path / "out.work").exists()  # the work directory, files and all, is gone
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("point", ["merge:1", "merge:25", "merge:100"])
+def test_killed_on_disk_then_resumed_gives_identical_outputs(text, reference, tmp_path, point):
+    out = tmp_path / "out"
+    args = ["train", str(text), "--out", str(out), *ARGS, "--memory-limit",
+            limit_between(reference)]
+    killed = run_cli(*args, env={"TOKCOLUMNAR_TEST_KILL": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    # the loop's files were unlinked when made: only the saved state is left
+    assert not list((tmp_path / "out.work" / "loop").iterdir())
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert outputs(out) == {**reference[0], "on disk": True}
+
+
+@pytest.mark.corpus
+def test_limit_below_the_on_disk_estimate_is_refused_in_one_line(text, reference, tmp_path):
+    _, _, on_disk = reference
+    proc = run_cli("train", str(text), "--out", str(tmp_path / "out"), *ARGS,
+                   "--memory-limit", str(on_disk * 2 // 3))
+    line = assert_clean_error(proc, "even with its state on disk")
+    assert f"at least {memory.format_size(on_disk, up=True)}" in line
