@@ -4,6 +4,7 @@ follow (docs/architecture.md, "The flat layout"). The trainer (`training.symbols
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,34 +55,10 @@ class Layout:
         `lean`: the training form (spans and SEP ranks, no `nxt`/`prv`/`word_of`)."""
         n_words = len(lengths)
         size = int(lengths.sum()) + n_words + 1
-        if size >= 1 << 31:
-            raise TokcolumnarError(
-                f"the corpus has {size:,} symbols in its distinct words, over the 2**31 the "
-                "merge loop's int32 positions hold")
+        _check_positions(size)
         counts = np.asarray(counts, dtype=np.int64)
         if lean:
-            # a SEP inserted before each word's first symbol and at the end: the ids and
-            # the layout (and a byte per position) at once, where the positions and word
-            # indexes of every symbol (int32) took 8 bytes more on the initial stage's peak
-            # (in files of the work directory when the loop runs on disk: `ondisk`)
-            at = np.zeros(n_words + 1, dtype=np.int64)
-            np.cumsum(lengths, out=at[1:])
-            at += np.arange(n_words + 1)  # each SEP's position
-            sym = ondisk.empty(size, sym_dtype)
-            is_symbol = np.ones(size, dtype=bool)
-            is_symbol[at] = False
-            del at
-            sym[is_symbol] = ids
-            sym[~is_symbol] = SEP
-            del is_symbol
-            longest = int(lengths.max()) if n_words else 1
-            span_dtype = (np.uint8 if longest < 1 << 8 else np.uint16 if longest < 1 << 16
-                          else np.int32)
-            layout = cls(sym, None, None, None, ondisk.kept(counts),
-                         span=ondisk.full(size, 1, span_dtype))
-            sep_bits, sep_rank = _sep_ranks(sym)
-            layout.sep_bits, layout.sep_rank = ondisk.kept(sep_bits), ondisk.kept(sep_rank)
-            return layout
+            return cls.lean_from_chunks(lengths, counts, [(0, n_words, ids)], sym_dtype)
         word_of = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
         positions = np.arange(1, len(ids) + 1, dtype=np.int32)
         positions += word_of
@@ -95,6 +72,38 @@ class Layout:
         prv = np.arange(-1, size - 1, dtype=np.int32)
         prv[0] = 0
         return cls(sym, nxt, prv, word_of, counts)
+
+    @classmethod
+    def lean_from_chunks(cls, lengths: np.ndarray, counts: np.ndarray,
+                         chunks: Iterable[tuple[int, int, np.ndarray]],
+                         sym_dtype: type = np.int32) -> Layout:
+        """The training form of `from_symbols`, its ids given a chunk of words at a time:
+        `(lo, hi, ids)`, the flat ids of words lo..hi, chunks in word order. Each chunk is
+        written in place, with a SEP before each word (and one at the end), into arrays that
+        are files when the loop runs on disk (`ondisk`): the transients are one chunk's."""
+        n_words = len(lengths)
+        size = int(lengths.sum()) + n_words + 1
+        _check_positions(size)
+        # each word's SEP: its position (8 bytes per word)
+        sep_at = np.zeros(n_words + 1, dtype=np.int64)
+        np.cumsum(lengths, out=sep_at[1:])
+        sep_at += np.arange(n_words + 1)
+        sym = ondisk.empty(size, sym_dtype)
+        for lo, hi, ids in chunks:
+            part = sym[sep_at[lo]:sep_at[hi]]
+            is_symbol = np.ones(part.size, dtype=bool)
+            is_symbol[sep_at[lo:hi] - sep_at[lo]] = False
+            part[is_symbol] = ids
+            part[~is_symbol] = SEP
+        sym[-1] = SEP
+        del sep_at
+        longest = int(lengths.max()) if n_words else 1
+        span_dtype = (np.uint8 if longest < 1 << 8 else np.uint16 if longest < 1 << 16
+                      else np.int32)
+        layout = cls(sym, None, None, None, ondisk.kept(np.asarray(counts, dtype=np.int64)),
+                     span=ondisk.full(size, 1, span_dtype))
+        layout.sep_bits, layout.sep_rank = _sep_ranks(sym)
+        return layout
 
     def next_of(self, pos: np.ndarray) -> np.ndarray:
         """The position of the token after each of `pos` (live tokens' first positions)."""
@@ -238,15 +247,31 @@ class Layout:
         return offsets, self.sym[live]
 
 
+def _check_positions(size: int) -> None:
+    if size >= 1 << 31:
+        raise TokcolumnarError(
+            f"the corpus has {size:,} symbols in its distinct words, over the 2**31 the "
+            "merge loop's int32 positions hold")
+
+
+#: `_sep_ranks` reads this many positions at a time (a multiple of 64).
+SEP_CHUNK = 1 << 22
+
+
 def _sep_ranks(sym: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The SEPs of a fresh layout as bits (uint64 words, bit i of word k: position
-    64k + i) and, per word of bits, the SEPs before it (int32)."""
-    bits = np.packbits(sym == SEP, bitorder="little")
-    pad = -bits.size % 8
-    if pad:
-        bits = np.append(bits, np.zeros(pad, dtype=np.uint8))
-    bits = bits.view("<u8").astype(np.uint64, copy=False)  # bit i of byte k: 8k + i
-    rank = np.zeros(bits.size, dtype=np.int32)
+    64k + i) and, per word of bits, the SEPs before it (int32); `SEP_CHUNK` positions at a
+    time (a whole layout's `sym == SEP` was a byte per position at once)."""
+    bits = ondisk.empty(-(-sym.size // 64), np.uint64)
+    for at in range(0, sym.size, SEP_CHUNK):
+        packed = np.packbits(sym[at:at + SEP_CHUNK] == SEP, bitorder="little")
+        pad = -packed.size % 8
+        if pad:
+            packed = np.append(packed, np.zeros(pad, dtype=np.uint8))
+        # bit i of byte k: position 8k + i
+        bits[at // 64:at // 64 + packed.size // 8] = packed.view("<u8")
+    rank = ondisk.empty(bits.size, np.int32)
+    rank[0] = 0
     np.cumsum(np.bitwise_count(bits)[:-1], dtype=np.int32, out=rank[1:])
     return bits, rank
 

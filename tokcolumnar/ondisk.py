@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .memory import resident_bytes
+
 #: Smaller arrays stay in memory: a file and a mapping each cost a page and a system call or two.
 MIN_BYTES = 1 << 16
 #: How often the watcher reads the resident memory (a read of /proc costs ~20 microseconds).
@@ -86,8 +88,6 @@ class MappedArrays:
         self.trims += 1
 
     def _watch(self) -> None:
-        from .memory import resident_bytes
-
         while not self._stop.wait(WATCH_EVERY):
             used = resident_bytes()
             if used is not None and used > self.budget:

@@ -8,7 +8,7 @@ string. Characters outside a limited alphabet are dropped from words, as HF does
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,31 +56,32 @@ class Initial:
     n_words: int
 
 
-#: `_weighted_counts` reads the weights of this many characters at a time.
+#: The initial stage reads the words about this many characters at a time (whole words): its
+#: transients (the characters' code points, keys, flags and ids, and the Python strings that
+#: give the code points: ~20 bytes a character) are one chunk's, not the corpus's (100 MB of
+#: Chinese at once: ~1.3 GB beside the layout), and the layout is written chunk by chunk
+#: (`Layout.lean_from_chunks`; into files when the loop runs on disk, `ondisk`).
 ALPHABET_CHUNK = 1 << 22
 
 
-def _weighted_counts(cps: np.ndarray, weights: Callable[[slice], np.ndarray]) -> np.ndarray:
-    """The summed weights of each code point (float64, indexed by code point), the weights of
-    `ALPHABET_CHUNK` characters at a time (`weights(part)`: those of `cps[part]`): the
-    weights of every character at once, int64 then float64, were 16 bytes per character on
-    the initial stage's peak (the sums are of integers, exact in float64 below 2**53, so the
-    order of summing changes nothing)."""
-    count = np.zeros(int(cps.max()) + 1 if cps.size else 0)
-    for at in range(0, cps.size, ALPHABET_CHUNK):
-        part = slice(at, at + ALPHABET_CHUNK)
-        sums = np.bincount(cps[part], weights=weights(part))
-        count[:sums.size] += sums
-    return count
+def word_chunks(lengths: np.ndarray, chunk: int) -> list[tuple[int, int]]:
+    """Row ranges `[lo, hi)` of consecutive words holding about `chunk` characters each (at
+    least one word each; a longer word is a chunk alone)."""
+    ends = np.cumsum(lengths)
+    ranges, lo = [], 0
+    while lo < lengths.size:
+        done = int(ends[lo - 1]) if lo else 0
+        hi = max(int(np.searchsorted(ends, done + chunk, side="right")), lo + 1)
+        ranges.append((lo, hi))
+        lo = hi
+    return ranges
 
 
-def select_alphabet(cps: np.ndarray, weights: Callable[[slice], np.ndarray],
-                    limit: int | None, initial: list[str]) -> np.ndarray:
-    """Code points of the alphabet, sorted: every character, or the `limit` most frequent
-    (the initial alphabet first, ties by code point), as HF's `compute_alphabet`. Weighted
-    `bincount`s over the code points (`weights(part)`: the weights of `cps[part]`, float64):
-    no sort of the corpus."""
-    count = _weighted_counts(cps, weights)
+def select_alphabet(count: np.ndarray, limit: int | None, initial: list[str]) -> np.ndarray:
+    """Code points of the alphabet, sorted, from `count` (the summed word counts of each code
+    point, float64, indexed by code point): every character, or the `limit` most frequent
+    (the initial alphabet first, ties by code point), as HF's `compute_alphabet`. No sort of
+    the corpus."""
     uniq = np.flatnonzero(count > 0)
     count = count[uniq]
     if initial:
@@ -92,6 +93,52 @@ def select_alphabet(cps: np.ndarray, weights: Callable[[slice], np.ndarray],
     return np.sort(uniq)
 
 
+class _Chunks:
+    """The words table read `ALPHABET_CHUNK` characters at a time (`word_chunks`)."""
+
+    def __init__(self, words: pl.DataFrame) -> None:
+        self.column = words.get_column("word")
+        self.lengths = self.column.str.len_chars().to_numpy().astype(np.int64)
+        self.ranges = word_chunks(self.lengths, ALPHABET_CHUNK)
+
+    def code_points(self, lo: int, hi: int) -> np.ndarray:
+        return code_points(self.column.slice(lo, hi - lo))[0]
+
+    def weighted_counts(self, counts: np.ndarray) -> np.ndarray:
+        """The summed word counts of each code point (float64, indexed by code point; the
+        sums are of integers, exact in float64 below 2**53, so the order of summing changes
+        nothing)."""
+        total = np.zeros(0)
+        for lo, hi in self.ranges:
+            weights = np.repeat(counts[lo:hi].astype(np.float64), self.lengths[lo:hi])
+            sums = np.bincount(self.code_points(lo, hi), weights=weights)
+            if sums.size > total.size:
+                total = np.pad(total, (0, sums.size - total.size))
+            total[:sums.size] += sums
+        return total
+
+    def keys(self, lo: int, hi: int, kept_cp: np.ndarray, prefix: bool, suffix: bool
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """The lookup keys (`code point << 2 | flags`, int32) of words lo..hi's kept
+        characters, and each one's word index within the chunk (int32)."""
+        cps, lengths = self.code_points(lo, hi), self.lengths[lo:hi]
+        # int32 keys (code points < 2**21, so key < 2**23), shifted in place
+        keys = cps.astype(np.int32)
+        keys <<= 2
+        if prefix or suffix:
+            starts = (np.cumsum(lengths) - lengths)[lengths > 0]
+            if prefix:  # not word-initial (HF: by original position)
+                keys |= 1
+                keys[starts] &= ~1
+            if suffix:  # word-final
+                keys[starts + lengths[lengths > 0] - 1] |= 2
+        word = np.repeat(np.arange(hi - lo, dtype=np.int32), lengths)
+        keep = kept_cp[cps]
+        if not keep.all():
+            keys, word = keys[keep], word[keep]
+        return keys, word
+
+
 def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet: int | None,
                   initial_alphabet: list[str], prefix: str | None, suffix: str | None,
                   eow_token: str | None, variant_order: list[str] | None = None,
@@ -100,50 +147,43 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
 
     Characters map to ids through a lookup table indexed by `code point << 2 | flags` (bit 0:
     not word-initial, for the prefix; bit 1: word-final, for the suffix), so the whole corpus
-    is mapped by array gathers. `variant_order` puts the listed variants first, in that order
+    is mapped by array gathers, a chunk of words at a time (`ALPHABET_CHUNK`): one read for
+    the alphabet, one for the keys present (the variants) and the symbols per word, one for
+    the ids into the layout. `variant_order` puts the listed variants first, in that order
     (HF assigns variant ids in hash order; giving its order reproduces its tie-breaks).
     `byte_fallback`: the 256 byte pieces follow the special tokens (kind `byte`), as HF's
     BpeTrainer gives them when they are listed as its special tokens (docs/llama2.md)."""
     counts = words.get_column("count").to_numpy().astype(np.int64)
-    cps, lengths = code_points(words.get_column("word"))
-    word_index = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    chunks = _Chunks(words)
     vocab = Vocab()
     for t in special_tokens:
         vocab.add(t, "special", len(t))
     if byte_fallback:
         for b in range(256):
             vocab.add(f"<0x{b:02X}>", "byte", 0)
-    def weights(part: slice, word_index: np.ndarray = word_index) -> np.ndarray:
-        return counts[word_index[part]].astype(np.float64)
-
-    alphabet = select_alphabet(cps, weights, limit_alphabet, initial_alphabet)
-    del weights
+    # 1. the alphabet
+    weighted = chunks.weighted_counts(counts)
+    alphabet = select_alphabet(weighted, limit_alphabet, initial_alphabet)
     for c in alphabet.tolist():
         vocab.add(chr(c), "alphabet", 1)
     if eow_token is not None:
         vocab.add(eow_token, "special" if eow_token in special_tokens else "alphabet", 0)
     # characters kept: the alphabet plus any single-character token (e.g. a special "a")
     singles = sorted({ord(t) for t in vocab.ids if len(t) == 1})
-    top = max([int(cps.max()) if cps.size else 0, *singles]) + 1
+    top = max([weighted.size, *(c + 1 for c in singles)])
+    del weighted
     kept_cp = np.zeros(top, dtype=bool)
     kept_cp[singles] = True
-    # int32 keys (code points < 2**21, so key < 2**23): 4 bytes per character, shifted in place
-    keys = cps.astype(np.int32)
-    keys <<= 2
-    if prefix is not None or suffix is not None:
-        starts = (np.cumsum(lengths) - lengths)[lengths > 0]
-        ends = starts + lengths[lengths > 0] - 1
-        if prefix is not None:  # not word-initial (HF: by original position)
-            keys |= 1
-            keys[starts] &= ~1
-        if suffix is not None:  # word-final
-            keys[ends] |= 2
-    keep = kept_cp[cps]
-    del cps
-    if not keep.all():
-        keys, word_index = keys[keep], word_index[keep]
-    del keep
-    present = np.flatnonzero(np.bincount(keys, minlength=4 * top))
+    # 2. the keys present (their variants get ids) and each word's kept characters
+    seen = np.zeros(4 * top, dtype=bool)
+    sym_lengths = np.zeros(len(counts), dtype=np.int64)
+    flags = (prefix is not None, suffix is not None)
+    for lo, hi in chunks.ranges:
+        keys, word = chunks.keys(lo, hi, kept_cp, *flags)
+        seen[keys] = True
+        sym_lengths[lo:hi] = np.bincount(word, minlength=hi - lo)
+    present = np.flatnonzero(seen)
+    del seen
 
     def spell(key: int) -> str:
         t = chr(key >> 2)
@@ -158,18 +198,22 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
         vocab.add(v, "variant", 1)
     lut = np.full(4 * top, -1, dtype=np.int32)  # ids as int32, as the layout holds them
     lut[present] = [vocab.ids[t] for t in spelled]
-    ids = lut[keys]
-    del keys
-    if eow_token is not None:
-        eow = vocab.ids[eow_token]
-        ends = np.searchsorted(word_index, np.arange(len(lengths)), side="right")
-        ids = np.insert(ids, ends, eow)
-        word_index = np.insert(word_index, ends, np.arange(len(lengths)))
-    sym_lengths = np.bincount(word_index, minlength=len(lengths)).astype(np.int64)
-    del word_index
+    eow = vocab.ids[eow_token] if eow_token is not None else None
+    if eow is not None:
+        sym_lengths += 1
+
+    # 3. the ids, chunk by chunk, into the layout
+    def ids_of_chunks() -> Iterator[tuple[int, int, np.ndarray]]:
+        for lo, hi in chunks.ranges:
+            keys, word = chunks.keys(lo, hi, kept_cp, *flags)
+            ids = lut[keys]
+            if eow is not None:  # after each word's last kept character
+                ends = np.searchsorted(word, np.arange(hi - lo), side="right")
+                ids = np.insert(ids, ends, eow)
+            yield lo, hi, ids
+
     # ids as int32: 4 bytes per symbol in the merge loop (a vocabulary stays far below 2**31)
-    layout = Layout.from_symbols(sym_lengths, ids, counts, sym_dtype=np.int32,
-                                 lean=True)
+    layout = Layout.lean_from_chunks(sym_lengths, counts, ids_of_chunks(), sym_dtype=np.int32)
     return Initial(vocab, layout, len(words))
 
 
