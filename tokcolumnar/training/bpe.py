@@ -36,6 +36,7 @@ from .passes import (
     PairFilter,
     group_pairs,
     side_thread,
+    sum_by_key_arrays,
     summed_merge_pass,
 )
 from .symbols import Initial, Vocab
@@ -387,8 +388,10 @@ class BpeTrainer:
             # weighted count per (member, neighbour symbol): keys sort by member, then symbol
             ok = neighbour >= 0
             keys = (member[ok] << 32) | neighbour[ok]
-            unique, inverse = np.unique(keys, return_inverse=True)
-            sums = np.bincount(inverse, weights=weight[ok]).astype(np.int64)
+            # (a hash group-by in a large pass: `np.unique`'s argsort of millions of keys held
+            # a quarter of the loop on 100 MB of Chinese)
+            unique, sums = sum_by_key_arrays(keys, weight[ok])
+            del keys
             top = np.zeros(n, dtype=np.int64)
             np.maximum.at(top, unique >> 32, sums)
             return top, unique, sums

@@ -86,26 +86,26 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     by a Polars sort on (key, position)."""
     sym = layout.sym
     if allowed is None and n_tokens * n_tokens < (1 << 32):
-        combined = _dense_keys(sym, n_tokens)
-        combined.sort()
-        # the position is the low word, the dense key the high one (in memory order); the
-        # dense keys are then shifted down in place (no copy of them beside the positions)
+        combined, dense_counts = _dense_keys(layout, n_tokens)
+        combined = _sorted(combined)
+        # the position is the low word, the dense key the high one (in memory order): both
+        # read as strided uint32 views, no copy of the dense keys
+        halves = combined.view(np.uint32)
         low = 0 if sys.byteorder == "little" else 1
         positions = ondisk.empty(combined.size, np.int32)  # the queue's first base
-        positions[...] = combined.view(np.uint32)[low::2]
-        combined >>= np.uint64(32)
-        dense = combined
-        del combined
+        positions[...] = halves[low::2]
+        dense = halves[1 - low::2]
         first = np.ones(dense.size, dtype=bool)
         first[1:] = dense[1:] != dense[:-1]
         starts = np.flatnonzero(first)
         del first
         ends = np.append(starts[1:], dense.size)
         unique = dense[starts].astype(np.int64)
-        del dense
+        del dense, halves, combined
         keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
-        return PairGroups(keys, _slice_sums(layout, positions, starts), positions, starts,
-                          ends)
+        counts = (dense_counts[unique].astype(np.int64) if dense_counts is not None
+                  else _slice_sums(layout, positions, starts))
+        return PairGroups(keys, counts, positions, starts, ends)
     # a pair sits wherever two live symbols are adjacent (SEP is negative)
     positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
     if allowed is not None:
@@ -158,19 +158,28 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
 
 #: `_dense_keys` reads this many positions of the layout at a time.
 DENSE_CHUNK = 1 << 22
+#: Up to this many dense keys (`n_tokens ** 2`: a byte-level alphabet's ~66k), `_dense_keys`
+#: also sums each key's weights as it goes, in position order (float64 bins: 32 MB at most);
+#: beyond, `_slice_sums` sums them after the sort.
+DENSE_COUNT_MAX = 1 << 22
 
 
-def _dense_keys(sym: np.ndarray, n_tokens: int) -> np.ndarray:
+def _dense_keys(layout: Layout, n_tokens: int) -> tuple[np.ndarray, np.ndarray | None]:
     """`(left * n_tokens + right) << 32 | position` (uint64) of every adjacent pair of the
     layout, in position order, built `DENSE_CHUNK` positions at a time: the pairs' positions
     (int64 from `flatnonzero`, then int32) and their ids for the whole layout at once were
-    8-12 bytes per pair beside this array on the initial stage's peak (this is 8)."""
+    8-12 bytes per pair beside this array on the initial stage's peak (this is 8). With
+    `n_tokens ** 2 <= DENSE_COUNT_MAX`, also the summed word counts of each dense key (float64,
+    indexed by key; sums of integers, exact below 2**53), else None."""
+    sym = layout.sym
     n = sym.size - 1
     count = 0
     for at in range(0, n, DENSE_CHUNK):
         s = sym[at:at + DENSE_CHUNK + 1]
         count += int(np.count_nonzero((s[:-1] >= 0) & (s[1:] >= 0)))
     combined = ondisk.empty(count, np.uint64)
+    n_keys = n_tokens * n_tokens
+    sums = np.zeros(n_keys) if n_keys <= DENSE_COUNT_MAX else None
     done = 0
     for at in range(0, n, DENSE_CHUNK):
         s = sym[at:at + DENSE_CHUNK + 1]
@@ -180,11 +189,24 @@ def _dense_keys(sym: np.ndarray, n_tokens: int) -> np.ndarray:
         out[...] = s[here]
         out *= np.uint64(n_tokens)
         out += s[here + 1].astype(np.uint64)
-        out <<= np.uint64(32)
         here += at
+        if sums is not None:  # the weights in position order: word ranks in sequence
+            sums += np.bincount(out, weights=layout.weights(here).astype(np.float64),
+                                minlength=n_keys)
+        out <<= np.uint64(32)
         out |= here.astype(np.uint64)
         done += here.size
-    return combined
+    return combined, sums
+
+
+def _sorted(values: np.ndarray) -> np.ndarray:
+    """`values` (distinct) in ascending order: Polars' sort (~3x NumPy's here, a copy:
+    read-only), or, for an array in a file (`ondisk`), NumPy's in place (no second array in
+    memory)."""
+    if ondisk.is_mapped(values):
+        values.sort()
+        return values
+    return pl.Series(values).sort().to_numpy()
 
 
 #: `_slice_sums` reads the weights of this many positions at a time.
