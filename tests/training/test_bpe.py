@@ -15,6 +15,7 @@ from tests.support.examples import examples
 from tests.support.strategies import as_table, corpora, options
 from tokcolumnar import train
 from tokcolumnar.export import hf_merges as dedup
+from tokcolumnar.training import bpe
 from tokcolumnar.training.bpe import BpeTrainer, QueueEntries
 
 
@@ -119,6 +120,18 @@ def test_cold_store_changes_nothing(words, opts, extra):
     """With a cold threshold of half the best count, most new pairs wait outside the queue;
     the merges must stay those of HF's algorithm."""
     got, expected = ours_and_hf_with(BpeTrainer, "cold_divisor", 2, words, opts, extra)
+    assert got == expected
+
+
+@SETTINGS
+@given(corpora(), options(), st.integers(0, 40))
+# (b, b) makes (bb, b) at count 2 in two words' chunks: summed over one chunk only, the bound
+# would be 1 and (a, a) at count 1 would wrongly join the batch
+@example([("a", 1), ("b", 1), ("aa", 1), ("bbb", 1), ("abbb", 1)], {}, 2)
+def test_bounds_summed_a_position_at_a_time_change_nothing(words, opts, extra):
+    """Exact batching's bounds summed in chunks of one position (`bpe.BOUNDS_CHUNK`), their
+    partial sums then summed: the merges stay those of HF's algorithm."""
+    got, expected = ours_and_hf_with(bpe, "BOUNDS_CHUNK", 1, words, opts, extra)
     assert got == expected
 
 

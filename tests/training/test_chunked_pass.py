@@ -46,3 +46,16 @@ def test_chunked_pass_gives_the_one_pass_results(monkeypatch, table, options):
         part = tc.train(from_counts=words, **options)
         for name in ("merges", "vocab", "words"):
             assert getattr(part, name).equals(getattr(whole, name)), (chunk, name)
+
+
+
+@pytest.mark.parametrize("table", [_long_words, _primer], ids=["long words", "primer"])
+def test_initial_pairs_counted_after_the_sort_give_the_dense_counts(monkeypatch, table):
+    """The initial pairs counted by dense key as they are made (`passes.DENSE_COUNT_MAX`)
+    and summed per slice after the sort give the same table."""
+    words = table()
+    whole = tc.train(from_counts=words, vocab_size=400)
+    monkeypatch.setattr(passes, "DENSE_COUNT_MAX", 0)
+    part = tc.train(from_counts=words, vocab_size=400)
+    for name in ("merges", "vocab", "words"):
+        assert getattr(part, name).equals(getattr(whole, name)), name

@@ -140,7 +140,8 @@ def add_scale_options(p: argparse.ArgumentParser, job: str = "train") -> None:
     g = p.add_argument_group("memory and resuming")
     g.add_argument("--memory-limit", default=None, metavar="SIZE",
                    help=f"bound the {run}'s memory: 400MB, 1.5GB, 512MiB or bytes (default: "
-                   "half the physical RAM); counting spills to --work-dir beyond it")
+                   "half the physical RAM); counting spills to --work-dir beyond it"
+                   + (", and so does the merge loop's state" if job == "train" else ""))
     g.add_argument("--work-dir", default=None, metavar="DIR",
                    help="spilled counts and checkpoints (default OUT.work beside --out; "
                    f"removed when the {run} succeeds)")

@@ -42,6 +42,8 @@ from .passes import (
 from .symbols import Initial, Vocab
 
 M24 = (1 << 24) - 1
+#: `_bounds` sums the neighbours of this many positions at a time.
+BOUNDS_CHUNK = 1 << 19
 M64 = (1 << 64) - 1
 #: Heap items of the `id` tie-break are one int: `(CMAX - count) << 128 | pair << 64 | entry`,
 #: so that the smallest item is the highest count, then the smallest pair key, then the oldest
@@ -375,36 +377,55 @@ class BpeTrainer:
         return words
 
     def _bounds(self, pos: np.ndarray, member: np.ndarray, n: int,
-                weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                word: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For each member, upper bounds on the pairs its new token N can make: the largest
         weighted count of a pair (N, y), the largest of a pair (x, N), and the smallest left
         symbol x reaching that largest count (docs/architecture.md, "Exact batching").
         Symbols are read before the pass; a neighbour merged in the same pass becomes a new
         token, whose id is larger and whose count is part of its old symbol's count, so the
-        bounds stay upper bounds and the smallest x a lower bound."""
+        bounds stay upper bounds and the smallest x a lower bound. (`word`: each position's
+        word, whose count weighs it.)"""
         layout = self.layout
 
-        def side(neighbour: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            # weighted count per (member, neighbour symbol): keys sort by member, then symbol
-            ok = neighbour >= 0
-            keys = (member[ok] << 32) | neighbour[ok]
-            # (a hash group-by in a large pass: `np.unique`'s argsort of millions of keys held
-            # a quarter of the loop on 100 MB of Chinese)
-            unique, sums = sum_by_key_arrays(keys, weight[ok])
-            del keys
-            top = np.zeros(n, dtype=np.int64)
-            np.maximum.at(top, unique >> 32, sums)
-            return top, unique, sums
+        def side(neighbour_of: Callable[[np.ndarray], np.ndarray]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+            # the weighted count of each (member, neighbour symbol), keys sorting by member
+            # then symbol; summed `BOUNDS_CHUNK` positions at a time, then the chunks' sums
+            # (a batch of millions of positions: ~80 bytes a position at once, the loop's
+            # peak on 100 MB of Chinese)
+            keys_of, sums_of = [], []
+            for at in range(0, pos.size, BOUNDS_CHUNK):
+                part = slice(at, at + BOUNDS_CHUNK)
+                neighbour = layout.sym[neighbour_of(pos[part])]
+                ok = neighbour >= 0
+                keys = (member[part][ok] << 32) | neighbour[ok]
+                del neighbour
+                # (a hash group-by in a large pass: `np.unique`'s argsort of millions of keys
+                # held a quarter of the loop on 100 MB of Chinese)
+                k, s = sum_by_key_arrays(keys, layout.word_count[word[part][ok]])
+                keys_of.append(k)
+                sums_of.append(s)
+            if len(keys_of) == 1:
+                return keys_of[0], sums_of[0]
+            return sum_by_key_arrays(np.concatenate(keys_of), np.concatenate(sums_of))
+
+        def top(unique: np.ndarray, sums: np.ndarray) -> np.ndarray:
+            best = np.zeros(n, dtype=np.int64)
+            np.maximum.at(best, unique >> 32, sums)
+            return best
+
+        def right(p: np.ndarray) -> np.ndarray:
+            return layout.next_of(layout.next_of(p))
 
         # the right side on the helper thread in a large pass (the two sides are independent)
         if pos.size >= PARALLEL_MIN:
-            right_side = side_thread().submit(
-                lambda: side(layout.sym[layout.next_of(layout.next_of(pos))]))
-            left_top, unique, sums = side(layout.sym[layout.prev_of(pos)])
-            right_top = right_side.result()[0]
+            right_side = side_thread().submit(side, right)
+            unique, sums = side(layout.prev_of)
+            right_top = top(*right_side.result())
         else:
-            right_top = side(layout.sym[layout.next_of(layout.next_of(pos))])[0]
-            left_top, unique, sums = side(layout.sym[layout.prev_of(pos)])
+            right_top = top(*side(right))
+            unique, sums = side(layout.prev_of)
+        left_top = top(unique, sums)
         # the smallest left symbol whose count reaches the member's largest
         at_top = sums == left_top[unique >> 32]
         left_min = np.full(n, M32, dtype=np.int64)
@@ -614,8 +635,7 @@ class BpeTrainer:
             # each position's word, read once for the pass (its weight, the words touched)
             word = self.layout.words(pos)
             if len(batch) > 1:
-                keep = self._cut(batch, *self._bounds(pos, member, len(batch),
-                                                      self.layout.word_count[word]))
+                keep = self._cut(batch, *self._bounds(pos, member, len(batch), word))
                 for count, p, entry in batch[keep:]:
                     self._push(count, p, entry)
                 if keep < len(batch):
