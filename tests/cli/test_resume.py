@@ -19,6 +19,7 @@ import pytest
 from tests.support.cli import assert_clean_error, run_cli, snapshot
 from tests.support.corpora import corpus
 from tests.support.markers import heavy
+from tokcolumnar.workdir import STATE_FORMAT
 
 pytestmark = pytest.mark.corpus
 
@@ -134,7 +135,7 @@ def test_state_saved_by_another_version_refuses_to_resume(text, tmp_path):
     marker_file.write_text(json.dumps(marker))
     line = assert_clean_error(run_cli(*args, "--resume"),
                               "it was saved by another tokcolumnar (state format 1, this one "
-                              "reads 2)")
+                              f"reads {STATE_FORMAT})")
     assert "run without --resume" in line
     assert run_cli(*args).returncode == 0
 
