@@ -19,11 +19,11 @@ import argparse
 import gc
 import json
 import resource
-import threading
 import time
 
 import numpy as np
 import polars as pl
+from rss_sampler import StageSampler, rss_bytes
 
 from tokcolumnar.config import TrainConfig
 from tokcolumnar.malloc import fix_mmap_threshold
@@ -32,31 +32,13 @@ from tokcolumnar.training import bpe, passes, polars_engine
 from tokcolumnar.training.polars_engine import PolarsEngine
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-class StagePeaks:
-    """The largest RSS of each stage, sampled every 2 ms on a thread: `stage` names what runs
-    now (set by the wrappers `staged` puts around the stages' functions)."""
+class StagePeaks(StageSampler):
+    """The largest RSS of each stage (`rss_sampler`), above `before` (the RSS with the words
+    table loaded); `staged` wraps a stage's function to name the stage while it runs."""
 
     def __init__(self, before: int) -> None:
-        self.before, self.stage = before, "start"
-        self.peaks: dict[str, int] = {}
-        self.done = False
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-
-    def _sample(self) -> None:
-        while not self.done:
-            rss, stage = rss_bytes(), self.stage
-            if rss > self.peaks.get(stage, 0):
-                self.peaks[stage] = rss
-            time.sleep(0.002)
+        self.before = before
+        super().__init__()
 
     def staged(self, name: str, fn):  # noqa: ANN001, ANN201 - any callable
         def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
@@ -68,8 +50,7 @@ class StagePeaks:
         return run
 
     def report(self) -> dict[str, float]:
-        self.done = True
-        self.thread.join()
+        self.stop()
         return {f"{k}_mb": round((v - self.before) / 1e6, 1) for k, v in self.peaks.items()}
 
 

@@ -15,39 +15,19 @@ memory and without Polars' own allocations).
 from __future__ import annotations
 
 import sys
-import threading
-import time
 import tracemalloc
 
-
-def rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+from rss_sampler import StageSampler, rss_bytes
 
 
-class StagePeaks:
-    """The largest RSS of each stage, sampled every 2 ms on a thread (`stage` names what runs
-    now), in the order the stages first ran, with the RSS when each last ended."""
+class StagePeaks(StageSampler):
+    """The largest RSS of each stage (`rss_sampler`), with the RSS when each last ended."""
 
     def __init__(self) -> None:
-        self.stage = "start"
-        self.peaks: dict[str, int] = {}
         self.after: dict[str, int] = {}
         self.traced: dict[str, int] = {}  # with --traced: the largest NumPy/Python bytes
         self.tracing = tracemalloc.is_tracing()
-        self.done = False
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-
-    def _sample(self) -> None:
-        while not self.done:
-            rss, stage = rss_bytes(), self.stage
-            if rss > self.peaks.get(stage, 0):
-                self.peaks[stage] = rss
-            time.sleep(0.002)
+        super().__init__()
 
     def wrap(self, owner, attr: str, name: str, counted: bool = False) -> None:  # noqa: ANN001
         fn = getattr(owner, attr)
@@ -78,8 +58,7 @@ class StagePeaks:
             self.traced[label] = max(self.traced.get(label, 0), tracemalloc.get_traced_memory()[1])
 
     def report(self) -> None:
-        self.done = True
-        self.thread.join()
+        self.stop()
         mib = 1 << 20
         print(f"{'stage':32} {'peak MiB':>9} {'end MiB':>9} {'traced':>9}", file=sys.stderr)
         for k, v in self.peaks.items():

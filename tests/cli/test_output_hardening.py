@@ -153,21 +153,7 @@ def test_force_encode_parts_into_a_shared_directory(workdir):
 
 
 # -- 2. a full disk leaves no temporary file ---------------------------------------------------
-@pytest.fixture
-def small_disk(tmp_path: Path, request: pytest.FixtureRequest):
-    """A real file system of 512 KiB (or the size given as the fixture's parameter): a tmpfs,
-    which needs root."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    size = getattr(request, "param", "512k")
-    if os.geteuid() != 0 or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)],
-            capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
+# (the fixture `small_disk`, a tmpfs of 512 KiB or its parameter's size: tests/conftest.py)
 
 
 def _many_words(path: Path, n: int = 100_000) -> Path:

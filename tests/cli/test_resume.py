@@ -16,7 +16,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.support.cli import assert_clean_error, run_cli, snapshot
+from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import run_outputs as outputs
 from tests.support.corpora import corpus
 from tests.support.markers import heavy
 from tokcolumnar.workdir import STATE_FORMAT
@@ -26,18 +27,6 @@ pytestmark = pytest.mark.corpus
 # a budget that spills (units of ~100 kB, the running table over 200 kB) and a words table the
 # merge check accepts under it
 LIMITED = ["--vocab-size", "1200", "--max-words", "800", "--memory-limit", "1MB", "--quiet"]
-
-
-def outputs(d: Path) -> dict[str, object]:
-    """The output files; run.json without what differs between any two runs (and --quiet)."""
-    files: dict[str, object] = dict(snapshot(d))
-    run = json.loads(files.pop("run.json"))
-    for key in ("created", "timings_s"):
-        run.pop(key)
-    run["settings"].pop("show_progress")  # --quiet or not
-    run["stats"].pop("spilled_bytes")  # a killed run's spills and checkpoints add to it
-    files["run.json"] = run
-    return files
 
 
 @pytest.fixture(scope="module")

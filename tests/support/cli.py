@@ -4,6 +4,7 @@ error: ...`, exit code 2, no traceback, no usage), and snapshots of output direc
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -137,3 +138,17 @@ def tree(d: Path) -> dict[str, bytes | None]:
 def no_temporaries(d: Path) -> bool:
     """No temporary output (`.NAME.tc-PID-XXXXXXXX.tmp|old`) is left under `d`."""
     return not [p for p in d.rglob(".*") if ".tc-" in p.name]
+
+
+def run_outputs(d: Path) -> dict[str, object]:
+    """A training run's output files, run.json parsed and without what differs between any two
+    runs of one command (its creation time and timings, --quiet, the bytes spilled: a killed
+    run's spills and checkpoints add to them)."""
+    files: dict[str, object] = dict(snapshot(d))
+    run = json.loads(files.pop("run.json"))
+    for key in ("created", "timings_s"):
+        run.pop(key)
+    run["settings"].pop("show_progress")  # --quiet or not
+    run["stats"].pop("spilled_bytes")
+    files["run.json"] = run
+    return files

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import polars as pl
 import pytest
 
 import tokcolumnar as tc
-from tests.support.cli import assert_clean_error, run_cli, snapshot
+from tests.support.cli import assert_clean_error, run_cli, run_outputs
 from tests.support.corpora import PRIMER, corpus
 from tokcolumnar import memory, ondisk
 
@@ -68,14 +69,9 @@ ARGS = ["--preset", "gpt2", "--vocab-size", "3000", "--quiet", "--checkpoint-eve
 
 
 def outputs(d: Path) -> dict[str, object]:
-    files: dict[str, object] = dict(snapshot(d))
-    run = json.loads(files.pop("run.json"))
-    for key in ("created", "timings_s"):
-        run.pop(key)
-    run["stats"].pop("spilled_bytes")
-    run["settings"].pop("show_progress")  # --quiet or not
-    files["on disk"] = run["stats"].pop("merge_loop_on_disk")
-    files["run.json"] = run
+    """`run_outputs`, with run.json's `merge_loop_on_disk` apart."""
+    files = run_outputs(d)
+    files["on disk"] = files["run.json"]["stats"].pop("merge_loop_on_disk")  # type: ignore[index]
     return files
 
 
@@ -140,3 +136,22 @@ def test_limit_below_the_on_disk_estimate_is_refused_in_one_line(text, reference
                    "--memory-limit", str(on_disk * 2 // 3))
     line = assert_clean_error(proc, "even with its state on disk")
     assert f"at least {memory.format_size(on_disk, up=True)}" in line
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("small_disk", ["2m"], indirect=True)
+def test_full_disk_for_the_loop_files_is_one_line_and_resumes(text, reference, tmp_path,
+                                                                small_disk):
+    """The work directory on a 2 MB file system: the counted words fit, the loop's files do
+    not — one error line (the files' blocks are reserved when made: no SIGBUS), the work
+    directory kept; with more room `--resume` ends with the in-memory run's outputs."""
+    work = small_disk / "work"
+    args = ["train", str(text), "--out", str(tmp_path / "out"), *ARGS, "--memory-limit",
+            limit_between(reference), "--work-dir", str(work)]
+    line = assert_clean_error(run_cli(*args), "No space left on device")
+    assert "--resume" in line and (work / "words.parquet").is_file()
+    assert not list((work / "loop").iterdir())  # unlinked: nothing of the loop is left
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert outputs(tmp_path / "out") == {**reference[0], "on disk": True}
