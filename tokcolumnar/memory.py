@@ -126,6 +126,18 @@ def resident_bytes() -> int | None:
         return None
 
 
+def resident_and_file_bytes() -> tuple[int, int] | None:
+    """The process's resident memory now and the part of it that is files' pages (statm's
+    resident and shared fields), or None where /proc does not say."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            fields = f.read().split()
+        page = os.sysconf("SC_PAGE_SIZE")
+        return int(fields[1]) * page, int(fields[2]) * page
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def anonymous_resident_bytes() -> int | None:
     """The process's resident memory that is not a file's pages (RssAnon), or None where
     /proc does not say."""

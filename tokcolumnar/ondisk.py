@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .memory import resident_bytes
+from .memory import resident_and_file_bytes
 
 #: Smaller arrays stay in memory: a file and a mapping each cost a page and a system call or two.
 MIN_BYTES = 1 << 16
@@ -88,9 +88,14 @@ class MappedArrays:
         self.trims += 1
 
     def _watch(self) -> None:
+        start = resident_and_file_bytes()
+        libraries = start[1] if start is not None else 0  # the files mapped before: code
+        # (when the process's own memory alone is over the budget, dropping a few mapped pages
+        # again and again would only slow the loop: a trim waits for a share of them)
+        worth = max(self.budget // 20, MIN_BYTES)
         while not self._stop.wait(WATCH_EVERY):
-            used = resident_bytes()
-            if used is not None and used > self.budget:
+            now = resident_and_file_bytes()
+            if now is not None and now[0] > self.budget and now[1] - libraries > worth:
                 self.trim()
 
     def close(self) -> None:
