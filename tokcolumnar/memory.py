@@ -119,11 +119,8 @@ LIBRARY_WORK = 64 * 10**6
 
 def resident_bytes() -> int | None:
     """The process's resident memory now (None where /proc does not say)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
+    both = resident_and_file_bytes()
+    return None if both is None else both[0]
 
 
 def resident_and_file_bytes() -> tuple[int, int] | None:

@@ -54,7 +54,7 @@ class MappedArrays:
         self.budget = budget
         self.maps: list[weakref.ref[mmap.mmap]] = []
         self.mapped_bytes = 0  # all arrays ever placed (for the run's report)
-        self.trims = 0
+        self.trims = 0  # times the pages were dropped (the tests check that they were)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="tokcolumnar-ondisk",
@@ -118,11 +118,6 @@ def on_disk(directory: str | Path, budget: int) -> Iterator[MappedArrays]:
     finally:
         _active = previous
         store.close()
-
-
-def active() -> MappedArrays | None:
-    """The store of the running `on_disk` context, if any."""
-    return _active
 
 
 def empty(n: int, dtype: np.dtype | type) -> np.ndarray:

@@ -11,6 +11,7 @@ import pytest
 
 import tokcolumnar as tc
 from tests.support.corpora import PRIMER
+from tests.support.engines import every_loop_setting
 from tokcolumnar.training import passes
 
 
@@ -25,15 +26,7 @@ def _primer() -> pl.DataFrame:
     return tc.count_words(str(PRIMER))
 
 
-SETTINGS = [
-    {"vocab_size": 400},
-    {"vocab_size": 400, "tie_break": "lexical-max"},
-    {"vocab_size": 400, "tie_break": "first-seen"},
-    {"vocab_size": 400, "max_token_length": 6},
-    {"vocab_size": 400, "model": "wordpiece", "special_tokens": ["[UNK]"]},
-    {"vocab_size": 400, "model": "wordpiece", "special_tokens": ["[UNK]"],
-     "wordpiece_scoring": "frequency"},
-]
+SETTINGS = every_loop_setting(400)
 
 
 @pytest.mark.parametrize("table", [_long_words, _primer], ids=["long words", "primer"])

@@ -87,25 +87,9 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     sym = layout.sym
     if allowed is None and n_tokens * n_tokens < (1 << 32):
         combined, dense_counts = _dense_keys(layout, n_tokens)
-        combined = _sorted(combined)
-        # the position is the low word, the dense key the high one (in memory order): both
-        # read as strided uint32 views, no copy of the dense keys
-        halves = combined.view(np.uint32)
-        low = 0 if sys.byteorder == "little" else 1
-        positions = ondisk.empty(combined.size, np.int32)  # the queue's first base
-        positions[...] = halves[low::2]
-        dense = halves[1 - low::2]
-        first = np.ones(dense.size, dtype=bool)
-        first[1:] = dense[1:] != dense[:-1]
-        starts = np.flatnonzero(first)
-        del first
-        ends = np.append(starts[1:], dense.size)
-        unique = dense[starts].astype(np.int64)
-        del dense, halves, combined
-        keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
-        counts = (dense_counts[unique].astype(np.int64) if dense_counts is not None
-                  else _slice_sums(layout, positions, starts))
-        return PairGroups(keys, counts, positions, starts, ends)
+        owned = [_sorted(combined)]  # (`_grouped` drops the last reference as it goes)
+        del combined
+        return _grouped(owned, n_tokens, layout, dense_counts)
     # a pair sits wherever two live symbols are adjacent (SEP is negative)
     positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
     if allowed is not None:
@@ -130,21 +114,9 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         combined |= positions.view(np.uint32)
         del positions
         combined.sort()
-        halves = combined.view(np.uint32)
-        low = 0 if sys.byteorder == "little" else 1
-        positions = halves[low::2].astype(np.int32)
-        dense = halves[1 - low::2].copy()
-        del halves, combined
-        first = np.ones(dense.size, dtype=bool)
-        first[1:] = dense[1:] != dense[:-1]
-        starts = np.flatnonzero(first)
-        del first
-        ends = np.append(starts[1:], dense.size)
-        unique = dense[starts].astype(np.int64)
-        del dense
-        keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
-        return PairGroups(keys, _slice_sums(layout, positions, starts), positions, starts,
-                          ends)
+        owned = [combined]
+        del combined
+        return _grouped(owned, n_tokens, layout, None)
     if allowed is None:
         left, right = sym[positions], sym[positions + 1]
     frame = pl.DataFrame({"key": pair_key(left, right), "pos": positions,
@@ -154,6 +126,33 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
     starts = ends - groups.get_column("len").to_numpy()
     return PairGroups(groups.get_column("key").to_numpy(), groups.get_column("w").to_numpy(),
                       frame.get_column("pos").to_numpy().astype(np.int32), starts, ends)
+
+
+def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout,
+             dense_counts: np.ndarray | None) -> PairGroups:
+    """The pair groups of the sorted `dense key << 32 | position` values (uint64), handed
+    over as the one item of `owned` (taken out here, so the array is freed once read: it is
+    the largest of the initial stage). `dense_counts`: each dense key's summed weights, when
+    `_dense_keys` summed them; else the slices' weights are summed here."""
+    combined = owned.pop()
+    # the position is the low word, the dense key the high one (in memory order): both read
+    # as strided uint32 views, no copy of the dense keys
+    halves = combined.view(np.uint32)
+    low = 0 if sys.byteorder == "little" else 1
+    positions = ondisk.empty(combined.size, np.int32)  # the queue's first base
+    positions[...] = halves[low::2]
+    dense = halves[1 - low::2]
+    first = np.ones(dense.size, dtype=bool)
+    first[1:] = dense[1:] != dense[:-1]
+    starts = np.flatnonzero(first)
+    del first
+    ends = np.append(starts[1:], dense.size)
+    unique = dense[starts].astype(np.int64)
+    del dense, halves, combined
+    keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
+    counts = (dense_counts[unique].astype(np.int64) if dense_counts is not None
+              else _slice_sums(layout, positions, starts))
+    return PairGroups(keys, counts, positions, starts, ends)
 
 
 #: `_dense_keys` reads this many positions of the layout at a time.
