@@ -79,8 +79,9 @@ def input_fingerprint(paths: list[Path | Source], heads: bool = True) -> list[di
 #: The layout of the states a work directory saves (the pickled merge loop, the DuckDB tables):
 #: raised whenever it changes, so that `--resume` refuses a directory an older copy wrote
 #: (2: the training layout without `nxt`, `prv` and `word_of`, docs/architecture.md; 3: the
-#: loop's pickle with its large arrays after it, `write_pickle`).
-STATE_FORMAT = 3
+#: loop's pickle with its large arrays after it, `write_pickle`; 4: int16 ids in the layout
+#: and the pair table's narrow form for vocabularies that fit them).
+STATE_FORMAT = 4
 
 
 def run_fingerprint(cfg: TrainConfig, paths: list[Path | Source], heads: bool = True

@@ -1,7 +1,8 @@
 """The merge loop's compact layout (int32 ids, links and word indexes; docs/architecture.md,
 "Memory") on a vocabulary large enough that `left_id * n_tokens` overflows int32: the pair
 count of the initial layout against a plain Python count, and a whole training run against
-HuggingFace's `BpeTrainer`."""
+HuggingFace's `BpeTrainer`. And the int16 ids of a vocabulary of up to 32,768 tokens
+(`symbols.symbol_dtype`), at that edge, against HF."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
+from tests.support.corpora import corpus
 from tokcolumnar import train
+from tokcolumnar.layout import Layout
+from tokcolumnar.text.bytelevel import BYTE_ALPHABET
 from tokcolumnar.training.passes import group_pairs
 from tokcolumnar.training.symbols import build_initial
 
@@ -73,4 +78,36 @@ def test_large_alphabet_training_identical_to_hf(tmp_path: Path):
     hf.model.save(str(tmp_path / "hf"))
     ours = (out / "merges.txt").read_text(encoding="utf-8")
     assert ours.count("\n") > 250  # merges beyond the alphabet happened
+    assert ours == (tmp_path / "hf" / "merges.txt").read_text(encoding="utf-8")
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("vocab_size,dtype", [(32768, np.int16), (32769, np.int32)])
+def test_int16_ids_up_to_32768_tokens_identical_to_hf(vocab_size, dtype, tmp_path,
+                                                      monkeypatch):
+    """At 32,768 tokens the last id is int16's largest (32,767); one token more takes int32.
+    Both runs (byte-level, 300 KB of Chinese: ~32,500 merges) give HF's merges."""
+    path = corpus("small/zh_hongloumeng_300k.txt")
+    made = []
+    lean = Layout.lean_from_chunks.__func__
+
+    def recording(cls, *args, **kwargs):
+        layout = lean(cls, *args, **kwargs)
+        made.append(layout.sym.dtype)
+        return layout
+
+    monkeypatch.setattr(Layout, "lean_from_chunks", classmethod(recording))
+    out = tmp_path / "ours"
+    train([str(path)], out_dir=out, pre_tokenizer="byte-level", vocab_size=vocab_size,
+          initial_alphabet=list(BYTE_ALPHABET))
+    assert made == [dtype]
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.train([str(path)], trainers.BpeTrainer(
+        vocab_size=vocab_size, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    (tmp_path / "hf").mkdir()
+    hf.model.save(str(tmp_path / "hf"))
+    ours = (out / "merges.txt").read_text(encoding="utf-8")
+    assert ours.count("\n") > 32000  # ids up to the edge were made and merged
     assert ours == (tmp_path / "hf" / "merges.txt").read_text(encoding="utf-8")

@@ -29,7 +29,7 @@ import numpy as np
 from .. import ondisk
 from ..layout import Layout
 from ..progress import Progress
-from .pairtable import PairCounts
+from .pairtable import NARROW_ID_MAX, PairCounts
 from .passes import (
     M32,
     PARALLEL_MIN,
@@ -220,6 +220,8 @@ class BpeTrainer:
             room = min(room, settings.max_merges)
         # length of each token in characters, prefix/suffix not counted (--max-token-length)
         self.token_length = np.zeros(len(self.vocab) + max(room, 0) + 1, dtype=np.int64)
+        # every id below len(vocab) + room: the pair table's narrow form when they fit
+        self.narrow_pairs = len(self.vocab) + max(room, 0) - 1 <= NARROW_ID_MAX
         self.token_length[: len(self.vocab)] = self.vocab.base_len
 
     # -- queue ---------------------------------------------------------------------------
@@ -264,7 +266,7 @@ class BpeTrainer:
         bounds = np.append(groups.starts, groups.positions.size).astype(np.int32)
         first_entry = self.entries.add_base(groups.positions, key_arr, bounds)
         del groups
-        self.pair_counts = PairCounts.from_arrays(key_arr, count_arr)
+        self.pair_counts = PairCounts.from_arrays(key_arr, count_arr, self.narrow_pairs)
         entry_arr = first_entry + np.arange(key_arr.size, dtype=np.int64)
         if self.settings.tie_break == "id":
             # at least 2: pairs seen once wait cold whatever the best count (a table of rare

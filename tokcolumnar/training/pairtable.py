@@ -3,7 +3,10 @@
 
 A Python dict of pair counts costs ~100 bytes per pair (its hash slots, plus an int object for
 each key past 2**30 and for each count past 256); this table costs 16 bytes per slot (an int64
-key and an int64 count) at a load of at most `MAX_LOAD`, ~25-45 bytes per pair. Linear probing
+key and an int64 count) at a load of at most `MAX_LOAD`, ~25-45 bytes per pair, and 8 in its
+*narrow* form: with every id below 2**16 - 1 (a vocabulary of up to 65,534 tokens) a key is
+stored as `left << 16 | right` in a uint32, and counts are int32 until one reaches 2**31
+(then the counts widen to int64, once). 100 MB of Chinese at 30k: ~270 MB less. Linear probing
 with a Fibonacci hash of the key; a whole array of keys is looked up or inserted in a few NumPy
 rounds (each round advances every unresolved key by one slot), so a pass's changes cost a
 handful of array calls, not one dict operation each.
@@ -19,6 +22,11 @@ import numpy as np
 from .. import ondisk
 
 EMPTY = -1  # a free slot's key (pair keys are >= 0)
+NARROW_EMPTY = 0xFFFFFFFF  # a free slot's key in the narrow form (ids stay below 2**16 - 1)
+#: The narrow form's keys hold ids up to this.
+NARROW_ID_MAX = (1 << 16) - 2
+#: Narrow counts widen to int64 from this count.
+NARROW_COUNT_MAX = (1 << 31) - 1
 #: Fibonacci hashing: the top bits of key * 2**64 / golden ratio pick the slot.
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 M64 = (1 << 64) - 1
@@ -45,9 +53,13 @@ def _bits_for(n: int, load: float) -> int:
 
 class PairCounts:
     """Pair key -> count (int64). `add` folds summed changes in, `get_many`/`get` read counts
-    (0 for a key never added), `set` writes one."""
+    (0 for a key never added), `set` writes one. `narrow`: the 8-byte slots (see the module
+    docstring); the caller vouches that no id exceeds `NARROW_ID_MAX`."""
 
-    def __init__(self, expected: int = 0) -> None:
+    def __init__(self, expected: int = 0, narrow: bool = False) -> None:
+        self.narrow = narrow
+        self.empty = NARROW_EMPTY if narrow else EMPTY
+        self.count_dtype = np.int32 if narrow else np.int64
         self._allocate(_bits_for(expected, REBUILD_LOAD))
 
     def _allocate(self, bits: int) -> None:
@@ -55,8 +67,8 @@ class PairCounts:
         self.mask = (1 << bits) - 1
         self.shift = np.uint64(64 - bits)
         # (in files of the work directory when the loop runs on disk: `ondisk`)
-        self.keys = ondisk.full(1 << bits, EMPTY, np.int64)
-        self.counts = ondisk.full(1 << bits, 0, np.int64)
+        self.keys = ondisk.full(1 << bits, self.empty, np.uint32 if self.narrow else np.int64)
+        self.counts = ondisk.full(1 << bits, 0, self.count_dtype)
         self.used = 0  # slots holding a key (live or at count 0)
 
     def __len__(self) -> int:
@@ -67,15 +79,26 @@ class PairCounts:
     def nbytes(self) -> int:
         return self.keys.nbytes + self.counts.nbytes
 
+    def _stored(self, keys: np.ndarray) -> np.ndarray:
+        """Pair keys (int64) as the table stores them: themselves, or in the narrow form
+        `left << 16 | right` (the right id is below 2**16, so the shift by 16 of the key is
+        `left << 16` exactly)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        if not self.narrow:
+            return keys
+        return ((keys >> 16) | (keys & 0xFFFF)).astype(np.uint32)
+
     def _home(self, keys: np.ndarray) -> np.ndarray:
-        """Each key's first slot (int64)."""
-        return ((keys.view(np.uint64) * GOLDEN) >> self.shift).astype(np.int64)
+        """Each stored key's first slot (int64)."""
+        wide = keys.astype(np.uint64) if self.narrow else keys.view(np.uint64)
+        return ((wide * GOLDEN) >> self.shift).astype(np.int64)
 
     def _slots(self, keys: np.ndarray, insert: bool) -> np.ndarray:
-        """The slot of each of `keys` (distinct, int64): -1 for a missing key, or, with
-        `insert`, a new slot claimed for it. Array rounds while many keys are unresolved; the
-        last few (the long probe chains) one by one in Python, cheaper than more rounds."""
-        table, mask = self.keys, self.mask
+        """The slot of each of `keys` (distinct, stored form: `_stored`): -1 for a missing key,
+        or, with `insert`, a new slot claimed for it. Array rounds while many keys are
+        unresolved; the last few (the long probe chains) one by one in Python, cheaper than
+        more rounds."""
+        table, mask, empty = self.keys, self.mask, self.empty
         slots = np.full(keys.size, -1, dtype=np.int64)
         pending = np.arange(keys.size)  # indexes into `keys` not resolved yet
         probe = self._home(keys)
@@ -84,7 +107,7 @@ class PairCounts:
             held = table[probe]
             found = held == want
             slots[pending[found]] = probe[found]
-            free = held == EMPTY
+            free = held == empty
             done = found | free
             if insert and free.any():
                 # claim the free slots; where several keys claim one slot the last write
@@ -104,7 +127,7 @@ class PairCounts:
                 held = table.item(slot)
                 if held == key:
                     break
-                if held == EMPTY:
+                if held == empty:
                     if insert:
                         table[slot] = key
                         self.used += 1
@@ -117,35 +140,47 @@ class PairCounts:
 
     def get_many(self, keys: np.ndarray) -> np.ndarray:
         """The count of each key (int64 array; keys distinct)."""
-        slots = self._slots(np.asarray(keys, dtype=np.int64), insert=False)
-        return np.where(slots >= 0, self.counts[slots], 0)
+        slots = self._slots(self._stored(keys), insert=False)
+        return np.where(slots >= 0, self.counts[slots], 0).astype(np.int64, copy=False)
 
     def get(self, key: int) -> int:
         """One key's count (a Python loop: cheaper than array calls for one key)."""
         table, mask = self.keys, self.mask
+        if self.narrow:
+            key = (key >> 16) | (key & 0xFFFF)
         slot = (((key * 0x9E3779B97F4A7C15) & M64) >> (64 - self.bits))
         while True:
             held = table.item(slot)
             if held == key:
                 return self.counts.item(slot)
-            if held == EMPTY:
+            if held == self.empty:
                 return 0
             slot = (slot + 1) & mask
 
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
         """`counts[key] += delta` for distinct `keys`; returns the new counts."""
-        keys = np.asarray(keys, dtype=np.int64)
+        keys = self._stored(keys)
         if self.used + keys.size >= (1 << self.bits):
             # maybe not a free slot for every key: make room for those not in the table
             missing = int(np.count_nonzero(self._slots(keys, insert=False) < 0))
             if self.used + missing > MAX_LOAD * (1 << self.bits):
                 self._rebuild(missing)
         slots = self._slots(keys, insert=True)
-        self.counts[slots] += deltas
-        counts = self.counts[slots]
+        counts = self.counts[slots].astype(np.int64)
+        counts += deltas
+        if self.count_dtype == np.int32 and counts.size and int(counts.max()) > NARROW_COUNT_MAX:
+            self._widen_counts()
+        self.counts[slots] = counts
         if self.used > MAX_LOAD * (1 << self.bits):  # most keys of a pass exist: check after
             self._rebuild(0)
         return counts
+
+    def _widen_counts(self) -> None:
+        """A count passed int32's range: every count int64 from now on."""
+        self.count_dtype = np.int64
+        wide = ondisk.empty(self.counts.size, np.int64)
+        wide[...] = self.counts
+        self.counts = wide
 
     def set(self, key: int, count: int) -> None:
         self.add(np.array([key], dtype=np.int64), np.array([count - self.get(key)]))
@@ -161,16 +196,20 @@ class PairCounts:
         self._insert(keys, counts)
 
     def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:
-        """Store distinct `keys` absent from the table with their `counts`, `INSERT_CHUNK`
-        keys at a time (the keys are distinct: the order of insertion changes where a key
-        sits, not what it holds)."""
+        """Store distinct `keys` (stored form) absent from the table with their `counts`,
+        `INSERT_CHUNK` keys at a time (the keys are distinct: the order of insertion changes
+        where a key sits, not what it holds)."""
         for at in range(0, keys.size, INSERT_CHUNK):
             part = slice(at, at + INSERT_CHUNK)
             self.counts[self._slots(keys[part], insert=True)] = counts[part]
 
     @classmethod
-    def from_arrays(cls, keys: np.ndarray, counts: np.ndarray) -> PairCounts:
-        """A table holding `counts[i]` for distinct `keys[i]`."""
-        table = cls(keys.size)
-        table._insert(np.asarray(keys, dtype=np.int64), np.asarray(counts, dtype=np.int64))
+    def from_arrays(cls, keys: np.ndarray, counts: np.ndarray, narrow: bool = False
+                    ) -> PairCounts:
+        """A table holding `counts[i]` for distinct `keys[i]` (`narrow`: see the class)."""
+        table = cls(keys.size, narrow)
+        counts = np.asarray(counts, dtype=np.int64)
+        if narrow and counts.size and int(counts.max()) > NARROW_COUNT_MAX:
+            table._widen_counts()
+        table._insert(table._stored(keys), counts)
         return table

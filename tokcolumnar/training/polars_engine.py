@@ -77,7 +77,7 @@ def initial_symbols(words: pl.DataFrame, cfg: TrainConfig, check: bool = True) -
     initial = build_initial(words, cfg.special_tokens, cfg.limit_alphabet, cfg.initial_alphabet,
                             cfg.continuing_subword_prefix, cfg.end_of_word_suffix,
                             cfg.end_of_word_token, cfg.variant_order,
-                            byte_fallback=bool(cfg.byte_fallback))
+                            byte_fallback=bool(cfg.byte_fallback), vocab_size=cfg.vocab_size)
     if check:
         check_vocab_size(cfg.vocab_size, len(initial.vocab))
     return initial
