@@ -76,11 +76,13 @@ def pairs_by_definition(words: list[list[int]], counts: list[int], allowed=None)
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_words=st.integers(0, 60), chunk=st.integers(1, 40),
-       n_tokens=st.sampled_from([3, 50, 70_000]), filtered=st.booleans())
+       n_tokens=st.sampled_from([3, 50, 3000, 70_000]), filtered=st.booleans())
 def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
     """`group_pairs` counts and indexes every adjacent pair as its definition does, whatever
-    the chunk of weights `_slice_sums` reads at a time, on both sorts (packed keys below
-    2**32 dense keys, a Polars sort above: 70,000 tokens), with and without a pair filter."""
+    the chunk of the layout read at a time (`DENSE_CHUNK`) and of the weights `_slice_sums`
+    reads, on its three ways: the counting sort (up to `DENSE_COUNT_MAX` dense keys: 3 and 50
+    tokens), one sort of packed keys (below 2**32 dense keys: 3,000), a Polars sort above
+    (70,000 tokens), with and without a pair filter."""
     from tokcolumnar.training.symbols import Layout
 
     rng = np.random.default_rng(seed)
@@ -93,6 +95,7 @@ def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
     mp = pytest.MonkeyPatch()
     try:
         mp.setattr(passes, "WEIGHT_CHUNK", chunk)
+        mp.setattr(passes, "DENSE_CHUNK", chunk)
         groups = passes.group_pairs(layout, n_tokens, allowed)
     finally:
         mp.undo()

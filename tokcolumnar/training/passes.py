@@ -80,16 +80,19 @@ class PairGroups:
 def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> PairGroups:
     """Count every adjacent pair of the layout and group its positions by pair key.
 
-    When every key of the initial vocabulary fits in 32 bits as `left * n + right`, the
-    positions are ordered by one NumPy sort of `dense key << 32 | position` (uint64, in place:
-    faster than the radix sort by argsorts it replaced, and a third of its memory); otherwise
-    by a Polars sort on (key, position)."""
+    With few enough tokens (`DENSE_COUNT_MAX` dense keys `left * n + right`: a byte-level
+    alphabet), the positions go straight into their pair's slice (`_bucketed`). When every
+    dense key fits in 32 bits, they are ordered by one sort of `dense key << 32 | position`
+    (uint64; faster than the radix sort by argsorts it replaced, and a third of its memory);
+    otherwise by a Polars sort on (key, position)."""
     sym = layout.sym
+    if allowed is None and n_tokens * n_tokens <= DENSE_COUNT_MAX:
+        return _bucketed(layout, n_tokens)
     if allowed is None and n_tokens * n_tokens < (1 << 32):
-        combined, dense_counts = _dense_keys(layout, n_tokens)
+        combined = _dense_keys(layout, n_tokens)
         owned = [_sorted(combined)]  # (`_grouped` drops the last reference as it goes)
         del combined
-        return _grouped(owned, n_tokens, layout, dense_counts)
+        return _grouped(owned, n_tokens, layout)
     # a pair sits wherever two live symbols are adjacent (SEP is negative)
     positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
     if allowed is not None:
@@ -116,7 +119,7 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         combined.sort()
         owned = [combined]
         del combined
-        return _grouped(owned, n_tokens, layout, None)
+        return _grouped(owned, n_tokens, layout)
     if allowed is None:
         left, right = sym[positions], sym[positions + 1]
     frame = pl.DataFrame({"key": pair_key(left, right), "pos": positions,
@@ -128,12 +131,10 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
                       frame.get_column("pos").to_numpy().astype(np.int32), starts, ends)
 
 
-def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout,
-             dense_counts: np.ndarray | None) -> PairGroups:
+def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout) -> PairGroups:
     """The pair groups of the sorted `dense key << 32 | position` values (uint64), handed
     over as the one item of `owned` (taken out here, so the array is freed once read: it is
-    the largest of the initial stage). `dense_counts`: each dense key's summed weights, when
-    `_dense_keys` summed them; else the slices' weights are summed here."""
+    the largest of the initial stage)."""
     combined = owned.pop()
     # the position is the low word, the dense key the high one (in memory order): both read
     # as strided uint32 views, no copy of the dense keys
@@ -150,26 +151,22 @@ def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout,
     unique = dense[starts].astype(np.int64)
     del dense, halves, combined
     keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
-    counts = (dense_counts[unique].astype(np.int64) if dense_counts is not None
-              else _slice_sums(layout, positions, starts))
-    return PairGroups(keys, counts, positions, starts, ends)
+    return PairGroups(keys, _slice_sums(layout, positions, starts), positions, starts, ends)
 
 
 #: `_dense_keys` reads this many positions of the layout at a time.
 DENSE_CHUNK = 1 << 22
-#: Up to this many dense keys (`n_tokens ** 2`: a byte-level alphabet's ~66k), `_dense_keys`
-#: also sums each key's weights as it goes, in position order (float64 bins: 32 MB at most);
-#: beyond, `_slice_sums` sums them after the sort.
+#: Up to this many dense keys (`n_tokens ** 2`: a byte-level alphabet's ~66k), `group_pairs`
+#: counts and places each key's positions in its slice (`_bucketed`: three bins per key, 80 MB
+#: at most); beyond, it sorts them.
 DENSE_COUNT_MAX = 1 << 22
 
 
-def _dense_keys(layout: Layout, n_tokens: int) -> tuple[np.ndarray, np.ndarray | None]:
+def _dense_keys(layout: Layout, n_tokens: int) -> np.ndarray:
     """`(left * n_tokens + right) << 32 | position` (uint64) of every adjacent pair of the
     layout, in position order, built `DENSE_CHUNK` positions at a time: the pairs' positions
     (int64 from `flatnonzero`, then int32) and their ids for the whole layout at once were
-    8-12 bytes per pair beside this array on the initial stage's peak (this is 8). With
-    `n_tokens ** 2 <= DENSE_COUNT_MAX`, also the summed word counts of each dense key (float64,
-    indexed by key; sums of integers, exact below 2**53), else None."""
+    8-12 bytes per pair beside this array on the initial stage's peak (this is 8)."""
     sym = layout.sym
     n = sym.size - 1
     count = 0
@@ -177,25 +174,75 @@ def _dense_keys(layout: Layout, n_tokens: int) -> tuple[np.ndarray, np.ndarray |
         s = sym[at:at + DENSE_CHUNK + 1]
         count += int(np.count_nonzero((s[:-1] >= 0) & (s[1:] >= 0)))
     combined = ondisk.empty(count, np.uint64)
-    n_keys = n_tokens * n_tokens
-    sums = np.zeros(n_keys) if n_keys <= DENSE_COUNT_MAX else None
     done = 0
     for at in range(0, n, DENSE_CHUNK):
-        s = sym[at:at + DENSE_CHUNK + 1]
-        here = np.flatnonzero((s[:-1] >= 0) & (s[1:] >= 0))
+        here, dense = _dense_chunk(sym, at, n_tokens)
         out = combined[done:done + here.size]
-        # built in uint64 (with int32 ids the product would wrap past 2**31); ids are >= 0
-        out[...] = s[here]
-        out *= np.uint64(n_tokens)
-        out += s[here + 1].astype(np.uint64)
-        here += at
-        if sums is not None:  # the weights in position order: word ranks in sequence
-            sums += np.bincount(out, weights=layout.weights(here).astype(np.float64),
-                                minlength=n_keys)
+        out[...] = dense  # (int64 and >= 0: below 2**32 here)
         out <<= np.uint64(32)
         out |= here.astype(np.uint64)
         done += here.size
-    return combined, sums
+    return combined
+
+
+def _dense_chunk(sym: np.ndarray, at: int, n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positions (int64) of the adjacent pairs that start in `sym[at:at + DENSE_CHUNK]`,
+    and their dense keys `left * n_tokens + right` (int64)."""
+    s = sym[at:at + DENSE_CHUNK + 1]
+    here = np.flatnonzero((s[:-1] >= 0) & (s[1:] >= 0))
+    dense = s[here].astype(np.int64)
+    dense *= n_tokens
+    dense += s[here + 1]
+    here += at
+    return here, dense
+
+
+def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
+    """`group_pairs` by a counting sort, for up to `DENSE_COUNT_MAX` dense keys: a first
+    reading of the layout counts each dense key's occurrences and sums their weights (in
+    position order, as the pairs' counts are summed); each key's slice then starts after
+    those of the smaller keys, and a second reading writes each position into its key's
+    slice, `DENSE_CHUNK` positions at a time, in position order (within a chunk a stable
+    order by key: one Polars sort of `dense << 32 | index in the chunk`). The positions
+    array (int32, 4 bytes per pair occurrence) is the only one of the layout's size: the sort
+    of all `dense << 32 | position` values at once held 12 bytes per occurrence (100 MB of
+    byte-level Chinese: ~0.8 GB more on the initial stage's peak)."""
+    sym = layout.sym
+    n = sym.size - 1
+    n_keys = n_tokens * n_tokens
+    occurrences = np.zeros(n_keys, dtype=np.int64)
+    sums = np.zeros(n_keys)  # float64: sums of integers, exact below 2**53
+    for at in range(0, n, DENSE_CHUNK):
+        here, dense = _dense_chunk(sym, at, n_tokens)
+        occurrences += np.bincount(dense, minlength=n_keys)
+        sums += np.bincount(dense, weights=layout.weights(here).astype(np.float64),
+                            minlength=n_keys)
+    ends = np.cumsum(occurrences)
+    fill = ends - occurrences  # where each key's next position goes
+    positions = ondisk.empty(int(ends[-1]) if n_keys else 0, np.int32)  # the queue's 1st base
+    for at in range(0, n, DENSE_CHUNK):
+        here, dense = _dense_chunk(sym, at, n_tokens)
+        if not here.size:
+            continue
+        dense <<= 32
+        dense |= np.arange(here.size)
+        ordered = pl.Series(dense).sort().to_numpy()
+        del dense
+        index = (ordered & M32).astype(np.intp)
+        key = ordered >> 32
+        del ordered
+        # each position's rank among its key's positions in the chunk (runs of equal keys)
+        first = np.ones(key.size, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        run_starts = np.flatnonzero(first)
+        run_lengths = np.diff(np.append(run_starts, key.size))
+        rank = np.arange(key.size) - np.repeat(run_starts, run_lengths)
+        positions[fill[key] + rank] = here[index]
+        fill[key[run_starts]] += run_lengths
+    unique = np.flatnonzero(occurrences)
+    starts, stops = ends[unique] - occurrences[unique], ends[unique]
+    keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
+    return PairGroups(keys, sums[unique].astype(np.int64), positions, starts, stops)
 
 
 def _sorted(values: np.ndarray) -> np.ndarray:
