@@ -13,6 +13,7 @@ from tokenizers import models, pre_tokenizers, trainers
 
 from tests.support.corpora import corpus, small_tiered
 from tokcolumnar import Tokenizer, train
+from tokcolumnar.training import bpe
 from tokcolumnar.training.bpe import QueueEntries
 
 pytestmark = pytest.mark.corpus
@@ -95,3 +96,27 @@ def test_compacted_queue_entries_identical_to_hf(tmp_path, monkeypatch):
     hf = hf_train(path, 30000)
     assert (out / "merges.txt").read_text(encoding="utf-8") == hf_merges_txt(hf, tmp_path / "hf")
     assert len(freed) > 1000 and sum(freed) > 0
+
+
+@pytest.mark.parametrize("name", ["en_botchan.txt", "zh_hongloumeng_300k.txt"])
+def test_swept_initial_base_identical_to_hf(name, tmp_path, monkeypatch):
+    """The initial base swept of its stale positions whenever 5% of it was merged
+    (`BpeTrainer._sweep`, on tables far below `SWEEP_MIN`): sweeps run and free positions,
+    and the merges stay HF's (English words; Chinese runs, the long words it is made for)."""
+    freed = []
+    sweep = QueueEntries.sweep
+
+    def counting_sweep(self, base, layout, sweepable):
+        before = self.positions_of_base[base].size
+        sweep(self, base, layout, sweepable)
+        freed.append(before - self.positions_of_base[base].size)
+
+    monkeypatch.setattr(bpe, "SWEEP_MIN", 0)
+    monkeypatch.setattr(bpe, "SWEEP_SHARE", 0.05)
+    monkeypatch.setattr(QueueEntries, "sweep", counting_sweep)
+    path = corpus(f"small/{name}")
+    out = tmp_path / "ours"
+    train([str(path)], out_dir=out, vocab_size=30000, pre_tokenizer="whitespace")
+    hf = hf_train(path, 30000)
+    assert (out / "merges.txt").read_text(encoding="utf-8") == hf_merges_txt(hf, tmp_path / "hf")
+    assert len(freed) > 10 and sum(freed) > 0
