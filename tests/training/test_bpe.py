@@ -194,20 +194,21 @@ def test_compaction_at_every_kill_changes_nothing(words, opts, extra, tie_break)
 
 @SETTINGS
 @given(st.one_of(corpora(), low_count_corpora()), options(), st.integers(0, 40),
-       st.sampled_from(["id", "lexical-max", "first-seen"]))
+       st.sampled_from(["id", "lexical-max", "first-seen"]), st.sampled_from([0, 10**9]))
 def test_sweeping_the_initial_base_at_every_pass_changes_nothing(words, opts, extra,
-                                                                  tie_break):
+                                                                  tie_break, map_share):
     """The initial base's stale positions dropped after every pass (`bpe.SWEEP_MIN` and
-    `SWEEP_SHARE` 0; `BpeTrainer._sweep`): the merges stay those of the oracles (HF's
+    `SWEEP_SHARE` 0; `BpeTrainer._sweep`), each position's two symbols read (`map_share` 0)
+    or a map of the layout read (10**9): the merges stay those of the oracles (HF's
     algorithm, re-created tokens included, for `id`; sequential merging else)."""
     base = ours(words, 10**6, max_merges=0, **opts)[1]
     vs = len(base) + extra
-    old = bpe.SWEEP_MIN, bpe.SWEEP_SHARE
-    bpe.SWEEP_MIN, bpe.SWEEP_SHARE = 0, 0
+    old = bpe.SWEEP_MIN, bpe.SWEEP_SHARE, bpe.SWEEP_MAP_SHARE
+    bpe.SWEEP_MIN, bpe.SWEEP_SHARE, bpe.SWEEP_MAP_SHARE = 0, 0, map_share
     try:
         got = ours(words, vs, tie_break=tie_break, **opts)
     finally:
-        bpe.SWEEP_MIN, bpe.SWEEP_SHARE = old
+        bpe.SWEEP_MIN, bpe.SWEEP_SHARE, bpe.SWEEP_MAP_SHARE = old
     if tie_break == "id":
         assert got == hf_bpe(words, vs, **oracle_kw(opts))
     else:

@@ -106,9 +106,9 @@ def test_swept_initial_base_identical_to_hf(name, tmp_path, monkeypatch):
     freed = []
     sweep = QueueEntries.sweep
 
-    def counting_sweep(self, base, layout, sweepable):
+    def counting_sweep(self, base, standing, sweepable):
         before = self.positions_of_base[base].size
-        sweep(self, base, layout, sweepable)
+        sweep(self, base, standing, sweepable)
         freed.append(before - self.positions_of_base[base].size)
 
     monkeypatch.setattr(bpe, "SWEEP_MIN", 0)

@@ -45,11 +45,14 @@ M24 = (1 << 24) - 1
 #: `QueueEntries.sweep` reads this many positions at a time.
 SWEEP_CHUNK = 1 << 22
 #: The initial base is swept when the positions merged since its last sweep reach this share
-#: of its size (each merged occurrence makes about two of its positions stale).
-SWEEP_SHARE = 0.125
+#: of its size (each merged occurrence makes up to two of its positions stale).
+SWEEP_SHARE = 0.25
 #: ... when it holds at least this many positions (a small table's sweeps cost more than
 #: they free).
 SWEEP_MIN = 1 << 16
+#: A sweep reads the layout whole (a byte per position) when the base holds at least
+#: 1/SWEEP_MAP_SHARE of the layout's size.
+SWEEP_MAP_SHARE = 8
 #: `_bounds` sums the neighbours of this many positions at a time.
 BOUNDS_CHUNK = 1 << 19
 M64 = (1 << 64) - 1
@@ -172,21 +175,23 @@ class QueueEntries:
             self.dead_in_base[base] = 0
         self.dead_positions = 0
 
-    def sweep(self, base: int, layout: Layout, sweepable: np.ndarray) -> None:
+    def sweep(self, base: int, standing: Callable[[np.ndarray], np.ndarray],
+              sweepable: np.ndarray) -> None:
         """Rewrite `base` without the positions of its dead entries and, in the entries
-        `sweepable` marks, the positions where the entry's pair no longer stands (*stale*:
-        one of its symbols was merged; a position never holds its pair again, as a token
-        only grows into a longer one). A stale position is read by nothing but the filters
+        `sweepable` marks, the positions `standing` finds stale (False: the entry's pair no
+        longer stands there, as one of its symbols was merged; a position never holds its
+        pair again, as a token only grows into a longer one; `standing` may keep a stale one,
+        never drop one that stands). A stale position is read by nothing but the filters
         that drop it, except under HF's semantics, where an entry's positions also name the
         words it merges in when its pair has several entries (`_positions`): the caller marks
         only entries whose pair can never have another (`BpeTrainer._sweep`).
 
-        `SWEEP_CHUNK` positions at a time, written back in place, then copied into an array
-        of the kept size (which frees the old one)."""
+        About `SWEEP_CHUNK` positions at a time, written back in place, then copied into an
+        array of the kept size (which frees the old one)."""
         positions = self.positions_of_base[base]
         starts, ends = self.starts[base], self.ends[base]
-        dead, keys = self.dead[base], self.keys[base]
-        lengths = (ends - starts).astype(np.int64)
+        dead = self.dead[base]
+        lengths = ends - starts
         kept_lengths = np.zeros(lengths.size, dtype=np.int64)
         write = 0
         i = 0
@@ -196,16 +201,16 @@ class QueueEntries:
             j = max(int(np.searchsorted(ends, lo + SWEEP_CHUNK, side="right")), i + 1)
             hi = int(ends[j - 1])
             pos = positions[lo:hi]
-            entry = np.repeat(np.arange(i, j), lengths[i:j])
-            key = keys[entry]
-            stands = layout.sym[pos] == key >> 32  # (the left symbol first, as `_gather`)
-            stands[stands] = layout.sym[layout.next_of(pos[stands])] == key[stands] & M32
-            del key
-            keep = ~dead[entry] & (stands | ~sweepable[entry])
+            keep = standing(pos)
+            keep |= np.repeat(~sweepable[i:j], lengths[i:j])
+            keep &= np.repeat(~dead[i:j], lengths[i:j])
             kept = pos[keep]
             positions[write:write + kept.size] = kept
             write += kept.size
-            kept_lengths[i:j] = np.bincount(entry[keep] - i, minlength=j - i)
+            # each entry's kept positions: differences of the running count at its bounds
+            running = np.zeros(keep.size + 1, dtype=np.int64)
+            np.cumsum(keep, out=running[1:])
+            kept_lengths[i:j] = running[ends[i:j] - lo] - running[starts[i:j] - lo]
             i = j
         self.live_positions -= int(lengths[~dead].sum()) - write
         self.dead_positions -= self.dead_in_base[base]
@@ -632,18 +637,40 @@ class BpeTrainer:
 
     def _sweep(self) -> None:
         """Drop the initial base's stale positions (`QueueEntries.sweep`): most of the loop's
-        memory on long words (100 MB of byte-level Chinese at 30k: ~80% of the positions
-        the entries held by the end were stale). Under HF's semantics only the entries of a
-        pair of two single-character tokens, which no merge can make again, so that the pair
-        never has a second entry whose words the first one's positions must name; under the
-        other tie-breaks (one entry per pair) all of them."""
+        memory on long words (20 MB of byte-level Chinese at 30k: ~80% of the positions the
+        entries held by the end were stale). Under HF's semantics only the entries of a pair
+        of two single-character tokens, which no merge can make again, so that the pair never
+        has a second entry whose words the first one's positions must name; under the other
+        tie-breaks (one entry per pair) all of them.
+
+        An initial pair stands at `p` only if `p` and `p + 1` both still hold initial tokens
+        (ids below the initial vocabulary's size): an initial token not merged spans one
+        position, and a merged token's id is a new one, or, for a string made again, one
+        that is not the pair's own. So the test reads two symbols, not the pair's key."""
         keys = self.entries.keys[0]
         if self.hf_semantics:
             one = self.single_char
             sweepable = one[keys >> 32] & one[keys & M32]
         else:
             sweepable = np.ones(keys.size, dtype=bool)
-        self.entries.sweep(0, self.layout, sweepable)
+        sym, n_initial = self.layout.sym, self.single_char.size
+        unsigned = np.dtype(f"u{sym.itemsize}")  # a SEP or removed symbol reads as huge
+        if self.entries.positions_of_base[0].size * SWEEP_MAP_SHARE >= sym.size:
+            # a large base: each position's answer read from a byte per layout position,
+            # made in one sequential pass (the base's positions are in pair order: reading
+            # two symbols for each one at random was ~2.5x slower on 100M positions)
+            initial = sym.view(unsigned) < n_initial
+            stands = initial[:-1] & initial[1:]
+            del initial
+
+            def standing(pos: np.ndarray) -> np.ndarray:
+                return stands[pos]
+        else:
+            def standing(pos: np.ndarray) -> np.ndarray:
+                return ((sym[pos].view(unsigned) < n_initial)
+                        & (sym[pos + 1].view(unsigned) < n_initial))
+
+        self.entries.sweep(0, standing, sweepable)
         self.merged_since_sweep = 0
 
     def _below_minimum(self, count: int) -> bool:
