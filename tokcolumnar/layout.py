@@ -278,7 +278,9 @@ def _sep_ranks(sym: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def code_points(words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Every character of every word as one flat array of code points, and each word's length
-    in characters (UTF-32 of the concatenation: one C-level pass, no per-word Python)."""
+    in characters (UTF-32 of the concatenation, joined by Polars: no Python string per word,
+    which took half of the initial stage on 100 MB of byte-level Chinese)."""
     lengths = words.str.len_chars().to_numpy().astype(np.int64)
-    flat = np.frombuffer("".join(words.to_list()).encode("utf-32-le"), dtype=np.int32)
+    joined = words.str.join("").item() if len(words) else ""
+    flat = np.frombuffer(joined.encode("utf-32-le"), dtype=np.int32)
     return flat, lengths
