@@ -79,10 +79,11 @@ def pairs_by_definition(words: list[list[int]], counts: list[int], allowed=None)
        n_tokens=st.sampled_from([3, 50, 3000, 70_000]), filtered=st.booleans())
 def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
     """`group_pairs` counts and indexes every adjacent pair as its definition does, whatever
-    the chunk of the layout read at a time (`DENSE_CHUNK`) and of the weights `_slice_sums`
-    reads, on its three ways: the counting sort (up to `DENSE_COUNT_MAX` dense keys: 3 and 50
-    tokens), one sort of packed keys (below 2**32 dense keys: 3,000), a Polars sort above
-    (70,000 tokens), with and without a pair filter."""
+    the chunk of the layout read at a time (`DENSE_CHUNK`, `BUCKET_CHUNK`) and of the weights
+    `_slice_sums` reads, on its three ways: the counting sort (up to `DENSE_COUNT_MAX` dense
+    keys: 3 and 50 tokens), one sort of packed keys (below 2**32 dense keys: 3,000), a Polars
+    sort above (70,000 tokens), with and without a pair filter."""
+    assert 50**2 <= passes.DENSE_COUNT_MAX < 3000**2
     from tokcolumnar.training.symbols import Layout
 
     rng = np.random.default_rng(seed)
@@ -96,6 +97,7 @@ def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
     try:
         mp.setattr(passes, "WEIGHT_CHUNK", chunk)
         mp.setattr(passes, "DENSE_CHUNK", chunk)
+        mp.setattr(passes, "BUCKET_CHUNK", chunk)
         groups = passes.group_pairs(layout, n_tokens, allowed)
     finally:
         mp.undo()

@@ -157,9 +157,13 @@ def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout) -> PairGrou
 #: `_dense_keys` reads this many positions of the layout at a time.
 DENSE_CHUNK = 1 << 22
 #: Up to this many dense keys (`n_tokens ** 2`: a byte-level alphabet's ~66k), `group_pairs`
-#: counts and places each key's positions in its slice (`_bucketed`: three bins per key, 80 MB
-#: at most); beyond, it sorts them.
-DENSE_COUNT_MAX = 1 << 22
+#: counts and places each key's positions in its slice (`_bucketed`: four int64 or float64
+#: arrays over the keys, 4 MB at most); beyond, it sorts them (an alphabet of a few thousand
+#: characters, whitespace-split English: bins of 2^22 keys took ~40 MB more than the sort).
+DENSE_COUNT_MAX = 1 << 17
+#: `_bucketed` reads this many positions of the layout at a time (its transients, ~15 arrays
+#: of 8 bytes per position, are one chunk's: ~120 MB at 2^20).
+BUCKET_CHUNK = 1 << 20
 
 
 def _dense_keys(layout: Layout, n_tokens: int) -> np.ndarray:
@@ -185,10 +189,11 @@ def _dense_keys(layout: Layout, n_tokens: int) -> np.ndarray:
     return combined
 
 
-def _dense_chunk(sym: np.ndarray, at: int, n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
-    """The positions (int64) of the adjacent pairs that start in `sym[at:at + DENSE_CHUNK]`,
-    and their dense keys `left * n_tokens + right` (int64)."""
-    s = sym[at:at + DENSE_CHUNK + 1]
+def _dense_chunk(sym: np.ndarray, at: int, n_tokens: int, size: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The positions (int64) of the adjacent pairs that start in `sym[at:at + size]` (size:
+    `DENSE_CHUNK`), and their dense keys `left * n_tokens + right` (int64)."""
+    s = sym[at:at + (DENSE_CHUNK if size is None else size) + 1]
     here = np.flatnonzero((s[:-1] >= 0) & (s[1:] >= 0))
     dense = s[here].astype(np.int64)
     dense *= n_tokens
@@ -202,7 +207,7 @@ def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
     reading of the layout counts each dense key's occurrences and sums their weights (in
     position order, as the pairs' counts are summed); each key's slice then starts after
     those of the smaller keys, and a second reading writes each position into its key's
-    slice, `DENSE_CHUNK` positions at a time, in position order (within a chunk a stable
+    slice, `BUCKET_CHUNK` positions at a time, in position order (within a chunk a stable
     order by key: one Polars sort of `dense << 32 | index in the chunk`). The positions
     array (int32, 4 bytes per pair occurrence) is the only one of the layout's size: the sort
     of all `dense << 32 | position` values at once held 12 bytes per occurrence (100 MB of
@@ -212,16 +217,16 @@ def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
     n_keys = n_tokens * n_tokens
     occurrences = np.zeros(n_keys, dtype=np.int64)
     sums = np.zeros(n_keys)  # float64: sums of integers, exact below 2**53
-    for at in range(0, n, DENSE_CHUNK):
-        here, dense = _dense_chunk(sym, at, n_tokens)
+    for at in range(0, n, BUCKET_CHUNK):
+        here, dense = _dense_chunk(sym, at, n_tokens, BUCKET_CHUNK)
         occurrences += np.bincount(dense, minlength=n_keys)
         sums += np.bincount(dense, weights=layout.weights(here).astype(np.float64),
                             minlength=n_keys)
     ends = np.cumsum(occurrences)
     fill = ends - occurrences  # where each key's next position goes
     positions = ondisk.empty(int(ends[-1]) if n_keys else 0, np.int32)  # the queue's 1st base
-    for at in range(0, n, DENSE_CHUNK):
-        here, dense = _dense_chunk(sym, at, n_tokens)
+    for at in range(0, n, BUCKET_CHUNK):
+        here, dense = _dense_chunk(sym, at, n_tokens, BUCKET_CHUNK)
         if not here.size:
             continue
         dense <<= 32
