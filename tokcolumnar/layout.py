@@ -31,8 +31,8 @@ class Layout:
     (`lean=True`, 16 -> ~5-6 bytes per position): `span`, the length of each live token in
     positions, kept at its first and at its last position (so the next token starts at
     `p + span[p]`, the previous one at `p - span[p - 1]`; the interior positions of a
-    merged token hold stale values), in the narrowest unsigned type holding the longest
-    word; and a position's word is its rank among the SEPs (one before each word):
+    merged token hold stale values), uint8 until a merge makes a longer token
+    (`_widen_span`); and a position's word is its rank among the SEPs (one before each word):
     `sep_bits`, a bit per position, and `sep_rank`, the SEPs before each 64 positions
     (int32) — 0.19 bytes per position. Ids are int32 in a training layout (`sym_dtype`),
     int64 in the encoders'; plus 8 bytes per word for its count."""
@@ -97,11 +97,9 @@ class Layout:
             part[~is_symbol] = SEP
         sym[-1] = SEP
         del sep_at
-        longest = int(lengths.max()) if n_words else 1
-        span_dtype = (np.uint8 if longest < 1 << 8 else np.uint16 if longest < 1 << 16
-                      else np.int32)
+        # (uint8 spans, widened when a merge makes a token of 256 positions: `_widen_span`)
         layout = cls(sym, None, None, None, ondisk.kept(np.asarray(counts, dtype=np.int64)),
-                     span=ondisk.full(size, 1, span_dtype))
+                     span=ondisk.full(size, 1, np.uint8))
         layout.sep_bits, layout.sep_rank = _sep_ranks(sym)
         return layout
 
@@ -195,11 +193,15 @@ class Layout:
         length = span[q]
         r = q + length
         rs = sym[r]
+        length += left_len  # the merged token's length, at its first and last position
+        if length.size and span.dtype.kind == "u" and (length < left_len).any():
+            # it passed the spans' type (an unsigned sum that wraps is below its terms)
+            span = self._widen_span()
+            length = span[q] + span[pos]
+        del left_len
         sym[pos] = new
         sym[q] = REMOVED
         del q
-        length += left_len  # the merged token's length, at its first and last position
-        del left_len
         span[pos] = length
         r -= 1
         span[r] = length
@@ -224,12 +226,26 @@ class Layout:
         length = span.item(p)
         q = p + length
         length += span.item(q)
+        if length > np.iinfo(span.dtype).max:
+            span = self._widen_span()
         rs = sym.item(p + length)
         sym[p] = new
         sym[q] = REMOVED
         span[p] = length
         span[p + length - 1] = length
         return p - span.item(p - 1), rs
+
+    def _widen_span(self) -> np.ndarray:
+        """`span` in the next wider type (uint8 -> uint16 -> int32), for a merged token longer
+        than the current one holds; returns it. A training layout's spans start as uint8
+        whatever its words' lengths: tokens of 256 positions or more are rare, and a byte per
+        position is ~1 byte per symbol of the loop's memory (100 MB of byte-level Chinese:
+        100 MB)."""
+        wider = np.uint16 if self.span.dtype == np.uint8 else np.int32
+        span = ondisk.empty(self.span.size, wider)
+        np.copyto(span, self.span, casting="safe")
+        self.span = span
+        return span
 
     def segmentation(self, n_words: int) -> tuple[np.ndarray, np.ndarray]:
         """Final symbols: (offsets per word, flat ids in the layout's id dtype) in word order.

@@ -1,9 +1,10 @@
 """The training form of the flat layout (`Layout.from_symbols(lean=True)`: each live token's
 span instead of `nxt`/`prv`, a position's word as its rank among the SEPs instead of
 `word_of`; docs/architecture.md, "Memory"): its bytes per position, and every read and merge
-against the encoders' linked form on random words and random merges, long words (a span past
-255 and past 65,535 positions) included. The whole loop's merges are compared with HF and the
-oracles by test_bpe.py / test_hf_parity.py, which train on this form."""
+against the encoders' linked form on random words and random merges, long words included
+(tokens long enough to widen the spans: tests/training/test_long_tokens.py). The whole
+loop's merges are compared with HF and the oracles by test_bpe.py / test_hf_parity.py, which
+train on this form."""
 
 from __future__ import annotations
 
@@ -43,11 +44,10 @@ def test_lean_reads_and_merges_as_the_linked_layout(max_length: int):
     rng = np.random.default_rng(max_length)
     n_words = 40 if max_length < 1000 else 3
     lengths = rng.integers(0, max_length + 1, n_words)
-    lengths[0] = max_length  # the span's type is the longest word's
+    lengths[0] = max_length
     ids = rng.integers(0, 3, int(lengths.sum())).astype(np.int32)
     linked, lean = both(lengths, ids, rng.integers(1, 9, n_words))
-    assert lean.span.dtype == (np.uint8 if max_length < 256 else np.uint16
-                               if max_length < 65536 else np.int32)
+    assert lean.span.dtype == np.uint8  # widened as merges make longer tokens
     every = np.arange(1, lean.sym.size - 1, dtype=np.int32)
     new = 10
     for step in range(60):
@@ -77,6 +77,11 @@ def test_lean_reads_and_merges_as_the_linked_layout(max_length: int):
         new += 1
     for x, y in zip(linked.segmentation(n_words), lean.segmentation(n_words)):
         np.testing.assert_array_equal(x, y)
+    # the spans' type is the narrowest that holds the longest token made
+    live = np.flatnonzero(linked.sym >= 0)
+    longest = int((linked.nxt[live] - live).max())
+    assert lean.span.dtype == (np.uint8 if longest < 256 else np.uint16
+                               if longest < 65536 else np.int32)
 
 
 def test_chunked_initial_stage_is_the_whole_one(monkeypatch):
