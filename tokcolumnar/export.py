@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,7 @@ from .text.segmenters import Segmenter
 from .tiktoken_format import TIKTOKEN_FILE, tiktoken_ranks, tiktoken_record, tiktoken_text
 from .tokenizer import OWN_TOKENIZER_FILE, AddedToken, Tokenizer
 from .training.extend import extended_tokenizer
+from .training.tables import WordsFile
 from .unigram_export import normalizer_spec, sentencepiece_file, unigram_parts
 from .version import package_version
 
@@ -71,7 +73,9 @@ class TrainResult:
     """Everything a run produced: the three tables, the settings and the stage timings."""
 
     config: TrainConfig
-    words: pl.DataFrame
+    #: the words table, or the file it was written to (a loop on disk: `tables.WordsFile`),
+    #: read on first use of `words`
+    words_table: pl.DataFrame | WordsFile
     merges: pl.DataFrame
     vocab: pl.DataFrame
     normalizer: Normalizer | None
@@ -84,6 +88,26 @@ class TrainResult:
     loop_on_disk: bool = False
     #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
     rounds: pl.DataFrame | None = None
+
+    @property
+    def words(self) -> pl.DataFrame:
+        """The words table: word, count, first_seen, tokens, ids."""
+        if isinstance(self.words_table, WordsFile):
+            self.words_table = self.words_table.load()
+        return self.words_table
+
+    @property
+    def n_words(self) -> int:
+        """The distinct words (the words table's height, without reading a `WordsFile`)."""
+        return self.words_table.height
+
+    @property
+    def word_occurrences(self) -> int:
+        """The sum of the words' counts (without reading a `WordsFile`)."""
+        table = self.words_table
+        if isinstance(table, WordsFile):
+            return table.occurrences
+        return int(table.get_column("count").sum()) if table.height else 0
 
     def tokenizer(self) -> Tokenizer:
         """The trained tokenizer (the one `tokenizer.json` holds)."""
@@ -303,8 +327,16 @@ TABLE_FILES = ("merges.parquet", "vocab.parquet", "words.parquet")
 def _write_tables(result: TrainResult, directory: Path) -> None:
     write_parquet(result.merges, directory / "merges.parquet", "merges")
     write_parquet(result.vocab, directory / "vocab.parquet", "vocab")
-    write_parquet(result.words, directory / "words.parquet", "words",
-                  counts_metadata(result.config))
+    table = result.words_table
+    if isinstance(table, WordsFile):  # written whole already, marker and settings included
+        if table.owned:  # the run's own file, in its work directory
+            shutil.move(table.path, directory / "words.parquet")
+            table.path, table.owned = directory / "words.parquet", False
+        else:
+            shutil.copyfile(table.path, directory / "words.parquet")
+    else:
+        write_parquet(table, directory / "words.parquet", "words",
+                      counts_metadata(result.config))
     if result.rounds is not None:
         write_parquet(result.rounds, directory / "rounds.parquet", "rounds")
 
@@ -360,8 +392,8 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
         "settings": cfg.to_dict(), "versions": versions(tokenizer.pre_tokenizer),
         "timings_s": {k: round(v, 4) for k, v in result.timings.items()},
         "inputs": input_fingerprints(result.inputs, cfg.format),
-        "stats": {"words": result.words.height,
-                  "word_occurrences": int(result.words.get_column("count").sum()),
+        "stats": {"words": result.n_words,
+                  "word_occurrences": result.word_occurrences,
                   "merges": result.merges.height, "vocab_size": result.vocab.height,
                   "spilled_bytes": result.spilled_bytes,
                   "merge_loop_on_disk": result.loop_on_disk},

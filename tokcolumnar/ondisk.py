@@ -120,6 +120,11 @@ def on_disk(directory: str | Path, budget: int) -> Iterator[MappedArrays]:
         store.close()
 
 
+def current() -> MappedArrays | None:
+    """The store of the run whose loop keeps its state on disk now (`on_disk`), else None."""
+    return _active
+
+
 def empty(n: int, dtype: np.dtype | type) -> np.ndarray:
     """`np.empty(n, dtype)`, in a file when `on_disk` is active and the array is large."""
     store = _active

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 import tokcolumnar as tc
@@ -20,7 +21,7 @@ from tests.support.cli import assert_clean_error, run_cli, run_outputs
 from tests.support.corpora import PRIMER, corpus
 from tests.support.engines import every_loop_setting
 from tokcolumnar import memory, ondisk
-from tokcolumnar.training import bpe
+from tokcolumnar.training import bpe, tables
 
 SETTINGS = every_loop_setting(500)
 
@@ -51,11 +52,14 @@ def test_loop_on_disk_gives_the_in_memory_merges(monkeypatch, tmp_path, options)
     monkeypatch.setattr(bpe, "SWEEP_MIN", 0)  # the sweeps' rewrites of a base too
     in_memory = tc.train(from_counts=words, **options)
     monkeypatch.setattr(ondisk, "MIN_BYTES", 1)
+    monkeypatch.setattr(tables, "WORDS_FILE_TOKENS", 100)  # the words table in many slices
     with ondisk.on_disk(tmp_path / "loop", budget=0) as store:
         on_disk = tc.train(from_counts=words, **options)
     assert store.mapped_bytes > 0 and store.trims > 0  # the pages were dropped meanwhile
     for name in ("merges", "vocab", "words"):
         assert getattr(on_disk, name).equals(getattr(in_memory, name)), name
+    # the words table was written to the work directory a slice at a time, then read
+    assert pq.ParquetFile(tmp_path / "loop" / "words.parquet").num_row_groups > 3
 
 
 # --- the command line --------------------------------------------------------------------
@@ -64,9 +68,15 @@ ARGS = ["--preset", "gpt2", "--vocab-size", "3000", "--quiet", "--checkpoint-eve
 
 
 def outputs(d: Path) -> dict[str, object]:
-    """`run_outputs`, with run.json's `merge_loop_on_disk` apart."""
+    """`run_outputs`, with run.json's `merge_loop_on_disk` apart, and words.parquet as its rows
+    and its metadata (a loop on disk writes the table a slice of words at a time, in row groups
+    of their own: `tables.words_file`)."""
     files = run_outputs(d)
     files["on disk"] = files["run.json"]["stats"].pop("merge_loop_on_disk")  # type: ignore[index]
+    words = d / "words.parquet"
+    metadata = pl.read_parquet_metadata(words)
+    metadata.pop("ARROW:schema", None)  # the Arrow schema's encoding: the writer's own
+    files["words.parquet"] = (pl.read_parquet(words).rows(), metadata)
     return files
 
 
@@ -107,6 +117,24 @@ def test_limit_below_the_in_memory_estimate_runs_on_disk(text, reference, tmp_pa
     assert "kept its state on disk" in proc.stderr
     assert outputs(out) == {**reference[0], "on disk": True}
     assert not (tmp_path / "out.work").exists()  # the work directory, files and all, is gone
+
+
+@pytest.mark.corpus
+def test_api_run_on_disk_reads_its_words_table_from_the_output(text, reference, tmp_path):
+    """A run whose loop was on disk moved its words table into the output directory and
+    reads it from there when asked; without an output directory, before its work directory
+    goes."""
+    out = tmp_path / "out"
+    options = {"preset": "gpt2", "vocab_size": 3000, "memory_limit": limit_between(reference),
+               "show_progress": False}
+    r = tc.train(str(text), out_dir=out, **options)
+    assert r.loop_on_disk and isinstance(r.words_table, tables.WordsFile)
+    assert r.n_words == reference[0]["run.json"]["stats"]["words"]
+    assert r.words.equals(pl.read_parquet(out / "words.parquet"))
+    assert r.words.rows() == reference[0]["words.parquet"][0]
+    bare = tc.train(str(text), work_dir=tmp_path / "work", **options)
+    assert bare.loop_on_disk and bare.words.equals(r.words)
+    assert not (tmp_path / "work").exists()
 
 
 @pytest.mark.corpus

@@ -82,7 +82,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         steps = (f"{result.rounds.height:,} EM rounds" if result.rounds is not None
                  else f"{result.merges.height:,} merges")
         print(f"trained {cfg.model} vocab of {result.vocab.height:,} tokens "
-              f"({steps}) from {result.words.height:,} distinct words "
+              f"({steps}) from {result.n_words:,} distinct words "
               f"in {time.perf_counter() - t0:.2f}s"
               + (f" ({cfg.pre_tokenizer} {segmenter:.2f}s)" if segmenter is not None else "")
               + (f", {format_size(result.spilled_bytes)} spilled" if result.spilled_bytes

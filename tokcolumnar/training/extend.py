@@ -51,7 +51,7 @@ from .bpe import BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
 from .polars_engine import initial_symbols, make_trainer, merge_loop
 from .symbols import Initial, Vocab, build_initial
-from .tables import TrainTables, vocab_table, words_table
+from .tables import TrainTables, result_tables
 
 #: Options an extension may set freely (they shape the run, not the base's tokenizer).
 FREE = ("vocab_size", "max_merges", "engine", "format", "column", "show_progress", "max_words",
@@ -472,10 +472,7 @@ def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
         merges = merges.with_columns(pl.when(pl.col("rank") < k).then(pl.lit(BASE_ORIGIN))
                                      .otherwise(pl.lit(NEW_ORIGIN)).alias("origin"))
     with timer.stage("tables"):
-        offsets, ids = initial.layout.segmentation(initial.n_words)
-        del initial.layout
-        return TrainTables(words_table(words, offsets, ids, initial.vocab.tokens), merges,
-                           vocab_table(initial, merges))
+        return result_tables(words, initial, merges, cfg)
 
 
 def _with_base_merges(base: Base, new: pl.DataFrame, joined: np.ndarray | None,

@@ -56,7 +56,7 @@ from ..progress import StageTimer
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
 from .extend import extend_options, train_extended
-from .tables import TrainTables
+from .tables import TrainTables, WordsFile
 from .unigram_pipeline import unigram_tables
 
 
@@ -263,6 +263,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     if out_dir is None:
         with work_directory(work_dir, inputs, from_counts, read, cfg, resume) as limits.work:
             result = _train(inputs, from_counts, cfg, limits)
+            result.words  # noqa: B018 - a words table in a file of the work directory: read
         limits.work.remove()
         _say_notes(cfg, limits.notes)
         return result
@@ -274,6 +275,8 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
                 write_outputs(result, tmp)
             result.timings.update(timer.seconds)
             keep = limits.work
+    if isinstance(result.words_table, WordsFile):  # moved to the output: read from there
+        result.words_table.path = Path(out_dir) / "words.parquet"
     keep.remove()  # after the output is in place: a kill before leaves it to --resume
     _say_notes(cfg, limits.notes)
     return result

@@ -19,7 +19,7 @@ from ..workdir import WorkDir
 from .bpe import BpeSettings, BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
 from .symbols import Initial, build_initial, check_vocab_size
-from .tables import TrainTables, merges_table, vocab_table, words_table
+from .tables import TrainTables, merges_table, result_tables
 from .wordpiece import LikelihoodTrainer, WordPieceSettings
 
 
@@ -63,12 +63,7 @@ class PolarsEngine:
             merges = merge_loop(initial, cfg, checkpoint,
                                 restored[1] if restored is not None else None)
         with timer.stage("tables"):
-            # the final segmentation, then the layout is dropped (~5 bytes per position) before
-            # the tables' strings are built: the run's peak stays the merge loop's
-            offsets, ids = initial.layout.segmentation(initial.n_words)
-            del initial.layout
-            return TrainTables(words_table(words, offsets, ids, initial.vocab.tokens), merges,
-                               vocab_table(initial, merges))
+            return result_tables(words, initial, merges, cfg)
 
 
 def initial_symbols(words: pl.DataFrame, cfg: TrainConfig, check: bool = True) -> Initial:

@@ -1,28 +1,56 @@
 """The result tables of a training run (docs/architecture.md, "Tables"): `words` with each
 word's final segmentation, `merges` in rank order, `vocab` by id. Both engines return a
 `TrainTables`; the Polars engine builds it here from the merge loop's record and the final
-layout."""
+layout (`result_tables`). When the loop kept its state on disk, the words table is written
+to a Parquet file a slice of words at a time (`WordsFile`) instead of built whole: every word's
+tokens at once were the run's peak (100 MB of byte-level Chinese: ~1.5 GB)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from .. import ondisk
 from ..buffers import lists_at
+from ..config import TrainConfig
+from ..corpus.counts_file import counts_metadata
+from ..outputs import PARQUET_MARKER
 from .bpe import MergeRecord
 from .symbols import Initial
+
+#: A words table written to a file (`words_file`) takes this many final tokens at a time (a
+#: slice's token lists: ~20 bytes a token).
+WORDS_FILE_TOKENS = 1 << 22
+
+
+@dataclass
+class WordsFile:
+    """A words table in a Parquet file (`words_file`), read when asked (`load`); `height` and
+    `occurrences` (its words and the sum of their counts) are known without reading it.
+    `owned`: the file is the run's own, in its work directory (the export may move it)."""
+
+    path: Path
+    height: int
+    occurrences: int
+    owned: bool = True
+
+    def load(self) -> pl.DataFrame:
+        return pl.read_parquet(self.path)
 
 
 @dataclass
 class TrainTables:
-    """`words`: word, count, first_seen, tokens, ids; `merges`: rank, left, right, token,
-    left_id, right_id, id, count, score, words (+ left_count, right_count for likelihood
-    WordPiece); `vocab`: id, token, kind, rank."""
+    """`words`: word, count, first_seen, tokens, ids (or the file holding them); `merges`:
+    rank, left, right, token, left_id, right_id, id, count, score, words (+ left_count,
+    right_count for likelihood WordPiece); `vocab`: id, token, kind, rank."""
 
-    words: pl.DataFrame
+    words: pl.DataFrame | WordsFile
     merges: pl.DataFrame
     vocab: pl.DataFrame
 
@@ -76,3 +104,55 @@ def words_table(words: pl.DataFrame, offsets: np.ndarray, ids: np.ndarray,
 
 
 
+
+
+def words_file(words: pl.DataFrame, offsets: np.ndarray, ids: np.ndarray, tokens: list[str],
+               path: Path, metadata: dict[str, str]) -> WordsFile:
+    """`words_table` written to `path` (with our marker and `metadata`, as the export writes a
+    words table) a slice of `WORDS_FILE_TOKENS` final tokens at a time: the memory it takes is
+    one slice's lists, not every word's."""
+    import pyarrow.parquet as pq  # (only here: a run in memory does not import pyarrow)
+
+    bounds = [0]
+    while bounds[-1] < words.height:  # the words of each slice: whole words, >= 1 each
+        at = int(np.searchsorted(offsets, offsets[bounds[-1]] + WORDS_FILE_TOKENS, "right"))
+        bounds.append(min(max(at - 1, bounds[-1] + 1), words.height))
+    schema_metadata = {PARQUET_MARKER: json.dumps({"kind": "words"}), **metadata}
+    writer = None
+    try:
+        for lo, hi in zip(bounds, bounds[1:]):
+            part = words_table(words.slice(lo, hi - lo), offsets[lo:hi + 1] - offsets[lo],
+                               ids[offsets[lo]:offsets[hi]], tokens).to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(path, part.schema.with_metadata(schema_metadata),
+                                          compression="zstd")
+            writer.write_table(part)
+            del part
+        if writer is None:  # no words: the empty table
+            words_table(words, offsets, ids, tokens).write_parquet(path, metadata=schema_metadata)
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
+    if writer is not None:
+        writer.close()
+    occurrences = int(words.get_column("count").sum()) if words.height else 0
+    return WordsFile(path, words.height, occurrences)
+
+
+def result_tables(words: pl.DataFrame, initial: Initial, merges: pl.DataFrame,
+                  cfg: TrainConfig) -> TrainTables:
+    """The tables of a Polars engine run once its loop has ended: the final segmentation
+    read off the layout, which is then dropped (~5 bytes per position) before the tables'
+    strings are built, so that the run's peak stays the loop's. With the loop's state on disk
+    (`ondisk`), the words table goes to a file in the work directory (`words_file`)."""
+    offsets, ids = initial.layout.segmentation(initial.n_words)
+    del initial.layout
+    tokens = initial.vocab.tokens
+    store = ondisk.current()
+    table = (words_table(words, offsets, ids, tokens) if store is None else
+             words_file(words, offsets, ids, tokens, store.directory / "words.parquet",
+                        counts_metadata(cfg)))
+    return TrainTables(table, merges, vocab_table(initial, merges))
