@@ -119,7 +119,7 @@ def main() -> None:
                           (trainer, "_queue_new_pairs"), (bpe.QueueEntries, "compact"),
                           (bpe.PairCounts, "_rebuild"), (bpe.PairCounts, "add")):
             setattr(cls, name, stages.staged(f"loop.{name}", getattr(cls, name)))
-        polars_engine.words_table = stages.staged("tables", polars_engine.words_table)
+        polars_engine.result_tables = stages.staged("tables", polars_engine.result_tables)
     cpu = time.process_time()
     PolarsEngine().train(words, cfg, StageTimer(), checkpoint=probe)  # type: ignore[arg-type]
     cpu = time.process_time() - cpu
