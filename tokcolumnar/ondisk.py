@@ -40,6 +40,9 @@ from .memory import resident_and_file_bytes
 
 #: Smaller arrays stay in memory: a file and a mapping each cost a page and a system call or two.
 MIN_BYTES = 1 << 16
+#: Reading or writing a whole mapped array (a checkpoint, `workdir`) goes this many bytes at a
+#: time, the pages dropped after each (`drop_pages`).
+IO_CHUNK = 64 << 20
 #: How often the watcher reads the resident memory (a read of /proc costs ~20 microseconds).
 WATCH_EVERY = 0.02
 
@@ -118,6 +121,14 @@ def on_disk(directory: str | Path, budget: int) -> Iterator[MappedArrays]:
     finally:
         _active = previous
         store.close()
+
+
+def drop_pages() -> None:
+    """Drop the mapped pages from the resident memory now, when a loop keeps its state on disk
+    (after a slice of a mapped array was read or written in one call: the watcher could not
+    act meanwhile)."""
+    if _active is not None:
+        _active.trim()
 
 
 def current() -> MappedArrays | None:

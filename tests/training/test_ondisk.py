@@ -21,7 +21,8 @@ from tests.support.cli import assert_clean_error, run_cli, run_outputs
 from tests.support.corpora import PRIMER, corpus
 from tests.support.engines import every_loop_setting
 from tokcolumnar import memory, ondisk
-from tokcolumnar.training import bpe, tables
+from tokcolumnar.training import bpe, checkpoint, tables
+from tokcolumnar.workdir import WorkDir
 
 SETTINGS = every_loop_setting(500)
 
@@ -42,6 +43,44 @@ def test_arrays_live_in_unlinked_files_and_leave_the_resident_memory(tmp_path):
         assert list(tmp_path.iterdir()) == []
     small = ondisk.empty(10, np.int64)
     assert not ondisk.is_mapped(small)  # outside the context: plain memory
+
+
+def test_checkpoint_of_mapped_arrays_goes_a_slice_at_a_time(monkeypatch, tmp_path):
+    """A checkpoint writes (and a resume reads) a mapped array a slice at a time, the pages
+    dropped after each: one write of a whole array faulted it all in, past the limit."""
+    monkeypatch.setattr(ondisk, "IO_CHUNK", 1 << 20)
+    (tmp_path / "work").mkdir()
+    work = WorkDir(tmp_path / "work", resumed=True)
+    with ondisk.on_disk(tmp_path / "loop", budget=1 << 40) as store:  # no trim of its own
+        a = ondisk.empty(3_000_000, np.int64)
+        a[:] = np.arange(a.size)
+        work.write_pickle("state.pkl", {"a": a, "small": [1, 2]})
+        written = store.trims
+        assert written >= a.nbytes >> 20  # a trim after each MiB
+        back = work.read_pickle("state.pkl")
+        assert store.trims - written >= a.nbytes >> 20
+        assert ondisk.is_mapped(back["a"]) and back["small"] == [1, 2]
+        np.testing.assert_array_equal(back["a"], a)
+
+
+def test_checkpoints_wait_nine_times_their_own_duration(monkeypatch):
+    """--checkpoint-every, or nine times the last checkpoint's duration when that is longer;
+    every pass with --checkpoint-every 0."""
+    clock = [1000.0]
+    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: clock[0])
+    cp = checkpoint.MergeCheckpoint(None, every=60)  # type: ignore[arg-type]
+    clock[0] += 60
+    assert cp.due()
+    clock[0] += 20  # a 20 s checkpoint
+    cp.saved()
+    assert cp.cost == 20
+    clock[0] += 61
+    assert not cp.due()  # 60 s passed, not 180
+    clock[0] += 120
+    assert cp.due()
+    every_pass = checkpoint.MergeCheckpoint(None, every=0)  # type: ignore[arg-type]
+    every_pass.cost = 100.0
+    assert every_pass.due()
 
 
 @pytest.mark.parametrize("options", SETTINGS, ids=lambda o: "-".join(map(str, o.values())))
