@@ -58,6 +58,8 @@ class MappedArrays:
         self.maps: list[weakref.ref[mmap.mmap]] = []
         self.mapped_bytes = 0  # all arrays ever placed (for the run's report)
         self.trims = 0  # times the pages were dropped (the tests check that they were)
+        start = resident_and_file_bytes()
+        self._libraries = start[1] if start is not None else 0  # files mapped before: code
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="tokcolumnar-ondisk",
@@ -90,16 +92,18 @@ class MappedArrays:
                 m.madvise(mmap.MADV_DONTNEED)
         self.trims += 1
 
+    def trim_if_over(self) -> None:
+        """`trim` when the resident memory is over the budget and enough of it is mapped
+        pages (when the process's own memory alone is over the budget, dropping a few mapped
+        pages again and again would only slow the loop: a trim waits for a share of them)."""
+        now = resident_and_file_bytes()
+        if (now is not None and now[0] > self.budget
+                and now[1] - self._libraries > max(self.budget // 20, MIN_BYTES)):
+            self.trim()
+
     def _watch(self) -> None:
-        start = resident_and_file_bytes()
-        libraries = start[1] if start is not None else 0  # the files mapped before: code
-        # (when the process's own memory alone is over the budget, dropping a few mapped pages
-        # again and again would only slow the loop: a trim waits for a share of them)
-        worth = max(self.budget // 20, MIN_BYTES)
         while not self._stop.wait(WATCH_EVERY):
-            now = resident_and_file_bytes()
-            if now is not None and now[0] > self.budget and now[1] - libraries > worth:
-                self.trim()
+            self.trim_if_over()
 
     def close(self) -> None:
         self._stop.set()
@@ -124,11 +128,12 @@ def on_disk(directory: str | Path, budget: int) -> Iterator[MappedArrays]:
 
 
 def drop_pages() -> None:
-    """Drop the mapped pages from the resident memory now, when a loop keeps its state on disk
-    (after a slice of a mapped array was read or written in one call: the watcher could not
-    act meanwhile)."""
+    """When a loop keeps its state on disk and the resident memory is over its budget, drop
+    the mapped pages now: called between the slices of a long pass over mapped arrays (the
+    watcher's thread may not get to run while one NumPy call faults pages in: 5 GB of text
+    under `--memory-limit 4GB` held 2.5 GB of mapped pages at once)."""
     if _active is not None:
-        _active.trim()
+        _active.trim_if_over()
 
 
 def current() -> MappedArrays | None:

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tokcolumnar import layout as layout_module
 from tokcolumnar.layout import Layout
 from tokcolumnar.training import passes, symbols
 from tokcolumnar.training.passes import group_pairs
@@ -39,8 +40,10 @@ def test_a_training_layout_takes_about_five_bytes_per_position():
     assert lean.nxt is None and lean.prv is None and lean.word_of is None
 
 
-@pytest.mark.parametrize("max_length", [3, 12, 300, 70_000])
-def test_lean_reads_and_merges_as_the_linked_layout(max_length: int):
+@pytest.mark.parametrize("max_length,chunk", [(3, 1 << 22), (12, 5), (300, 64), (70_000, 1000)])
+def test_lean_reads_and_merges_as_the_linked_layout(max_length: int, chunk: int,
+                                                    monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(layout_module, "SEGMENT_CHUNK", chunk)  # the segmentation's slices
     rng = np.random.default_rng(max_length)
     n_words = 40 if max_length < 1000 else 3
     lengths = rng.integers(0, max_length + 1, n_words)

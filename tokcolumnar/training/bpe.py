@@ -212,6 +212,7 @@ class QueueEntries:
             np.cumsum(keep, out=running[1:])
             kept_lengths[i:j] = running[ends[i:j] - lo] - running[starts[i:j] - lo]
             i = j
+            ondisk.drop_pages()  # (on disk: the chunk's pages, read in one call each)
         self.live_positions -= int(lengths[~dead].sum()) - write
         self.dead_positions -= self.dead_in_base[base]
         self.dead_in_base[base] = 0
@@ -242,6 +243,20 @@ def _invert_string(s: str) -> bytes:
 
 
 Candidate = tuple[int, int, int]  # (count, pair key, entry)
+
+
+def _stand_map(sym: np.ndarray, n_initial: int) -> np.ndarray:
+    """For each position p of the layout (`sym` read as unsigned: a SEP or a removed symbol
+    is huge), whether p and p + 1 both hold initial tokens (`BpeTrainer._sweep`). Made
+    `SWEEP_CHUNK` positions at a time into an `ondisk` array (a file when the loop runs on
+    disk, its pages dropped after each chunk): no temporary spans the layout."""
+    stands = ondisk.empty(max(sym.size - 1, 0), bool)
+    for lo in range(0, stands.size, SWEEP_CHUNK):
+        hi = min(lo + SWEEP_CHUNK, stands.size)
+        initial = sym[lo:hi + 1] < n_initial
+        np.logical_and(initial[:-1], initial[1:], out=stands[lo:hi])
+        ondisk.drop_pages()
+    return stands
 
 
 class BpeTrainer:
@@ -659,9 +674,7 @@ class BpeTrainer:
             # a large base: each position's answer read from a byte per layout position,
             # made in one sequential pass (the base's positions are in pair order: reading
             # two symbols for each one at random was ~2.5x slower on 100M positions)
-            initial = sym.view(unsigned) < n_initial
-            stands = initial[:-1] & initial[1:]
-            del initial
+            stands = _stand_map(sym.view(unsigned), n_initial)
 
             def standing(pos: np.ndarray) -> np.ndarray:
                 return stands[pos]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from .. import ondisk
 from ..memory import LoopWatch
 from ..workdir import WorkDir, kill_point
 from .bpe import BpeTrainer
@@ -82,6 +83,7 @@ class MergeCheckpoint:
     def __call__(self, trainer: Trainer) -> None:
         """Before each pass of a Polars engine loop: checkpoint when due; past the memory
         limit, checkpoint and stop (`--resume` with a larger limit continues from here)."""
+        ondisk.drop_pages()  # a loop on disk: its mapped pages, if over (the watcher may lag)
         used = self.memory.over() if self.memory is not None else None
         if self.due() or used is not None:
             self.started = time.monotonic()
