@@ -38,54 +38,43 @@ DEFAULT_FRACTION = 0.5
 #: the interpreter with its libraries (~150 MB).
 COUNT_TABLE_SHARE = 0.2
 
-# The merge loop's memory (BPE loop, Polars engine), measured on this code with
-# `scripts/measure_merge_memory.py` (peak RSS of initial symbols + merge loop + result tables
-# minus the RSS with the words table loaded; --vocab-size 50000; 2026-11-25, after the pair
-# table in arrays, the cold start and the in-place initial sort of docs/architecture.md
-# "Memory"; the words table itself, its `estimated_size`, is added to the estimate):
-#   table (words, symbols)                           measured  estimate (table + loop)
-#   zipf_5g, --normalizer bert (3,310,927; 27,991,721)  1018 MB   1213 MB (before this: 1.36 GB)
-#   its 1 GB prefix (1,120,129; 8,962,936)               354 MB    390 MB
-#   medium/zh.txt, whitespace (662,547 clauses,          323 MB    385 MB
-#     3,689,175 CJK characters)
-#   medium/en.txt (97,474; 730,918)                       70 MB     32 MB (see below)
-# Remeasured 2026-11-28 after issue 30's first round (cold store 8 bytes a pair, compaction
-# by mask, chunked pair-table inserts, the initial pairs' and the passes' transients;
-# --vocab-size 30000; generated corpora of `gen_zipf_corpus.py --seed 1`, counted with
-# --preset gpt2 unless said):
-#   table (words, symbols)                           before  after    estimate (table + loop)
-#   zh 100 MB (1,601,389; 99,723,952 byte-level)      4385    3528 MB  4045 MB (+15%)
-#   zh 20 MB (333,894; 20,170,821 byte-level)         1027     808 MB   818 MB (+1%)
-#   en 100 MB (320,927; 2,653,410)                     139     130 MB   115 MB (-12%)
-#   medium/zh.txt, whitespace (as above)               304     234 MB   257 MB (+10%; with
-#                                                                       95 per CJK: 385 MB)
-# Remeasured 2026-11-28 after issue 30's lean layout (the training layout's spans and SEP
-# ranks instead of `nxt`/`prv`/`word_of`: 16 -> ~5.2 bytes per position; the initial stage's
-# transients in chunks), same tables and settings; the estimate with the constants below:
-#   table (words, symbols)                           before  after    estimate (table + loop)
-#   zh 100 MB (1,601,389; 99,723,952 byte-level)      3339    2337 MB  2749 MB (+18%)
-#   zh 20 MB (333,894; 20,170,821 byte-level)          798     592 MB   556 MB (-6%)
-#   en 100 MB (320,927; 2,653,410)                     130      97 MB    81 MB (-17%)
-#   medium/zh.txt, whitespace (662,547; 3,691,376)     234     185 MB   201 MB (+9%)
-#   medium/en.txt, whitespace, 50k (97,474; 730,918)     70      58 MB    23 MB (see below)
-# ("before" as measured that day on the code before the change. The 5 GB table is not here to
-# remeasure: its layout alone shrinks by ~10.8 bytes per position, ~340 MB, which puts its
-# loop near 680 MB against an estimate of ~850 MB.)
-# A small table measures more per word: ~40 MB of the process's first NumPy/Polars work
-# (thread pools, arenas) falls in the loop whatever the table, and is left out with the
-# interpreter (the limit does not bound them; `merge_bytes`). Chinese clauses cost ~1.8x per
-# character (a large alphabet: many distinct pairs,
-# each with its queue entry and positions), so CJK characters have their own constant; a
-# byte-level table's characters are bytes' stand-ins, not CJK, and cost ~23-29 bytes each
-# (fewer on a larger table: the pairs grow slower than the characters). This is the ONE place
-# these numbers live: remeasure when the loop's layout changes.
-MERGE_BYTES_PER_WORD = 20
-MERGE_BYTES_PER_SYMBOL = 25
-MERGE_BYTES_PER_CJK_SYMBOL = 45
+# The merge loop's memory (BPE loop, Polars engine), measured with
+# `scripts/measure_merge_memory.py` (the peak RSS of initial symbols + merge loop + result
+# tables minus the RSS with the words table loaded; the words table itself, its
+# `estimated_size`, is added to the estimate). Remeasured 2026-11-28 after issue 30's int16
+# ids, narrow pair table, sweeps and uint8 spans (generated corpora of `gen_zipf_corpus.py
+# --seed 1`, counted with --preset gpt2 unless said; MB):
+#   table (words, symbols)                      vocab  measured  estimate (loop)
+#   zh 100 MB (1,601,389; 99,723,952 byte-level)  30k    1503      1673 (+11%)
+#   zh 100 MB                                     50k    1797      1972 (+10%)
+#   zh 20 MB (333,894; 20,170,821 byte-level)     30k     380       339 (-11%)
+#   en 100 MB (320,927; 2,653,410)                30k      98        58 (~40 MB below: see below)
+#   medium/zh.txt, whitespace (662,547;           30k     155       116
+#     3,691,376 CJK characters)                   50k     186       127
+#   medium/en.txt (116,495; 943,117)              30k      64        21
+# Per symbol, a byte-level table costs ~15-19 bytes (fewer on a larger table: the pairs grow
+# slower than the symbols); a vocabulary past 32,768 tokens holds int32 ids (2 bytes more per
+# position, and its passes' copies: ~3 in all), one past 65,534 ids a pair table of 16-byte
+# slots instead of 8 (~3 more). A small table measures more: ~40 MB of the process's first
+# NumPy/Polars work (thread pools, arenas) falls in the loop whatever the table, and is left
+# out with the interpreter (the limit does not bound them; `LIBRARY_WORK`). Chinese clauses
+# (whitespace) cost more per character than byte-level symbols (a large alphabet: many
+# distinct pairs, each with its queue entry and positions), so CJK characters have their own
+# constant. This is the ONE place these numbers live: remeasure when the loop's layout changes.
+MERGE_BYTES_PER_WORD = 48
+MERGE_BYTES_PER_SYMBOL = 16
+MERGE_BYTES_PER_CJK_SYMBOL = 23
+#: A vocabulary past `NARROW_IDS` tokens: int32 ids in the layout and the passes' copies.
+WIDE_ID_BYTES_PER_SYMBOL = 3
+NARROW_IDS = 1 << 15
+#: A vocabulary past `NARROW_PAIR_IDS` tokens: the pair table's 16-byte slots.
+WIDE_PAIR_BYTES_PER_SYMBOL = 3
+NARROW_PAIR_IDS = (1 << 16) - 1
 #: A merge pass's temporaries per position it merges (gathers, the changes' keys and weights,
 #: their sums), at most `passes.PASS_CHUNK` positions at once. Negligible beside a large
 #: table's state, they are most of a small table's loop when one pair covers much of it: 200
-#: words of 2,000 `x` (400,000 symbols) took 18 MB where the per-symbol constants give 14.
+#: words of 2,000 `x` (400,487 symbols) took ~10 MB beyond the libraries' first work
+#: (2026-11-28), where the per-symbol constants alone give 6.4.
 MERGE_BYTES_PER_PASS_POSITION = 24
 #: The most positions a merge pass merges at once (`passes.PASS_CHUNK`).
 PASS_CHUNK_POSITIONS = 1 << 18
@@ -254,13 +243,19 @@ def format_size(n: float, up: bool = False) -> str:
     return f"{math.ceil(n) if up else int(n)} B"
 
 
-def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0, table_bytes: int = 0) -> int:
+def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0, table_bytes: int = 0,
+                vocab_size: int | None = None) -> int:
     """The merge loop's estimated memory for a words table of `n_words` words holding
-    `n_symbols` characters in all, `n_cjk` of them CJK, taking `table_bytes` itself (see the
-    constants above). The interpreter and its libraries (~150 MB, and ~40 MB of their first
-    work) are not counted: a limit below them could not be met by any table, and small budgets
-    that make counting spill rely on it."""
-    return (table_bytes + MERGE_BYTES_PER_WORD * n_words
+    `n_symbols` characters in all, `n_cjk` of them CJK, taking `table_bytes` itself, trained to
+    `vocab_size` tokens (None: as wide as any; see the constants above). The interpreter and
+    its libraries (~150 MB, and ~40 MB of their first work) are not counted: a limit below them
+    could not be met by any table, and small budgets that make counting spill rely on it."""
+    wide = 0
+    if vocab_size is None or vocab_size > NARROW_IDS:
+        wide += WIDE_ID_BYTES_PER_SYMBOL
+    if vocab_size is None or vocab_size > NARROW_PAIR_IDS:
+        wide += WIDE_PAIR_BYTES_PER_SYMBOL
+    return (table_bytes + MERGE_BYTES_PER_WORD * n_words + wide * n_symbols
             + MERGE_BYTES_PER_SYMBOL * (n_symbols - n_cjk) + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk
             + MERGE_BYTES_PER_PASS_POSITION * min(n_symbols // 2, PASS_CHUNK_POSITIONS))
 
@@ -279,13 +274,13 @@ def _sizes(words: pl.DataFrame) -> tuple[int, int]:
     return int(sizes.item(0, "symbols") or 0), int(sizes.item(0, "cjk") or 0)
 
 
-def table_merge_bytes(words: pl.DataFrame) -> int:
+def table_merge_bytes(words: pl.DataFrame, vocab_size: int | None = None) -> int:
     """`merge_bytes` of a words table."""
     n_symbols, n_cjk = _sizes(words)
-    return merge_bytes(words.height, n_symbols, n_cjk, words.estimated_size())
+    return merge_bytes(words.height, n_symbols, n_cjk, words.estimated_size(), vocab_size)
 
 
-def max_words_that_fit(words: pl.DataFrame, limit: int) -> int:
+def max_words_that_fit(words: pl.DataFrame, limit: int, vocab_size: int | None = None) -> int:
     """The largest N whose `--max-words N` table (`keep_most_frequent`) fits `limit` by
     `merge_bytes`, 0 when not even the most frequent word does: a binary search over the
     prefixes of the table in the order `keep_most_frequent` keeps words in, then the answer
@@ -296,23 +291,24 @@ def max_words_that_fit(words: pl.DataFrame, limit: int) -> int:
     lo, hi = 0, words.height  # the first `lo` words fit; more than `hi` do not
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if table_merge_bytes(order.head(mid)) <= limit:
+        if table_merge_bytes(order.head(mid), vocab_size) <= limit:
             lo = mid
         else:
             hi = mid - 1
-    while lo > 0 and table_merge_bytes(keep_most_frequent(words, lo)) > limit:
+    while lo > 0 and table_merge_bytes(keep_most_frequent(words, lo), vocab_size) > limit:
         lo = lo * 99 // 100
     return lo
 
 
-def check_merge_memory(words: pl.DataFrame, limit: int, disk: bool = False) -> bool:
+def check_merge_memory(words: pl.DataFrame, limit: int, disk: bool = False,
+                       vocab_size: int | None = None) -> bool:
     """Whether the merge loop on a words table must keep its state on disk to fit in `limit`
     (`disk`: it can, the run has a work directory); refuse, before the loop, a table that
     fits neither way: one line naming the memory needed and, when one does, the --max-words
     that would fit."""
     n_words = words.height
     n_symbols, n_cjk = _sizes(words)
-    need = merge_bytes(n_words, n_symbols, n_cjk, words.estimated_size())
+    need = merge_bytes(n_words, n_symbols, n_cjk, words.estimated_size(), vocab_size)
     if need <= limit:
         return False
     on_disk = ondisk_merge_bytes(n_words, n_symbols, words.estimated_size())
@@ -320,7 +316,7 @@ def check_merge_memory(words: pl.DataFrame, limit: int, disk: bool = False) -> b
         return True
     if disk:  # the least any run of this table needs
         need = on_disk
-    fits = max_words_that_fit(words, limit)
+    fits = max_words_that_fit(words, limit, vocab_size)
     # --max-words must be positive: advise it only when some words fit
     fewer = (f", or pass --max-words {fits:,} (or fewer) to keep the most frequent words (an "
              "approximation)" if fits > 0 else

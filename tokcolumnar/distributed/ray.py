@@ -250,7 +250,8 @@ class RayEngine(PolarsEngine):
     name = "ray"
     counts_in_units = False  # counted on Ray, whatever the inputs
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
+                     vocab_size: int | None = None) -> bool:
         """Not checked (as before the engines made this call: only Polars engine runs were)."""
         return False
 

@@ -202,7 +202,8 @@ class SparkEngine(PolarsEngine):
     name = "spark"
     counts_in_units = False  # counted on Spark, whatever the inputs
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
+                     vocab_size: int | None = None) -> bool:
         """Not checked (as before the engines made this call: only Polars engine runs were)."""
         return False
 

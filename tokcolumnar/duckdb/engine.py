@@ -74,7 +74,8 @@ class DuckDBEngine:
         if work is not None:
             self.temp_directory = str(work.file("duckdb"))
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
+                     vocab_size: int | None = None) -> bool:
         """Nothing to check: DuckDB's merge loop spills within its `memory_limit`."""
         return False
 

@@ -484,6 +484,7 @@ class BpeTrainer:
                 k, s = sum_by_key_arrays(keys, layout.word_count[word[part][ok]])
                 keys_of.append(k)
                 sums_of.append(s)
+                ondisk.drop_pages()
             if len(keys_of) == 1:
                 return keys_of[0], sums_of[0]
             return sum_by_key_arrays(np.concatenate(keys_of), np.concatenate(sums_of))

@@ -404,6 +404,7 @@ def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
         sums.append((keys, counts))
         if new_pairs is not None:
             made.append(new_pairs)
+        ondisk.drop_pages()  # (a loop on disk over its budget: the chunk's mapped pages)
     keys, counts = sum_by_key_arrays(np.concatenate([k for k, _ in sums]),
                                      np.concatenate([c for _, c in sums]))
     return keys, counts, join_new_pairs(made)

@@ -77,7 +77,8 @@ class Engine(Protocol):
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame: ...
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
+                     vocab_size: int | None = None) -> bool:
         """Refuse, before the merge loop starts, words whose loop would not fit in
         `memory_limit` bytes; True when it fits only with its state on disk (`ondisk`;
         `disk`: the run has a work directory to keep it in)."""
@@ -378,7 +379,8 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     try:
         words = keep_most_frequent(words, cfg.max_words)
         # over the limit in memory, the loop may keep its state in the work directory
-        disk = engine.check_memory(words, limits.memory_limit, disk=limits.work is not None)
+        disk = engine.check_memory(words, limits.memory_limit, disk=limits.work is not None,
+                                   vocab_size=cfg.vocab_size)
         watch = LoopWatch(limits.memory_limit, limits.floor)
         watch.anonymous = disk
         # every engine's loop checkpoints into the work directory, when there is one; its
@@ -386,7 +388,8 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved, watch=watch)
                       if limits.work is not None else None)
-        with loop_state_on_disk(limits, words) if disk else contextlib.nullcontext():
+        with (loop_state_on_disk(limits, words, cfg.vocab_size) if disk
+              else contextlib.nullcontext()):
             # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
             tables = (train_extended(words, cfg, timer, checkpoint)
                       if cfg.extend is not None and not engine.trains_extensions
@@ -405,18 +408,25 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     return result
 
 
+#: A loop on disk holds the resident memory at this share of --memory-limit (beyond the floor
+#: and the libraries' first work): the rest absorbs the pages a pass faults in before the
+#: watcher drops them (5 GB of text under `--memory-limit 4GB`, at 0.9: 4.2 GB at the peak).
+ONDISK_SHARE = 0.8
+
+
 @contextlib.contextmanager
-def loop_state_on_disk(limits: RunLimits, words: pl.DataFrame) -> Iterator[None]:
+def loop_state_on_disk(limits: RunLimits, words: pl.DataFrame, vocab_size: int
+                       ) -> Iterator[None]:
     """The merge loop's large arrays in files of the work directory (`ondisk`), the process's
-    resident memory held a tenth under the limit (beyond the run's floor and the libraries'
+    resident memory held at `ONDISK_SHARE` of the limit (beyond the run's floor and the libraries'
     first work, as `memory.LoopWatch` counts it); a note says so once the run succeeded."""
     assert limits.work is not None
-    budget = (limits.floor or 0) + LIBRARY_WORK + limits.memory_limit * 9 // 10
+    budget = (limits.floor or 0) + LIBRARY_WORK + int(limits.memory_limit * ONDISK_SHARE)
     with ondisk.on_disk(limits.work.path / "loop", budget):
         yield
     limits.notes.append(
         f"the merge loop kept its state on disk, in the work directory (in memory it needs "
-        f"about {format_size(table_merge_bytes(words))}, over --memory-limit "
+        f"about {format_size(table_merge_bytes(words, vocab_size))}, over --memory-limit "
         f"{format_size(limits.memory_limit)})")
 
 

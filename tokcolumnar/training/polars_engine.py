@@ -34,11 +34,12 @@ class PolarsEngine:
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
         """Nothing to set: the pipeline bounds the count, `check_memory` the merge loop."""
 
-    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool) -> bool:
+    def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
+                     vocab_size: int | None = None) -> bool:
         """The merge loop's layout and tables, estimated from the words, within the limit,
         in memory or (`disk`) with its state in the work directory
         (`memory.check_merge_memory`)."""
-        return check_merge_memory(words, memory_limit, disk)
+        return check_merge_memory(words, memory_limit, disk, vocab_size)
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:
