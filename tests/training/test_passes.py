@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokcolumnar import ondisk
 from tokcolumnar.training import passes
 
 
@@ -76,13 +79,16 @@ def pairs_by_definition(words: list[list[int]], counts: list[int], allowed=None)
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_words=st.integers(0, 60), chunk=st.integers(1, 40),
-       n_tokens=st.sampled_from([3, 50, 3000, 70_000]), filtered=st.booleans())
-def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
+       n_tokens=st.sampled_from([3, 50, 3000, 70_000]), filtered=st.booleans(),
+       disk=st.booleans(), part=st.integers(1, 30))
+def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered, disk, part,
+                                   tmp_path_factory):
     """`group_pairs` counts and indexes every adjacent pair as its definition does, whatever
     the chunk of the layout read at a time (`DENSE_CHUNK`, `BUCKET_CHUNK`) and of the weights
     `_slice_sums` reads, on its three ways: the counting sort (up to `DENSE_COUNT_MAX` dense
-    keys: 3 and 50 tokens), one sort of packed keys (below 2**32 dense keys: 3,000), a Polars
-    sort above (70,000 tokens), with and without a pair filter."""
+    keys: 3 and 50 tokens), one sort of packed keys (below 2**32 dense keys: 3,000; with the
+    loop on disk, `disk`, a range of values at a time: `SORT_PART`, `part`), a Polars sort
+    above (70,000 tokens), with and without a pair filter."""
     assert 50**2 <= passes.DENSE_COUNT_MAX < 3000**2
     from tokcolumnar.training.symbols import Layout
 
@@ -98,7 +104,11 @@ def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
         mp.setattr(passes, "WEIGHT_CHUNK", chunk)
         mp.setattr(passes, "DENSE_CHUNK", chunk)
         mp.setattr(passes, "BUCKET_CHUNK", chunk)
-        groups = passes.group_pairs(layout, n_tokens, allowed)
+        mp.setattr(passes, "SORT_PART", part)
+        mp.setattr(ondisk, "MIN_BYTES", 1)  # every array in a file
+        with (ondisk.on_disk(tmp_path_factory.mktemp("loop"), budget=0) if disk
+              else contextlib.nullcontext()):
+            groups = passes.group_pairs(layout, n_tokens, allowed)
     finally:
         mp.undo()
     want = pairs_by_definition(words, counts, allowed)
@@ -107,3 +117,24 @@ def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered):
     got_positions = [groups.positions[s:e].tolist()
                      for s, e in zip(groups.starts.tolist(), groups.ends.tolist())]
     assert got_positions == [want[k][1] for k in sorted(want)]
+
+
+@pytest.mark.parametrize("part,chunk", [(1, 7), (50, 13), (1000, 1 << 22)])
+def test_a_mapped_array_is_sorted_a_range_at_a_time(part, chunk, tmp_path, monkeypatch):
+    """`_sorted_in_parts`: ranges of at most about `part` values by their top bits, each
+    gathered `chunk` values at a time — the whole array's sort, repeated values and a
+    range of one crowded bucket included."""
+    rng = np.random.default_rng(part)
+    values = np.concatenate([rng.integers(0, 1 << 60, 3000, dtype=np.uint64),
+                             np.full(200, 12345, dtype=np.uint64),  # one crowded bucket
+                             rng.integers(0, 100, 500).astype(np.uint64)])
+    rng.shuffle(values)
+    monkeypatch.setattr(passes, "SORT_PART", part)
+    monkeypatch.setattr(passes, "DENSE_CHUNK", chunk)
+    monkeypatch.setattr(ondisk, "MIN_BYTES", 1)
+    with ondisk.on_disk(tmp_path, budget=0):
+        mapped = ondisk.kept(values.copy())
+        assert ondisk.is_mapped(mapped)
+        got = passes._sorted(mapped)
+        assert ondisk.is_mapped(got)
+        np.testing.assert_array_equal(got, np.sort(values))

@@ -66,6 +66,8 @@ class DuckDBEngine:
     #: DuckDB counts every input itself (and spills by itself, within the same limit).
     counts_in_units = False
     #: --extend runs here, in SQL (`extend`).
+    #: The words as `tables.CountedWords` (dropped while the loop runs).
+    takes_counted_words = False
     trains_extensions = True
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:

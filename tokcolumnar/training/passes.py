@@ -137,18 +137,29 @@ def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout) -> PairGrou
     the largest of the initial stage)."""
     combined = owned.pop()
     # the position is the low word, the dense key the high one (in memory order): both read
-    # as strided uint32 views, no copy of the dense keys
+    # as strided uint32 views, no copy of the dense keys; `DENSE_CHUNK` values at a time (an
+    # array in a file: its pages dropped between chunks, `ondisk.drop_pages`)
     halves = combined.view(np.uint32)
     low = 0 if sys.byteorder == "little" else 1
     positions = ondisk.empty(combined.size, np.int32)  # the queue's first base
-    positions[...] = halves[low::2]
     dense = halves[1 - low::2]
-    first = np.ones(dense.size, dtype=bool)
-    first[1:] = dense[1:] != dense[:-1]
-    starts = np.flatnonzero(first)
-    del first
+    run_starts, firsts = [], []
+    for at in range(0, dense.size, DENSE_CHUNK):
+        part = dense[at:at + DENSE_CHUNK]
+        positions[at:at + part.size] = halves[low::2][at:at + part.size]
+        first = np.ones(part.size, dtype=bool)
+        first[1:] = part[1:] != part[:-1]
+        if at:  # the chunk's first value starts a run unless it continues the last chunk's
+            first[0] = part[0] != dense[at - 1]
+        here = np.flatnonzero(first)
+        run_starts.append(here + at)
+        firsts.append(part[here])
+        del part, first, here
+        ondisk.drop_pages()
+    starts = np.concatenate(run_starts) if run_starts else np.zeros(0, dtype=np.int64)
+    unique = (np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.uint32)).astype(np.int64)
+    del run_starts, firsts
     ends = np.append(starts[1:], dense.size)
-    unique = dense[starts].astype(np.int64)
     del dense, halves, combined
     keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
     return PairGroups(keys, _slice_sums(layout, positions, starts), positions, starts, ends)
@@ -255,9 +266,62 @@ def _sorted(values: np.ndarray) -> np.ndarray:
     read-only), or, for an array in a file (`ondisk`), NumPy's in place (no second array in
     memory)."""
     if ondisk.is_mapped(values):
+        return _sorted_in_parts(values)
+    return pl.Series(values).sort().to_numpy()
+
+
+#: A mapped array (`ondisk`) is sorted a range of its values at a time, each range at most
+#: about this many values (`_sorted_in_parts`).
+SORT_PART = 1 << 25
+
+
+def _sorted_in_parts(values: np.ndarray) -> np.ndarray:
+    """`values` (a mapped uint64 array) in ascending order, into a new mapped array: the
+    values are split into ranges of at most about `SORT_PART` values by a histogram of their
+    top bits, and each range is gathered from the array (one reading of it per range,
+    `DENSE_CHUNK` values at a time), sorted in memory and written in place. One sort of the
+    whole mapped array touched all its pages at once, beyond any budget (5 GB of text: 3 GB
+    in one NumPy call); this holds one range and one chunk."""
+    n = values.size
+    if n <= SORT_PART:
         values.sort()
         return values
-    return pl.Series(values).sort().to_numpy()
+    top = 0
+    for at in range(0, n, DENSE_CHUNK):
+        top = max(top, int(values[at:at + DENSE_CHUNK].max()))
+    shift = np.uint64(max(top.bit_length() - 16, 0))  # at most 2**16 buckets
+    histogram = np.zeros((top >> int(shift)) + 1, dtype=np.int64)
+    for at in range(0, n, DENSE_CHUNK):
+        histogram += np.bincount((values[at:at + DENSE_CHUNK] >> shift).astype(np.intp),
+                                 minlength=histogram.size)
+        ondisk.drop_pages()
+    # consecutive buckets, each range closed once it holds SORT_PART values (or one bucket)
+    cuts = [0]
+    filled = 0
+    for bucket, size in enumerate(histogram.tolist()):
+        if filled and filled + size > SORT_PART:
+            cuts.append(bucket)
+            filled = 0
+        filled += size
+    cuts.append(histogram.size)
+    out = ondisk.empty(n, values.dtype)
+    done = 0
+    for lo, hi in zip(cuts, cuts[1:]):
+        parts = []
+        for at in range(0, n, DENSE_CHUNK):
+            chunk = values[at:at + DENSE_CHUNK]
+            bucket = chunk >> shift
+            parts.append(chunk[(bucket >= np.uint64(lo)) & (bucket < np.uint64(hi))])
+            del chunk, bucket
+            ondisk.drop_pages()
+        part = np.concatenate(parts)
+        del parts
+        part.sort()
+        out[done:done + part.size] = part
+        done += part.size
+        del part
+        ondisk.drop_pages()
+    return out
 
 
 #: `_slice_sums` reads the weights of this many positions at a time.

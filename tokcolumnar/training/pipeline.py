@@ -56,7 +56,7 @@ from ..progress import StageTimer
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
 from .extend import extend_options, train_extended
-from .tables import TrainTables, WordsFile
+from .tables import CountedWords, TrainTables, WordsFile
 from .unigram_pipeline import unigram_tables
 
 
@@ -67,6 +67,9 @@ class Engine(Protocol):
     #: Whether the pipeline counts the engine's file inputs itself when the run has a work
     #: directory: unit by unit within --memory-limit, spilling there (`corpus.spill`).
     counts_in_units: bool
+    #: Whether `train` takes the words as `tables.CountedWords` (and drops them while its
+    #: loop runs) rather than as a data frame.
+    takes_counted_words: bool
     #: Whether `train` runs an extension (`cfg.extend`) itself; otherwise the pipeline runs
     #: the Polars engine's (`training.extend`).
     trains_extensions: bool
@@ -388,12 +391,20 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved, watch=watch)
                       if limits.work is not None else None)
-        with (loop_state_on_disk(limits, words, cfg.vocab_size) if disk
+        with (loop_state_on_disk(limits, table_merge_bytes(words, cfg.vocab_size)) if disk
               else contextlib.nullcontext()):
             # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
-            tables = (train_extended(words, cfg, timer, checkpoint)
-                      if cfg.extend is not None and not engine.trains_extensions
-                      else engine.train(words, cfg, timer, checkpoint=checkpoint))
+            if cfg.extend is not None and not engine.trains_extensions:
+                tables = train_extended(words, cfg, timer, checkpoint)
+            elif engine.takes_counted_words:
+                # the engine drops the table while its loop runs, and reads the work
+                # directory's copy back after it: no reference to it is kept here
+                counted = CountedWords(words, saved_words(limits), limits.wait_saved,
+                                       cfg.max_words)
+                del words
+                tables = engine.train(counted, cfg, timer, checkpoint=checkpoint)
+            else:
+                tables = engine.train(words, cfg, timer, checkpoint=checkpoint)
         limits.wait_saved()
     finally:
         # an error of the loop: the save still ends before the work directory is kept or
@@ -414,19 +425,29 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
 ONDISK_SHARE = 0.8
 
 
+def saved_words(limits: RunLimits) -> Path | None:
+    """The work directory's copy of the counted words (`count_stage`), being written or read
+    back by a resumed run; None when the words were given as a table, not saved."""
+    work = limits.work
+    if work is None:
+        return None
+    saved = work.file(COUNTED_WORDS)
+    return saved if limits.saving is not None or (work.resumed and saved.exists()) else None
+
+
 @contextlib.contextmanager
-def loop_state_on_disk(limits: RunLimits, words: pl.DataFrame, vocab_size: int
-                       ) -> Iterator[None]:
+def loop_state_on_disk(limits: RunLimits, in_memory: int) -> Iterator[None]:
     """The merge loop's large arrays in files of the work directory (`ondisk`), the process's
     resident memory held at `ONDISK_SHARE` of the limit (beyond the run's floor and the libraries'
-    first work, as `memory.LoopWatch` counts it); a note says so once the run succeeded."""
+    first work, as `memory.LoopWatch` counts it); a note says so once the run succeeded
+    (`in_memory`: the loop's estimate in memory)."""
     assert limits.work is not None
     budget = (limits.floor or 0) + LIBRARY_WORK + int(limits.memory_limit * ONDISK_SHARE)
     with ondisk.on_disk(limits.work.path / "loop", budget):
         yield
     limits.notes.append(
         f"the merge loop kept its state on disk, in the work directory (in memory it needs "
-        f"about {format_size(table_merge_bytes(words, vocab_size))}, over --memory-limit "
+        f"about {format_size(in_memory)}, over --memory-limit "
         f"{format_size(limits.memory_limit)})")
 
 

@@ -19,7 +19,7 @@ from ..workdir import WorkDir
 from .bpe import BpeSettings, BpeTrainer
 from .checkpoint import MergeCheckpoint, Trainer
 from .symbols import Initial, build_initial, check_vocab_size
-from .tables import TrainTables, merges_table, result_tables
+from .tables import CountedWords, TrainTables, merges_table, result_tables
 from .wordpiece import LikelihoodTrainer, WordPieceSettings
 
 
@@ -29,6 +29,8 @@ class PolarsEngine:
     #: (`corpus.spill`), with this engine's counting functions.
     counts_in_units = True
     #: --extend runs through the pipeline (`training.extend`, on this engine's loop).
+    #: The words as `tables.CountedWords` (dropped while the loop runs).
+    takes_counted_words = True
     trains_extensions = False
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:
@@ -52,19 +54,24 @@ class PolarsEngine:
                             max_word_chars=cfg.max_word_chars, progress=cfg.show_progress,
                             timer=timer)
 
-    def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
+    def train(self, words: pl.DataFrame | CountedWords, cfg: TrainConfig, timer: StageTimer,
               checkpoint: MergeCheckpoint | None = None) -> TrainTables:
         """Initial symbols, the merge loop of the model, and the result tables (`checkpoint`:
-        the BPE loop's state saved as it runs, and restored when the run resumes)."""
+        the BPE loop's state saved as it runs, and restored when the run resumes). Given as
+        `CountedWords` (the pipeline's), the words table is dropped while the loop runs."""
+        counted = words if isinstance(words, CountedWords) else CountedWords(words)
+        del words
         restored = checkpoint.restore() if checkpoint is not None else None
         with timer.stage("initial"):
-            initial = restored[0] if restored is not None else initial_symbols(words, cfg)
+            initial = (restored[0] if restored is not None
+                       else initial_symbols(counted.table(), cfg))
+        counted.release()
         # the loop's temporaries reused from the heap (command-line runs, `malloc`)
         with timer.stage("merge"), merging_heap():
             merges = merge_loop(initial, cfg, checkpoint,
                                 restored[1] if restored is not None else None)
         with timer.stage("tables"):
-            return result_tables(words, initial, merges, cfg)
+            return result_tables(counted.table(), initial, merges, cfg)
 
 
 def initial_symbols(words: pl.DataFrame, cfg: TrainConfig, check: bool = True) -> Initial:

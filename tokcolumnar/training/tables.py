@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,37 @@ class WordsFile:
 
     def load(self) -> pl.DataFrame:
         return pl.read_parquet(self.path)
+
+
+class CountedWords:
+    """A run's words table, which the Polars engine drops while its merge loop runs and reads
+    back for the result tables (`release`, `table`), when the work directory holds a copy
+    (`saved`, written in the background: `wait` joins that write). The loop needs only its
+    layout: 100 MB of byte-level Chinese ~220 MB less at the loop's peak, 5 GB of text with
+    Chinese clauses ~1.3 GB. `max_words`: the copy is the counted table, --max-words is
+    applied again to it (`keep_most_frequent` keeps the same rows in the same order)."""
+
+    def __init__(self, words: pl.DataFrame, saved: Path | None = None,
+                 wait: Callable[[], None] | None = None, max_words: int | None = None) -> None:
+        self._table: pl.DataFrame | None = words
+        self.saved, self.wait, self.max_words = saved, wait, max_words
+
+    def table(self) -> pl.DataFrame:
+        """The words table (read back from the saved copy when it was released)."""
+        if self._table is None:
+            assert self.saved is not None
+            from ..memory import keep_most_frequent
+
+            self._table = keep_most_frequent(pl.read_parquet(self.saved), self.max_words)
+        return self._table
+
+    def release(self) -> None:
+        """Drop the table, once its saved copy is written (kept when there is none)."""
+        if self.saved is None:
+            return
+        if self.wait is not None:
+            self.wait()
+        self._table = None
 
 
 @dataclass
