@@ -421,8 +421,11 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
 
 #: A loop on disk holds the resident memory at this share of --memory-limit (beyond the floor
 #: and the libraries' first work): the rest absorbs the pages a pass faults in before the
-#: watcher drops them (5 GB of text under `--memory-limit 4GB`, at 0.9: 4.2 GB at the peak).
-ONDISK_SHARE = 0.8
+#: watcher drops them. A read of a mapped page maps the 16 pages around it when they are in
+#: the page cache (the kernel's fault-around), so one gather of a pass at random positions
+#: maps up to 64 KB per position: 5 GB of text under `--memory-limit 4GB` peaked at 4.2 GB
+#: at 0.9 and at 4.1 GB at 0.8.
+ONDISK_SHARE = 0.7
 
 
 def saved_words(limits: RunLimits) -> Path | None:
