@@ -83,14 +83,16 @@ PASS_CHUNK_POSITIONS = 1 << 18
 #: live entries of its queued pairs, the cold store, the vocabulary; per symbol, what a pass
 #: over a batch of millions of positions holds at once (its positions, members and words, the
 #: bounds' chunks), the queue's bases too small for a file and the grouping's masks.
-#: Measured 2026-11-28 on 100 MB of generated Chinese, `--preset gpt2 --vocab-size 30000`
-#: (1,601,389 words, 99,723,952 symbols, table 224 MB) under `--memory-limit 1.5GB`: the
-#: process's own memory (RssAnon) peaked at 790 MB in the loop, ~610 MB above its floor and
-#: the libraries' first work, against 867 MB by these constants (+42%: conservative, as a
-#: run of one repeated character makes batches of half its symbols); the loop's end held 704.
-#: The tables after the loop (every word's tokens, built whole) are not counted: 1.50 GB there.
+#: The words table is counted too: the loop drops it (`tables.CountedWords`), but the count
+#: before the loop and the result tables after it hold it. Measured 2026-11-28 on 5 GB of
+#: generated text (4 GB English, 1 GB Chinese, whitespace, 50k: 14,533,275 words, 381,029,372
+#: characters, 328,078,448 of them CJK, table 1.27 GB) under `--memory-limit 4GB`: the
+#: process's own memory (RssAnon) peaked at 3.01 GB (the count's end), 1.92 GB in the loop and
+#: 2.5 GB in the result tables, against 3.14 GB by these constants; on 100 MB of generated
+#: Chinese (byte-level, 30k; before the uint8 spans and the dropped words table) 0.61 GB
+#: against 0.66 GB.
 ONDISK_BYTES_PER_WORD = 24
-ONDISK_BYTES_PER_SYMBOL = 6
+ONDISK_BYTES_PER_SYMBOL = 4
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
 
