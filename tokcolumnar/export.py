@@ -96,6 +96,10 @@ class TrainResult:
             self.words_table = self.words_table.load()
         return self.words_table
 
+    @words.setter
+    def words(self, table: pl.DataFrame) -> None:
+        self.words_table = table
+
     @property
     def n_words(self) -> int:
         """The distinct words (the words table's height, without reading a `WordsFile`)."""
