@@ -117,8 +117,8 @@ def test_a_huge_word_stays_within_the_memory_limit(tmp_path, kind):
 
 
 def test_a_huge_word_over_the_limit_is_refused_before_the_loop(tmp_path):
-    """4M characters in one word: ~110 MB in memory, ~37 MB with the loop's state on disk;
-    under 20 MB refused before the loop."""
+    """4M characters in one word: ~74 MB in memory, ~27 MB with the loop's state on disk (by
+    the estimate, at 500 tokens); under 20 MB refused before the loop."""
     src = _long_word(tmp_path, "run")
     code, err, peak_mib, _ = run_measured(
         ["train", str(src), "--out", str(tmp_path / "o"), "--max-word-chars", "5000000",
@@ -132,12 +132,12 @@ def test_a_huge_word_over_the_limit_is_refused_before_the_loop(tmp_path):
 
 
 def test_a_huge_word_over_the_limit_in_memory_merges_on_disk(tmp_path):
-    """The same word under 100 MB: over the in-memory estimate, within the on-disk one — the
+    """The same word under 50 MB: over the in-memory estimate, within the on-disk one — the
     loop keeps its state in the work directory and gives the merges of a run without limit."""
     src = _long_word(tmp_path, "run")
     code, err, _, _ = run_measured(
         ["train", str(src), "--out", str(tmp_path / "o"), "--max-word-chars", "5000000",
-         "--memory-limit", "100MB", "--vocab-size", "500"], timeout=300)
+         "--memory-limit", "50MB", "--vocab-size", "500"], timeout=300)
     assert code == 0, err
     assert "kept its state on disk" in err
     code, err, _, _ = run_measured(
