@@ -20,6 +20,7 @@ from .. import ondisk
 from ..buffers import lists_at
 from ..config import TrainConfig
 from ..corpus.counts_file import counts_metadata
+from ..memory import keep_most_frequent
 from ..outputs import PARQUET_MARKER
 from .bpe import MergeRecord
 from .symbols import Initial
@@ -61,8 +62,6 @@ class CountedWords:
         """The words table (read back from the saved copy when it was released)."""
         if self._table is None:
             assert self.saved is not None
-            from ..memory import keep_most_frequent
-
             self._table = keep_most_frequent(pl.read_parquet(self.saved), self.max_words)
         return self._table
 
