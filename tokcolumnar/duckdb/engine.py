@@ -65,9 +65,9 @@ class DuckDBEngine:
     temp_directory: str | None = None
     #: DuckDB counts every input itself (and spills by itself, within the same limit).
     counts_in_units = False
-    #: --extend runs here, in SQL (`extend`).
-    #: The words as `tables.CountedWords` (dropped while the loop runs).
+    #: The words as a data frame (not `tables.CountedWords`).
     takes_counted_words = False
+    #: --extend runs here, in SQL (`extend`).
     trains_extensions = True
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:

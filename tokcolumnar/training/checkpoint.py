@@ -59,7 +59,7 @@ class MergeCheckpoint:
 
     def due(self) -> bool:
         """Before each pass (of any engine's loop): count the pass, and say whether `every`
-        seconds have passed since the last checkpoint, and `SAVE_SHARE` times what that one
+        seconds have passed since the last checkpoint, and `SAVE_WAIT` times what that one
         took (the caller then saves and calls `saved`, then `passed`)."""
         if self.ready is not None:
             ready, self.ready = self.ready, None

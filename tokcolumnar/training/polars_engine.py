@@ -28,9 +28,9 @@ class PolarsEngine:
     #: File inputs of a run with a work directory are counted by the pipeline, unit by unit
     #: (`corpus.spill`), with this engine's counting functions.
     counts_in_units = True
-    #: --extend runs through the pipeline (`training.extend`, on this engine's loop).
     #: The words as `tables.CountedWords` (dropped while the loop runs).
     takes_counted_words = True
+    #: --extend runs through the pipeline (`training.extend`, on this engine's loop).
     trains_extensions = False
 
     def use_limits(self, memory_limit: int, work: WorkDir | None) -> None:

@@ -133,9 +133,6 @@ def words_table(words: pl.DataFrame, offsets: np.ndarray, ids: np.ndarray,
     return words.with_columns(token_lists, id_lists)
 
 
-
-
-
 def words_file(words: pl.DataFrame, offsets: np.ndarray, ids: np.ndarray, tokens: list[str],
                path: Path, metadata: dict[str, str]) -> WordsFile:
     """`words_table` written to `path` (with our marker and `metadata`, as the export writes a
