@@ -263,8 +263,8 @@ def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
 
 def _sorted(values: np.ndarray) -> np.ndarray:
     """`values` (distinct) in ascending order: Polars' sort (~3x NumPy's here, a copy:
-    read-only), or, for an array in a file (`ondisk`), NumPy's in place (no second array in
-    memory)."""
+    read-only), or, for an array in a file (`ondisk`), a range of values at a time into
+    another file (`_sorted_in_parts`)."""
     if ondisk.is_mapped(values):
         return _sorted_in_parts(values)
     return pl.Series(values).sort().to_numpy()
@@ -276,10 +276,12 @@ SORT_PART = 1 << 25
 
 
 def _sorted_in_parts(values: np.ndarray) -> np.ndarray:
-    """`values` (a mapped uint64 array) in ascending order, into a new mapped array: the
+    """`values` (a mapped uint64 array) in ascending order (up to `SORT_PART` values: in
+    place), into a new mapped array: the
     values are split into ranges of at most about `SORT_PART` values by a histogram of their
     top bits, and each range is gathered from the array (one reading of it per range,
-    `DENSE_CHUNK` values at a time), sorted in memory and written in place. One sort of the
+    `DENSE_CHUNK` values at a time), sorted in memory and written after the ranges before it
+    (an array of its own: `values` is read by every range). One sort of the
     whole mapped array touched all its pages at once, beyond any budget (5 GB of text: 3 GB
     in one NumPy call); this holds one range and one chunk."""
     n = values.size
@@ -289,6 +291,7 @@ def _sorted_in_parts(values: np.ndarray) -> np.ndarray:
     top = 0
     for at in range(0, n, DENSE_CHUNK):
         top = max(top, int(values[at:at + DENSE_CHUNK].max()))
+        ondisk.drop_pages()
     shift = np.uint64(max(top.bit_length() - 16, 0))  # at most 2**16 buckets
     histogram = np.zeros((top >> int(shift)) + 1, dtype=np.int64)
     for at in range(0, n, DENSE_CHUNK):
