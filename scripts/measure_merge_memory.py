@@ -19,7 +19,10 @@ import argparse
 import gc
 import json
 import resource
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -30,6 +33,7 @@ from tokcolumnar.malloc import fix_mmap_threshold
 from tokcolumnar.progress import StageTimer
 from tokcolumnar.training import bpe, passes, polars_engine
 from tokcolumnar.training.polars_engine import PolarsEngine
+from tokcolumnar.workdir import WorkDir
 
 
 class StagePeaks(StageSampler):
@@ -62,6 +66,8 @@ class Breakdown:
         self.before, self.passes, self.largest = before, 0, 0
         self.sizes: dict[str, float] = {}
         self.layout_bytes = 0
+        # the work directory a command-line run's result tables may write the words table to
+        self.work = WorkDir(Path(tempfile.mkdtemp(prefix="measure-merge-")), resumed=False)
 
     def restore(self) -> None:
         return None
@@ -116,6 +122,7 @@ def main() -> None:
         for name in ("merge_pass", "sum_by_key_arrays", "sort_new_pairs", "join_new_pairs"):
             setattr(passes, name, stages.staged(f"loop.{name}", getattr(passes, name)))
         for cls, name in ((trainer, "_gather"), (trainer, "_bounds"), (trainer, "_revive"),
+                          (trainer, "_sweep"),
                           (trainer, "_queue_new_pairs"), (bpe.QueueEntries, "compact"),
                           (bpe.PairCounts, "_rebuild"), (bpe.PairCounts, "add")):
             setattr(cls, name, stages.staged(f"loop.{name}", getattr(cls, name)))
@@ -123,6 +130,8 @@ def main() -> None:
     cpu = time.process_time()
     PolarsEngine().train(words, cfg, StageTimer(), checkpoint=probe)  # type: ignore[arg-type]
     cpu = time.process_time() - cpu
+    if probe is not None:
+        shutil.rmtree(probe.work.path)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"words": words.height,
                       "symbols": int(words["word"].str.len_chars().sum()),

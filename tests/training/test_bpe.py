@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, trainers
@@ -213,6 +215,24 @@ def test_sweeping_the_initial_base_at_every_pass_changes_nothing(words, opts, ex
         assert got == hf_bpe(words, vs, **oracle_kw(opts))
     else:
         assert got == naive_bpe(words, vs, tie_break=tie_break, **oracle_kw(opts))
+
+
+@pytest.mark.parametrize("size", [1, 2, 9, 64, 65, 1000, 4099])
+def test_stand_map_bits_say_where_two_initial_tokens_stand(size, monkeypatch):
+    """The sweep's map of the layout, a bit per position, made 16 positions at a time
+    (chunks that end inside a byte of the last one), reads back at every position as
+    whether it and the next one both hold initial tokens (ids below 5; a SEP, -1, read
+    unsigned, is not one)."""
+    monkeypatch.setattr(bpe, "SWEEP_CHUNK", 16)
+    rng = np.random.default_rng(size)
+    sym = rng.integers(-1, 9, size=size).astype(np.int16)
+    unsigned = sym.view(np.uint16)
+    expected = (unsigned[:-1] < 5) & (unsigned[1:] < 5)
+    stands = bpe._stand_map(unsigned, 5)
+    assert stands.size == (size - 1 + 7) // 8
+    got = bpe._stands_at(stands, np.arange(size - 1, dtype=np.uint32))
+    assert got.dtype == bool and got.tolist() == expected.tolist()
+    assert expected.any() or size < 9  # the test can fail: standing positions exist
 
 
 @SETTINGS

@@ -28,8 +28,9 @@ import numpy as np
 
 from .. import ondisk
 from ..layout import Layout
+from ..malloc import release_free_heap
 from ..progress import Progress
-from .pairtable import NARROW_ID_MAX, PairCounts
+from .pairtable import NARROW_ID_MAX, PairCounts, narrow_keys, wide_keys
 from .passes import (
     M32,
     PARALLEL_MIN,
@@ -53,6 +54,12 @@ SWEEP_MIN = 1 << 16
 #: A sweep reads the layout whole (a byte per position) when the base holds at least
 #: 1/SWEEP_MAP_SHARE of the layout's size.
 SWEEP_MAP_SHARE = 8
+#: Every this many passes the loop gives the heap's free pages back (`release_free_heap`),
+#: as it does after each compaction and sweep: the bases' arrays (mostly below the loop's
+#: mmap threshold, `malloc.merging_heap`) and the passes' temporaries leave freed blocks
+#: between live ones that glibc keeps resident. 100 MB of generated Chinese, byte-level, 30k:
+#: 170-195 MB of the loop's RSS was such free heap; a trim costs ~5 ms there.
+HEAP_TRIM_PASSES = 64
 #: `_bounds` sums the neighbours of this many positions at a time.
 BOUNDS_CHUNK = 1 << 19
 M64 = (1 << 64) - 1
@@ -101,6 +108,10 @@ class QueueEntries:
     slices of dead entries become empty."""
 
     compact_share = 0.25  # tests set it to 0 to compact at every kill
+    #: The pair keys held in the narrow form (`pairtable.narrow_keys`: 4 bytes an entry, not
+    #: 8; the trainer sets it when every id fits, `narrow_pairs`); `keys_of` reads them wide.
+    #: 100 MB of byte-level Chinese at 30k: ~15M entries, 60 MB.
+    narrow = False
 
     def __init__(self) -> None:
         self.positions_of_base: list[np.ndarray] = []
@@ -117,7 +128,7 @@ class QueueEntries:
         ascending offsets into `positions`); returns the id of its first entry. (A large
         base's positions go to a file when the loop runs on disk, `ondisk`.)"""
         self.positions_of_base.append(ondisk.kept(positions))
-        self.keys.append(keys)
+        self.keys.append(narrow_keys(keys) if self.narrow else keys)
         self.starts.append(bounds[:-1])
         self.ends.append(bounds[1:])
         self.dead.append(np.zeros(keys.size, dtype=bool))
@@ -130,7 +141,13 @@ class QueueEntries:
         return self.positions_of_base[base][self.starts[base][i]:self.ends[base][i]]
 
     def pair(self, entry: int) -> int:
-        return int(self.keys[entry >> 24][entry & M24])
+        key = int(self.keys[entry >> 24][entry & M24])
+        return ((key >> 16) << 32) | (key & 0xFFFF) if self.narrow else key
+
+    def keys_of(self, base: int, index: np.ndarray | None = None) -> np.ndarray:
+        """The pair keys (int64) of `base`'s entries, or of those `index` picks."""
+        keys = self.keys[base] if index is None else self.keys[base][index]
+        return wide_keys(keys) if self.narrow else keys
 
     def kill(self, entry: int) -> None:
         """`entry` will never be read again: its positions may be freed."""
@@ -174,6 +191,7 @@ class QueueEntries:
             self.starts[base], self.ends[base] = bounds[:-1], bounds[1:]
             self.dead_in_base[base] = 0
         self.dead_positions = 0
+        release_free_heap()  # the old bases' blocks
 
     def sweep(self, base: int, standing: Callable[[np.ndarray], np.ndarray],
               sweepable: np.ndarray) -> None:
@@ -186,8 +204,8 @@ class QueueEntries:
         words it merges in when its pair has several entries (`_positions`): the caller marks
         only entries whose pair can never have another (`BpeTrainer._sweep`).
 
-        About `SWEEP_CHUNK` positions at a time, written back in place, then copied into an
-        array of the kept size (which frees the old one)."""
+        About `SWEEP_CHUNK` positions at a time, written back in place; then the array is
+        shrunk to the kept size (or, a view or a file's, copied into a new one)."""
         positions = self.positions_of_base[base]
         starts, ends = self.starts[base], self.ends[base]
         dead = self.dead[base]
@@ -216,8 +234,14 @@ class QueueEntries:
         self.live_positions -= int(lengths[~dead].sum()) - write
         self.dead_positions -= self.dead_in_base[base]
         self.dead_in_base[base] = 0
-        out = ondisk.empty(write, positions.dtype)
-        out[...] = positions[:write]
+        if positions.flags.owndata and not ondisk.is_mapped(positions):
+            # shrunk where it is: glibc reallocs a block of its own mapping with mremap,
+            # with no copy beside it (a copy was the loop's peak at a sweep)
+            positions.resize(write, refcheck=False)
+            out = positions
+        else:
+            out = ondisk.empty(write, positions.dtype)
+            out[...] = positions[:write]
         self.positions_of_base[base] = out
         bounds = np.zeros(lengths.size + 1, dtype=np.int32)
         np.cumsum(kept_lengths, out=bounds[1:])
@@ -247,16 +271,25 @@ Candidate = tuple[int, int, int]  # (count, pair key, entry)
 
 def _stand_map(sym: np.ndarray, n_initial: int) -> np.ndarray:
     """For each position p of the layout (`sym` read as unsigned: a SEP or a removed symbol
-    is huge), whether p and p + 1 both hold initial tokens (`BpeTrainer._sweep`). Made
+    is huge), whether p and p + 1 both hold initial tokens (`BpeTrainer._sweep`), a bit per
+    position (`np.packbits`' order; `_stands_at` reads it): a byte per position was the
+    loop's peak at a sweep (100 MB of byte-level Chinese: 100 MB more for a moment). Made
     `SWEEP_CHUNK` positions at a time into an `ondisk` array (a file when the loop runs on
     disk, its pages dropped after each chunk): no temporary spans the layout."""
-    stands = ondisk.empty(max(sym.size - 1, 0), bool)
-    for lo in range(0, stands.size, SWEEP_CHUNK):
-        hi = min(lo + SWEEP_CHUNK, stands.size)
+    n = max(sym.size - 1, 0)
+    stands = ondisk.empty((n + 7) // 8, np.uint8)
+    for lo in range(0, n, SWEEP_CHUNK):  # (SWEEP_CHUNK is a multiple of 8)
+        hi = min(lo + SWEEP_CHUNK, n)
         initial = sym[lo:hi + 1] < n_initial
-        np.logical_and(initial[:-1], initial[1:], out=stands[lo:hi])
+        stands[lo // 8:(hi + 7) // 8] = np.packbits(initial[:-1] & initial[1:])
         ondisk.drop_pages()
     return stands
+
+
+def _stands_at(stands: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The bits of `_stand_map` at positions `pos`, as booleans."""
+    bits = stands[pos >> 3] >> (7 - (pos & 7)).astype(np.uint8)
+    return (bits & 1).view(bool)
 
 
 class BpeTrainer:
@@ -295,6 +328,7 @@ class BpeTrainer:
         self.token_length = np.zeros(len(self.vocab) + max(room, 0) + 1, dtype=np.int64)
         # every id below len(vocab) + room: the pair table's narrow form when they fit
         self.narrow_pairs = len(self.vocab) + max(room, 0) - 1 <= NARROW_ID_MAX
+        self.entries.narrow = self.narrow_pairs
         # the tokens no merge can make again (a merge's string has two characters at least):
         # the initial pairs of two of them never have a second entry (`_sweep`)
         self.single_char = np.array([len(t) == 1 for t in self.vocab.tokens], dtype=bool)
@@ -633,7 +667,7 @@ class BpeTrainer:
             self.threshold = count // 2 if count > 1 else 0
         heap, kept = self.heap, []
         for base, index, counts in self.cold:
-            keys = self.entries.keys[base][index]
+            keys = self.entries.keys_of(base, index)
             move = np.isin(keys, only) if only is not None else counts >= self.threshold
             if not move.all():
                 rest = ~move
@@ -663,7 +697,7 @@ class BpeTrainer:
         (ids below the initial vocabulary's size): an initial token not merged spans one
         position, and a merged token's id is a new one, or, for a string made again, one
         that is not the pair's own. So the test reads two symbols, not the pair's key."""
-        keys = self.entries.keys[0]
+        keys = self.entries.keys_of(0)
         if self.hf_semantics:
             one = self.single_char
             sweepable = one[keys >> 32] & one[keys & M32]
@@ -672,13 +706,13 @@ class BpeTrainer:
         sym, n_initial = self.layout.sym, self.single_char.size
         unsigned = np.dtype(f"u{sym.itemsize}")  # a SEP or removed symbol reads as huge
         if self.entries.positions_of_base[0].size * SWEEP_MAP_SHARE >= sym.size:
-            # a large base: each position's answer read from a byte per layout position,
+            # a large base: each position's answer read from a bit per layout position,
             # made in one sequential pass (the base's positions are in pair order: reading
             # two symbols for each one at random was ~2.5x slower on 100M positions)
             stands = _stand_map(sym.view(unsigned), n_initial)
 
             def standing(pos: np.ndarray) -> np.ndarray:
-                return stands[pos]
+                return _stands_at(stands, pos)
         else:
             def standing(pos: np.ndarray) -> np.ndarray:
                 return ((sym[pos].view(unsigned) < n_initial)
@@ -686,6 +720,7 @@ class BpeTrainer:
 
         self.entries.sweep(0, standing, sweepable)
         self.merged_since_sweep = 0
+        release_free_heap()  # the stand map and the old base
 
     def _below_minimum(self, count: int) -> bool:
         return count < 1 or count < self.settings.min_frequency
@@ -729,6 +764,7 @@ class BpeTrainer:
         max_merges = settings.max_merges if settings.max_merges is not None else 1 << 62
         bar = Progress("merging", total=min(settings.vocab_size - len(vocab), max_merges),
                        unit="merges", enabled=settings.show_progress)
+        passes = 0
         while len(vocab) < settings.vocab_size and len(record.left) < max_merges:
             if on_pass is not None:
                 on_pass(self)
@@ -793,6 +829,10 @@ class BpeTrainer:
             initial = self.entries.positions_of_base[0].size if self.entries.keys else 0
             if initial >= SWEEP_MIN and self.merged_since_sweep >= SWEEP_SHARE * initial:
                 self._sweep()
+            # 7. now and then, the heap's free pages back to the system
+            passes += 1
+            if passes % HEAP_TRIM_PASSES == 0:
+                release_free_heap()
             bar.update(len(record.left), pair=record.count[-1])  # a clock check between lines
         bar.close(len(record.left))
         return self.merges

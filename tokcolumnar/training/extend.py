@@ -472,7 +472,8 @@ def train_extended(words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
         merges = merges.with_columns(pl.when(pl.col("rank") < k).then(pl.lit(BASE_ORIGIN))
                                      .otherwise(pl.lit(NEW_ORIGIN)).alias("origin"))
     with timer.stage("tables"):
-        return result_tables(words, initial, merges, cfg)
+        return result_tables(words, initial, merges, cfg,
+                             checkpoint.work.path if checkpoint is not None else None)
 
 
 def _with_base_merges(base: Base, new: pl.DataFrame, joined: np.ndarray | None,

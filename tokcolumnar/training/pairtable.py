@@ -43,6 +43,19 @@ SCALAR_MAX = 32
 INSERT_CHUNK = 1 << 18
 
 
+def narrow_keys(keys: np.ndarray) -> np.ndarray:
+    """Pair keys (int64, `left << 32 | right`) with both ids below 2**16 in the narrow form, a
+    uint32 `left << 16 | right` (the right id is below 2**16, so the shift by 16 of the key is
+    `left << 16` exactly)."""
+    return ((keys >> 16) | (keys & 0xFFFF)).astype(np.uint32)
+
+
+def wide_keys(narrow: np.ndarray) -> np.ndarray:
+    """The int64 pair keys of `narrow_keys`' narrow form."""
+    keys = narrow.astype(np.int64)
+    return ((keys >> 16) << 32) | (keys & 0xFFFF)
+
+
 def _bits_for(n: int, load: float) -> int:
     """The smallest power of two (as its exponent) holding `n` keys at `load`."""
     bits = MIN_BITS
@@ -81,12 +94,9 @@ class PairCounts:
 
     def _stored(self, keys: np.ndarray) -> np.ndarray:
         """Pair keys (int64) as the table stores them: themselves, or in the narrow form
-        `left << 16 | right` (the right id is below 2**16, so the shift by 16 of the key is
-        `left << 16` exactly)."""
+        (`narrow_keys`)."""
         keys = np.asarray(keys, dtype=np.int64)
-        if not self.narrow:
-            return keys
-        return ((keys >> 16) | (keys & 0xFFFF)).astype(np.uint32)
+        return narrow_keys(keys) if self.narrow else keys
 
     def _home(self, keys: np.ndarray) -> np.ndarray:
         """Each stored key's first slot (int64)."""

@@ -71,7 +71,8 @@ class PolarsEngine:
             merges = merge_loop(initial, cfg, checkpoint,
                                 restored[1] if restored is not None else None)
         with timer.stage("tables"):
-            return result_tables(counted.table(), initial, merges, cfg)
+            return result_tables(counted.table(), initial, merges, cfg,
+                                 checkpoint.work.path if checkpoint is not None else None)
 
 
 def initial_symbols(words: pl.DataFrame, cfg: TrainConfig, check: bool = True) -> Initial:

@@ -1,9 +1,11 @@
 """The result tables of a training run (docs/architecture.md, "Tables"): `words` with each
 word's final segmentation, `merges` in rank order, `vocab` by id. Both engines return a
 `TrainTables`; the Polars engine builds it here from the merge loop's record and the final
-layout (`result_tables`). When the loop kept its state on disk, the words table is written
-to a Parquet file a slice of words at a time (`WordsFile`) instead of built whole: every word's
-tokens at once were the run's peak (100 MB of byte-level Chinese: ~1.5 GB)."""
+layout (`result_tables`). When the loop kept its state on disk, or a run with a work directory
+ends with more than one slice of final tokens, the words table is written to a Parquet file a
+slice of words at a time (`WordsFile`) instead of built whole: every word's tokens at once were
+the run's peak (100 MB of byte-level Chinese: ~1.5 GB on disk; in memory the export of the whole
+table peaked ~190 MiB above the loop's end)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ from .symbols import Initial
 #: A words table written to a file (`words_file`) takes this many final tokens at a time (a
 #: slice's token lists: ~20 bytes a token).
 WORDS_FILE_TOKENS = 1 << 22
+#: The file a run in memory writes its words table to, in its work directory (`result_tables`;
+#: the counted words there are `words.parquet`).
+RESULT_WORDS = "result_words.parquet"
 
 
 @dataclass
@@ -170,16 +175,21 @@ def words_file(words: pl.DataFrame, offsets: np.ndarray, ids: np.ndarray, tokens
 
 
 def result_tables(words: pl.DataFrame, initial: Initial, merges: pl.DataFrame,
-                  cfg: TrainConfig) -> TrainTables:
+                  cfg: TrainConfig, work: Path | None = None) -> TrainTables:
     """The tables of a Polars engine run once its loop has ended: the final segmentation
     read off the layout, which is then dropped (~5 bytes per position) before the tables'
     strings are built, so that the run's peak stays the loop's. With the loop's state on disk
-    (`ondisk`), the words table goes to a file in the work directory (`words_file`)."""
+    (`ondisk`), the words table goes to a file in the work directory (`words_file`); so it does
+    from a run in memory with a work directory (`work`) when its final tokens fill more than
+    one slice (a small table is built whole: no pyarrow import, which costs a small run
+    ~0.2 s)."""
     offsets, ids = initial.layout.segmentation(initial.n_words)
     del initial.layout
     tokens = initial.vocab.tokens
     store = ondisk.current()
-    table = (words_table(words, offsets, ids, tokens) if store is None else
-             words_file(words, offsets, ids, tokens, store.directory / "words.parquet",
-                        counts_metadata(cfg)))
+    path = (store.directory / "words.parquet" if store is not None
+            else work / RESULT_WORDS if work is not None and ids.size > WORDS_FILE_TOKENS
+            else None)
+    table = (words_table(words, offsets, ids, tokens) if path is None else
+             words_file(words, offsets, ids, tokens, path, counts_metadata(cfg)))
     return TrainTables(table, merges, vocab_table(initial, merges))
