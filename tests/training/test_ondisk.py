@@ -160,6 +160,28 @@ def test_limit_below_the_in_memory_estimate_runs_on_disk(text, reference, tmp_pa
 
 
 @pytest.mark.corpus
+def test_run_in_memory_with_many_final_tokens_writes_its_words_table_in_slices(
+        text, reference, tmp_path, monkeypatch):
+    """A run in memory whose final tokens fill more than one slice (`WORDS_FILE_TOKENS`,
+    100 here) writes its words table into the work directory a slice at a time, and the
+    export moves it into the output: the same outputs as the run that built it whole; the
+    API reads it from the output, or, without one, before the work directory goes."""
+    monkeypatch.setattr(tables, "WORDS_FILE_TOKENS", 100)
+    out = tmp_path / "out"
+    options = {"preset": "gpt2", "vocab_size": 3000, "show_progress": False,
+               "checkpoint_every": 0}
+    r = tc.train(str(text), out_dir=out, **options)
+    assert not r.loop_on_disk and isinstance(r.words_table, tables.WordsFile)
+    assert pq.ParquetFile(out / "words.parquet").num_row_groups > 3
+    assert outputs(out) == {**reference[0], "on disk": False}
+    assert r.words.rows() == reference[0]["words.parquet"][0]
+    assert not (tmp_path / "out.work").exists()
+    bare = tc.train(str(text), work_dir=tmp_path / "work", **options)
+    assert bare.words.equals(r.words)  # read before the work directory went
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.corpus
 def test_api_run_on_disk_reads_its_words_table_from_the_output(text, reference, tmp_path):
     """A run whose loop was on disk moved its words table into the output directory and
     reads it from there when asked; without an output directory, before its work directory
