@@ -119,7 +119,7 @@ def test_group_pairs_by_definition(seed, n_words, chunk, n_tokens, filtered, dis
     assert got_positions == [want[k][1] for k in sorted(want)]
 
 
-@pytest.mark.parametrize("part,chunk", [(1, 7), (50, 13), (1000, 1 << 22)])
+@pytest.mark.parametrize("part,chunk", [(16, 211), (50, 13), (1000, 1 << 22)])
 def test_a_mapped_array_is_sorted_a_range_at_a_time(part, chunk, tmp_path, monkeypatch):
     """`_sorted_in_parts`: ranges of at most about `part` values by their top bits, each
     gathered `chunk` values at a time — the whole array's sort, repeated values and a

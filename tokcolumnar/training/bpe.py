@@ -51,7 +51,7 @@ SWEEP_SHARE = 0.25
 #: ... when it holds at least this many positions (a small table's sweeps cost more than
 #: they free).
 SWEEP_MIN = 1 << 16
-#: A sweep reads the layout whole (a byte per position) when the base holds at least
+#: A sweep reads the layout whole (a bit per position, `_stand_map`) when the base holds at least
 #: 1/SWEEP_MAP_SHARE of the layout's size.
 SWEEP_MAP_SHARE = 8
 #: Every this many passes the loop gives the heap's free pages back (`release_free_heap`),
@@ -142,7 +142,7 @@ class QueueEntries:
 
     def pair(self, entry: int) -> int:
         key = int(self.keys[entry >> 24][entry & M24])
-        return ((key >> 16) << 32) | (key & 0xFFFF) if self.narrow else key
+        return ((key >> 16) << 32) | (key & 0xFFFF) if self.narrow else key  # (`wide_keys`)
 
     def keys_of(self, base: int, index: np.ndarray | None = None) -> np.ndarray:
         """The pair keys (int64) of `base`'s entries, or of those `index` picks."""
