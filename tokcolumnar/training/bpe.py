@@ -30,7 +30,7 @@ from .. import ondisk
 from ..layout import Layout
 from ..malloc import release_free_heap
 from ..progress import Progress
-from .pairtable import NARROW_ID_MAX, PairCounts, narrow_keys, wide_keys
+from .pairtable import NARROW_ID_MAX, PairCounts, narrow_keys, wide_key, wide_keys
 from .passes import (
     M32,
     PARALLEL_MIN,
@@ -142,7 +142,7 @@ class QueueEntries:
 
     def pair(self, entry: int) -> int:
         key = int(self.keys[entry >> 24][entry & M24])
-        return ((key >> 16) << 32) | (key & 0xFFFF) if self.narrow else key  # (`wide_keys`)
+        return wide_key(key) if self.narrow else key
 
     def keys_of(self, base: int, index: np.ndarray | None = None) -> np.ndarray:
         """The pair keys (int64) of `base`'s entries, or of those `index` picks."""

@@ -43,17 +43,26 @@ SCALAR_MAX = 32
 INSERT_CHUNK = 1 << 18
 
 
+def narrow_key(key: int) -> int:
+    """A pair key (`left << 32 | right`) with both ids below 2**16 in the narrow form,
+    `left << 16 | right` (the right id is below 2**16, so the shift by 16 of the key is
+    `left << 16` exactly); an int, or an int64 array key by key."""
+    return (key >> 16) | (key & 0xFFFF)
+
+
+def wide_key(key: int) -> int:
+    """The pair key of `narrow_key`'s narrow form (an int, or an int64 array key by key)."""
+    return ((key >> 16) << 32) | (key & 0xFFFF)
+
+
 def narrow_keys(keys: np.ndarray) -> np.ndarray:
-    """Pair keys (int64, `left << 32 | right`) with both ids below 2**16 in the narrow form, a
-    uint32 `left << 16 | right` (the right id is below 2**16, so the shift by 16 of the key is
-    `left << 16` exactly)."""
-    return ((keys >> 16) | (keys & 0xFFFF)).astype(np.uint32)
+    """`narrow_key` of int64 pair keys, as uint32."""
+    return narrow_key(keys).astype(np.uint32)
 
 
 def wide_keys(narrow: np.ndarray) -> np.ndarray:
-    """The int64 pair keys of `narrow_keys`' narrow form."""
-    keys = narrow.astype(np.int64)
-    return ((keys >> 16) << 32) | (keys & 0xFFFF)
+    """`wide_key` of `narrow_keys`' uint32 keys, as int64."""
+    return wide_key(narrow.astype(np.int64))
 
 
 def _bits_for(n: int, load: float) -> int:
@@ -157,7 +166,7 @@ class PairCounts:
         """One key's count (a Python loop: cheaper than array calls for one key)."""
         table, mask = self.keys, self.mask
         if self.narrow:
-            key = (key >> 16) | (key & 0xFFFF)
+            key = narrow_key(key)
         slot = (((key * 0x9E3779B97F4A7C15) & M64) >> (64 - self.bits))
         while True:
             held = table.item(slot)
