@@ -138,3 +138,29 @@ def test_a_mapped_array_is_sorted_a_range_at_a_time(part, chunk, tmp_path, monke
         got = passes._sorted(mapped)
         assert ondisk.is_mapped(got)
         np.testing.assert_array_equal(got, np.sort(values))
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.dictionaries(st.integers(0, 60), st.integers(-5, 5), max_size=30),
+                      max_size=12),
+       fold_min=st.sampled_from([1, 4, 1 << 20]))
+def test_key_sums_folded_as_they_come_equal_one_sum(parts, fold_min):
+    """`KeySums` folding its parts (every few parts with a small `FOLD_MIN`, never with the
+    default on small parts) gives each key's sum over all parts: the keys ascending, zero sums
+    kept."""
+    sums = passes.KeySums()
+    want: dict[int, int] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(passes, "FOLD_MIN", fold_min)
+        for part in parts:
+            keys = np.array(sorted(part), dtype=np.int64)
+            sums.add(keys, np.array([part[k] for k in sorted(part)], dtype=np.int64))
+            for k, v in part.items():
+                want[k] = want.get(k, 0) + v
+            # held: at most the last fold, the parts since (not more keys than it or
+            # FOLD_MIN) and the newest part
+            assert sums._held - sums._folded <= max(sums._folded, fold_min) + len(part)
+        keys, total = sums.total()
+    assert keys.tolist() == sorted(want)
+    assert total.tolist() == [want[k] for k in sorted(want)]
+    assert keys.dtype == total.dtype == np.int64

@@ -34,6 +34,7 @@ from .pairtable import NARROW_ID_MAX, PairCounts, narrow_keys, wide_key, wide_ke
 from .passes import (
     M32,
     PARALLEL_MIN,
+    KeySums,
     PairFilter,
     group_pairs,
     side_thread,
@@ -506,7 +507,7 @@ class BpeTrainer:
             # then symbol; summed `BOUNDS_CHUNK` positions at a time, then the chunks' sums
             # (a batch of millions of positions: ~80 bytes a position at once, the loop's
             # peak on 100 MB of Chinese)
-            keys_of, sums_of = [], []
+            summed = KeySums()
             for at in range(0, pos.size, BOUNDS_CHUNK):
                 part = slice(at, at + BOUNDS_CHUNK)
                 neighbour = layout.sym[neighbour_of(pos[part])]
@@ -515,13 +516,9 @@ class BpeTrainer:
                 del neighbour
                 # (a hash group-by in a large pass: `np.unique`'s argsort of millions of keys
                 # held a quarter of the loop on 100 MB of Chinese)
-                k, s = sum_by_key_arrays(keys, layout.word_count[word[part][ok]])
-                keys_of.append(k)
-                sums_of.append(s)
+                summed.add(*sum_by_key_arrays(keys, layout.word_count[word[part][ok]]))
                 ondisk.drop_pages()
-            if len(keys_of) == 1:
-                return keys_of[0], sums_of[0]
-            return sum_by_key_arrays(np.concatenate(keys_of), np.concatenate(sums_of))
+            return summed.total()
 
         def top(unique: np.ndarray, sums: np.ndarray) -> np.ndarray:
             best = np.zeros(n, dtype=np.int64)
