@@ -230,6 +230,7 @@ class QueueEntries:
             running = np.zeros(keep.size + 1, dtype=np.int64)
             np.cumsum(keep, out=running[1:])
             kept_lengths[i:j] = running[ends[i:j] - lo] - running[starts[i:j] - lo]
+            del pos, keep, kept, running  # (no view of `positions` outlives its shrink)
             i = j
             ondisk.drop_pages()  # (on disk: the chunk's pages, read in one call each)
         self.live_positions -= int(lengths[~dead].sum()) - write
