@@ -88,6 +88,8 @@ class TrainResult:
     loop_on_disk: bool = False
     #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
     rounds: pl.DataFrame | None = None
+    #: --model unigram: one row per piece dropped (round, reason, score, loss...).
+    pruned: pl.DataFrame | None = None
 
     @property
     def words(self) -> pl.DataFrame:
@@ -343,6 +345,8 @@ def _write_tables(result: TrainResult, directory: Path) -> None:
                       counts_metadata(result.config))
     if result.rounds is not None:
         write_parquet(result.rounds, directory / "rounds.parquet", "rounds")
+    if result.pruned is not None:
+        write_parquet(result.pruned, directory / "pruned.parquet", "pruned")
 
 
 def _write_json_files(result: TrainResult, directory: Path) -> None:
@@ -358,6 +362,8 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
     written = [tokenizer_file, *TABLE_FILES, "run.json"]
     if result.rounds is not None:
         written.append("rounds.parquet")
+    if result.pruned is not None:
+        written.append("pruned.parquet")
     _write_text(directory / tokenizer_file, None,
                 json.dumps(tokenizer_dict, ensure_ascii=False))
     if tokenizer_file == "tokenizer.json":  # (transformers could not load the other one)

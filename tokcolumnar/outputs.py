@@ -69,6 +69,7 @@ OUTPUT_DIR_FILES = frozenset({
     "tokenizer.tokcolumnar.json",  # instead of tokenizer.json when HF cannot express the run
     "tokenizer_config.json", "special_tokens_map.json",  # transformers' roles (`hfconfig`)
     "tokenizer.model", "rounds.parquet",  # a Unigram run's SentencePiece model and its rounds
+    "pruned.parquet",  # ... and the pieces its rounds dropped
     "tokenizer.tiktoken",  # a byte-level BPE's ranks in tiktoken's format
 })
 #: A directory of Parquet parts (`encode --rows-per-file`): `part-00000.parquet`, ... and the

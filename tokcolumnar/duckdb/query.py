@@ -5,7 +5,8 @@ Parquet file found. The query may be several statements (`SET VARIABLE token = '
 ...`: the last one's rows are printed) or the path of a .sql file, e.g. one of the ready queries
 in `sql/analysis/`. Output: a table on stdout, or `--format csv|json|parquet [--output FILE]`
 (json = one JSON object per line; parquet needs --output; the file follows the rules of
-`outputs`). A Unigram run's pruning rounds (rounds.parquet) are the view `rounds`.
+`outputs`). A Unigram run's pruning rounds (rounds.parquet) are the view `rounds`, the pieces
+they dropped (pruned.parquet) the view `pruned`.
 
 The query is read-only by default: once the views exist, DuckDB's external access is switched
 off and the configuration locked, so a query can read DIR's tables and nothing else — no other
@@ -30,7 +31,8 @@ from ..outputs import mark_file, output_file, write_parquet
 from ..stdout import escaped_for_stdout, holds, json_for_stdout, table_borders_fit
 from . import ANALYSIS_DIR, QUERY_FORMATS, ready_queries
 
-VIEWS = ("words", "merges", "vocab", "encoded", "rounds")  # rounds: a Unigram run's pruning
+#: rounds, pruned: a Unigram run's pruning rounds and the pieces they dropped
+VIEWS = ("words", "merges", "vocab", "encoded", "rounds", "pruned")
 
 #: DuckDB column types every output format writes as they are (lists of them too); a column of
 #: another type (VARIANT, UNION, BIT, INTERVAL, MAP, fixed-size arrays, structs, BLOB...) is

@@ -368,11 +368,11 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     limits = limits or RunLimits(default_limit())
     if cfg.model == "unigram":  # sentences, not counted words (training.unigram_pipeline)
         timer = StageTimer()
-        tables, rounds = unigram_tables(inputs, from_counts, cfg, timer)
+        tables, trained = unigram_tables(inputs, from_counts, cfg, timer)
         normalizer, pretokenizer = cfg.text_components()
         result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
                              pretokenizer, timer.seconds, input_list(inputs))
-        result.rounds = rounds
+        result.rounds, result.pruned = trained.rounds, trained.pruned
         return result
     engine = engine_of_run(inputs, cfg)
     engine.use_limits(limits.memory_limit, limits.work)

@@ -34,6 +34,20 @@ from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
     stable_argsort,
     thread_sums,
 )
+from tokcolumnar.training.unigram_log import (
+    EM,
+    FINAL_CUT,
+    KEPT,
+    LOSS,
+    NEVER_BEST,
+    UNREACHABLE,
+    UNUSED,
+    DropLog,
+    EMStep,
+    PruneStep,
+    Pruning,
+    UnigramTrace,
+)
 
 WS = "\u2581"  # the escaped space
 UNK_CHAR = "\u2585"  # stands for a character outside the required ones
@@ -75,6 +89,7 @@ class UnigramResult:
     pieces: list[str]  # the trained pieces in id order (meta pieces not included)
     scores: np.ndarray  # their float32 scores
     rounds: pl.DataFrame  # one row per EM round: sizes after EM and after pruning
+    pruned: pl.DataFrame  # one row per piece dropped (unigram_log.SCHEMA): pruned.parquet
 
 
 class UnigramError(ValueError):
@@ -513,7 +528,9 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
 
 
 def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase,
-          counts: np.ndarray, desired: int, opts: UnigramOptions) -> _Model:
+          counts: np.ndarray, desired: int, opts: UnigramOptions) -> Pruning:
+    """PruneSentencePieces (docs/unigram.md, 5.2): what happens to each piece, the kept ones'
+    positions in the new order."""
     size = len(model.seed)
     ids = model.ids(n_seeds)
     # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept)
@@ -552,7 +569,13 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     # SentencePiece stops when the count *equals* pruned_size: already above it, all stay
     take = ranked if room < 0 else ranked[:room]
     new = np.r_[kept, take].astype(np.int64)
-    return _Model(model.seed[new], model.score[new])
+    reason = np.full(size, KEPT, np.int64)
+    reason[(freq == 0) & always_keep] = UNUSED
+    reason[~always_keep] = NEVER_BEST
+    reason[ranked[len(take):]] = LOSS
+    loss_of = np.full(size, np.nan, dtype=F32)
+    loss_of[cand] = loss
+    return Pruning(freq, loss_of, reason, new, pruned_size)
 
 
 def prune_unreachable(model: _Model, n_seeds: int, seed_base: LatticeBase) -> _Model:
@@ -594,10 +617,11 @@ def finalize(model: _Model, seeds: pl.Series, required: pl.DataFrame,
     return out["piece"].to_list(), out["score"].to_numpy().astype(F32)
 
 
-def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
-                  opts: UnigramOptions) -> UnigramResult:
+def train_unigram(sentences: pl.Series, counts: np.ndarray | None, opts: UnigramOptions,
+                  trace: UnigramTrace | None = None) -> UnigramResult:
     """Train on normalized sentences (`▁` for spaces, in SentencePiece's order, empty ones
-    removed) with their counts (1 each when None)."""
+    removed) with their counts (1 each when None). `trace`, when given, is filled with every EM
+    iteration and pruning round (`unigram_log.UnigramTrace`: the SQL crosscheck replays them)."""
     sentences = pl.Series("sentence", sentences, dtype=pl.String)
     counts = np.ones(len(sentences), np.int64) if counts is None else np.asarray(counts)
     if len(sentences) == 0:
@@ -621,6 +645,10 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
     words = word_table["word"]
     wcounts = word_table["count"].to_numpy().astype(np.int64)
     del word_table
+    desired = int(opts.vocab_size * 1.1)
+    if trace is not None:
+        trace.seeds, trace.words, trace.counts = seeds, words, wcounts
+        trace.desired, trace.shrinking_factor = desired, opts.shrinking_factor
     trie = SeedTrie.build(seeds)
     base = LatticeBase.build(words, trie)  # the words' lattices
     seed_base = LatticeBase.build(seeds, trie, folds="none")  # each seed's, for pruning
@@ -628,25 +656,42 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None,
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     del seeds_table
     release_free_heap()  # the build's temporaries
-    desired = int(opts.vocab_size * 1.1)
-    rounds = []
+    rounds: list[tuple[int, int, int, int]] = []
+    drops = DropLog()
     while True:
-        before = len(model.seed)
-        for _ in range(opts.num_sub_iterations):
+        r, before = len(rounds), len(model.seed)
+        for i in range(opts.num_sub_iterations):
             expected = e_step(model, n_seeds, base, wcounts, opts.num_threads)
-            model = m_step(model, expected)
+            new = m_step(model, expected)
+            drops.add(r, np.where(expected < F32(0.5), EM, KEPT), model.seed, model.score,
+                      iteration=i, expected=expected)
+            if trace is not None:
+                trace.em.append(EMStep(r, i, model.seed, model.score, expected, new.seed,
+                                       new.score))
+            model = new
         after_em = len(model.seed)
-        model = prune(model, n_seeds, base, seed_base, wcounts, desired, opts)
+        pruning = prune(model, n_seeds, base, seed_base, wcounts, desired, opts)
+        drops.add(r, pruning.reason, model.seed, model.score, freq=pruning.freq,
+                  loss=pruning.loss)
+        if trace is not None:
+            trace.prunes.append(PruneStep(r, model.seed, model.score, pruning))
+        model = _Model(model.seed[pruning.kept], model.score[pruning.kept])
         release_free_heap()  # the pruning's temporaries
-        rounds.append((len(rounds), before, after_em, len(model.seed)))
+        rounds.append((r, before, after_em, len(model.seed)))
         if len(model.seed) <= desired:
             break
-    model = prune_unreachable(model, n_seeds, seed_base)
+    reachable = prune_unreachable(model, n_seeds, seed_base)
+    drops.add(len(rounds), np.where(np.isin(model.seed, reachable.seed), KEPT, UNREACHABLE),
+              model.seed, model.score)
+    model = reachable
     pieces, scores = finalize(model, seeds, required, opts)
+    final = seeds.gather(model.seed).is_in(pl.Series(pieces, dtype=pl.String)).to_numpy()
+    drops.add(len(rounds), np.where(final, KEPT, FINAL_CUT), model.seed, model.score)
     possible = len(pieces) + opts.meta_pieces
     if opts.hard_vocab_limit and possible < opts.vocab_size:
         raise UnigramError(f"vocabulary size {opts.vocab_size} is too high for this corpus: "
                            f"training finds {possible} pieces (meta pieces included), give "
                            f"a vocabulary size of {possible} or less")
     return UnigramResult(pieces, scores, pl.DataFrame(
-        rounds, schema=["round", "pieces", "after_em", "after_pruning"], orient="row"))
+        rounds, schema=["round", "pieces", "after_em", "after_pruning"], orient="row"),
+        drops.table(seeds))

@@ -31,12 +31,14 @@ from .unigram import (
     META_PIECES,
     UnigramError,
     UnigramOptions,
+    UnigramResult,
     char_totals,
     load_sentences,
     sentencepiece_whitespace,
     train_unigram,
     word_tokens,
 )
+from .unigram_log import UnigramTrace
 
 META = META_PIECES  # SentencePiece's meta pieces: ids 0, 1, 2
 
@@ -62,17 +64,19 @@ def read_lines(inputs: Any, cfg: TrainConfig) -> pl.Series:
     return pl.concat(parts, rechunk=True) if parts else pl.Series("line", [], dtype=pl.String)
 
 
-def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer
-                   ) -> tuple[TrainTables, pl.DataFrame]:
+def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer,
+                   trace: UnigramTrace | None = None) -> tuple[TrainTables, UnigramResult]:
     """The result tables of a Unigram run (`vocab` with each piece's score; `merges` empty;
-    `words` with each distinct word's final segmentation) and the pruning rounds; large
-    blocks come from the heap meanwhile (`malloc.unigram_heap`)."""
+    `words` with each distinct word's final segmentation) and the trainer's result (its
+    `rounds` and `pruned` tables); `trace` is filled with every EM iteration and pruning round
+    (`unigram_log.UnigramTrace`). Large blocks come from the heap meanwhile
+    (`malloc.unigram_heap`)."""
     with unigram_heap():
-        return _unigram_tables(inputs, from_counts, cfg, timer)
+        return _unigram_tables(inputs, from_counts, cfg, timer, trace)
 
 
-def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer
-                    ) -> tuple[TrainTables, pl.DataFrame]:
+def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer,
+                    trace: UnigramTrace | None) -> tuple[TrainTables, UnigramResult]:
     if from_counts is not None:
         raise TokcolumnarValueError("--model unigram trains on sentences: --from-counts (a words "
                                     "table) cannot give its seeds")
@@ -98,7 +102,7 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
         if base is not None:  # the new corpus's own model, whose new pieces are appended
             options = dataclasses.replace(options, hard_vocab_limit=False)
         try:
-            result = train_unigram(sentences, None, options)
+            result = train_unigram(sentences, None, options, trace)
         except UnigramError as e:
             raise TokcolumnarValueError(str(e)) from None
         release_free_heap()  # the lattices' pages, before the tables' word tokens
@@ -135,4 +139,4 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
                                       "right_id": pl.UInt32, "id": pl.UInt32,
                                       "count": pl.UInt64, "score": pl.Float64,
                                       "words": pl.UInt64})
-    return TrainTables(words, merges, vocab), result.rounds
+    return TrainTables(words, merges, vocab), result
