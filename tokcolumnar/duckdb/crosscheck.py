@@ -6,7 +6,8 @@ it prints the first difference and returns 1, or a one-line summary and returns 
 training directories the same way (a test can alter a table and see the difference). BPE and
 WordPiece (`--model wordpiece`, both scorings: `score` compared as exact floats) alike; for
 `--model unigram`, which DuckDB does not train, the words' segmentation by the trained
-vocabulary (`unigram.first_segmentation_difference`)."""
+vocabulary (`unigram.first_segmentation_difference`), then every EM iteration and pruning
+round replayed in SQL on the trainer's own pieces (`unigram_rounds.check_rounds`)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,16 @@ from typing import Any
 import polars as pl
 
 from ..config import TrainConfig
-from ..corpus.sources import expand_inputs
+from ..corpus.sources import expand_inputs, run_scope
 from ..errors import TokcolumnarError
 from ..progress import StageTimer
 from ..training.pipeline import train
+from ..training.unigram_log import UnigramTrace
+from ..training.unigram_pipeline import unigram_tables
+from .engine import SMALL_WORDS, scripts
+from .runner import THREADS_VARIABLE
 from .unigram import first_segmentation_difference
+from .unigram_rounds import check_rounds
 
 # What must agree (docs/architecture.md, "Both engines"): every column of the three tables.
 COLUMNS = {
@@ -181,19 +187,34 @@ def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any 
 
 
 def _crosscheck_unigram(inputs: Any, cfg: TrainConfig, out: Any) -> int:
-    """--model unigram: train with Polars, then segment every distinct word again by the SQL
-    Viterbi of sql/13_unigram_viterbi.sql over the trained vocabulary and compare with the
-    `words` table (the EM rounds and the pruning have no SQL twin yet)."""
+    """--model unigram: train with Polars, recording every EM iteration and pruning round;
+    segment every distinct word again by the SQL Viterbi of sql/13_unigram_viterbi.sql over
+    the trained vocabulary and compare with the `words` table; then replay each EM iteration
+    (sql/14_unigram_em.sql) and pruning round (sql/15_unigram_prune.sql) on the trainer's own
+    pieces and compare (`unigram_rounds`). One line per stage; the first that differs ends
+    the check (1)."""
     timer = StageTimer()
-    with timer.stage("polars"):
-        a = train(inputs, config=cfg)
+    trace = UnigramTrace()
+    with timer.stage("polars"), run_scope():
+        tables, _ = unigram_tables(inputs, None, cfg, StageTimer(), trace)
     with timer.stage("duckdb"):
-        d = first_segmentation_difference(a.words, a.vocab)
+        d = first_segmentation_difference(tables.words, tables.vocab)
     times = f"polars training {timer.seconds['polars']:.2f}s, duckdb Viterbi " \
             f"{timer.seconds['duckdb']:.2f}s"
     if d:
         print(f"MISMATCH: {d} [{times}]", file=out)
         return 1
-    print(f"identical: {a.words.height:,} words segmented alike by the SQL Viterbi over "
-          f"{a.vocab.height:,} pieces; {times}", file=out)
+    print(f"identical: {tables.words.height:,} words segmented alike by the SQL Viterbi over "
+          f"{tables.vocab.height:,} pieces; {times}", file=out)
+    with timer.stage("rounds"), scripts() as sql:
+        few = trace.words is not None and len(trace.words) < SMALL_WORDS
+        if few and not os.environ.get(THREADS_VARIABLE):
+            sql.con.execute("SET threads = 1")  # tiny statements: threads only add overhead
+        for check in check_rounds(sql, trace):
+            if not check.ok:
+                print(f"MISMATCH: {check.line}", file=out)
+                return 1
+            print(check.line, file=out, flush=True)
+    print(f"identical: {len(trace.em):,} EM iterations and {len(trace.prunes):,} pruning "
+          f"rounds replayed in SQL; duckdb {timer.seconds['rounds']:.2f}s", file=out)
     return 0
