@@ -65,6 +65,11 @@ class Options:
 class Result:
     pieces: list[tuple[str, float]]  # the final pieces (meta pieces not included), in id order
     rounds: list[list[tuple[str, float]]] = field(default_factory=list)  # pieces after each EM
+    # round: the seeds, the pieces after each round's EM iterations, each round's candidates'
+    # losses (piece -> float32 loss): what the trainer's pruned table must reflect
+    seeds: list[tuple[str, float]] = field(default_factory=list)
+    em_rounds: list[list[tuple[str, float]]] = field(default_factory=list)
+    losses: list[dict[str, float]] = field(default_factory=list)
 
 
 def normalize_identity(line: str) -> str:
@@ -461,7 +466,9 @@ def run_m_step(model: Model, expected: list[float]) -> list[tuple[str, float]]:
     return [(p, f32(digamma(v) - logsum)) for p, v in kept]
 
 
-def prune(model: Model, words, desired: int, opts: Options) -> list[tuple[str, float]]:
+def prune(model: Model, words, desired: int, opts: Options,
+          losses: dict[str, float] | None = None) -> list[tuple[str, float]]:
+    """PruneSentencePieces; `losses`, when given, receives every candidate's loss."""
     pieces = model.pieces
     size = len(pieces)
     always_keep = [True] * size
@@ -511,6 +518,8 @@ def prune(model: Model, words, desired: int, opts: Options) -> list[tuple[str, f
         big_f = f32(freq[i] / total)  # the piece's share of the tokens
         loss = f32(big_f * f32(logprob_sp - logprob_alt))
         candidates.append((i, loss))
+        if losses is not None:
+            losses[pieces[i][0]] = loss
     pruned_size = max(desired, int(f32(f32(opts.shrinking_factor) * f32(size))))
     for i, _ in sorted(candidates, key=lambda c: (-c[1], c[0])):
         if len(new_pieces) == pruned_size:
@@ -560,16 +569,19 @@ def finalize(model: Model, required: dict[str, int], opts: Options) -> list[tupl
 def train(lines: list[str], opts: Options, normalize=normalize_identity) -> Result:
     sentences, required = load_sentences(lines, opts, normalize)
     model = Model(seed_pieces(sentences, opts))
+    seeds = list(model.pieces)
     words = split_by_whitespace(sentences) if opts.split_by_whitespace else sentences
     desired = int(opts.vocab_size * 1.1)
-    rounds = []
+    rounds, em_rounds, losses = [], [], []
     while True:
         for _ in range(opts.num_sub_iterations):
             expected = run_e_step(model, words, opts.num_threads)
             model = Model(run_m_step(model, expected))
-        model = Model(prune(model, words, desired, opts))
+        em_rounds.append(list(model.pieces))
+        losses.append({})
+        model = Model(prune(model, words, desired, opts, losses[-1]))
         rounds.append(list(model.pieces))
         if len(model.pieces) <= desired:
             break
     model = Model(prune_unreachable(model))
-    return Result(finalize(model, required, opts), rounds)
+    return Result(finalize(model, required, opts), rounds, seeds, em_rounds, losses)

@@ -115,7 +115,7 @@ def compare_em(step: EMStep, trace: UnigramTrace, sql_frame: pl.DataFrame) -> St
     pieces = trace.pieces(step.seeds)
     ours = trace.pieces(step.seeds_after)
     kept_sql = sql_frame.get_column("score").is_not_null().to_numpy()
-    kept_ours = pieces.is_in(ours).to_numpy()
+    kept_ours = np.isin(step.seeds, step.seeds_after)
     expected = sql_frame.get_column("expected").to_numpy()
     differ = np.flatnonzero(kept_sql != kept_ours)
     near = np.abs(expected[differ] - 0.5) <= EXPECTED_TOL * 0.5
