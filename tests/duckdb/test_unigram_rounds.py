@@ -272,7 +272,7 @@ def test_sql_comparisons_catch_a_difference(botchan_4000) -> None:
 @pytest.mark.parametrize("name,vocab", heavy(
     [("en_botchan.txt", 2000), ("zh_hongloumeng_300k.txt", 4000)],
     # every round replayed: ~20 s at 2,000 pieces (4 rounds); the Chinese novel's words are
-    # whole lines (~2 minutes). The fast tier has botchan at 4,000 (one round):
+    # whole lines (~4 CPU-minutes). The fast tier has botchan at 4,000 (one round):
     # tests/duckdb/test_unigram_sql.py::test_crosscheck_command
     full=lambda v: v[0] == "en_botchan.txt", fast=lambda v: False, multi=True))
 def test_crosscheck_replays_every_round(name: str, vocab: int) -> None:
