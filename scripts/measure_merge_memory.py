@@ -124,6 +124,7 @@ def main() -> None:
         for cls, name in ((trainer, "_gather"), (trainer, "_bounds"), (trainer, "_revive"),
                           (trainer, "_sweep"),
                           (trainer, "_queue_new_pairs"), (bpe.QueueEntries, "compact"),
+                          (passes.KeySums, "_fold"),
                           (bpe.PairCounts, "_rebuild"), (bpe.PairCounts, "add")):
             setattr(cls, name, stages.staged(f"loop.{name}", getattr(cls, name)))
         polars_engine.result_tables = stages.staged("tables", polars_engine.result_tables)

@@ -476,15 +476,13 @@ class BpeTrainer:
         starts[1:] = (word[1:] != word[:-1]) | (member[1:] != member[:-1])
         words = np.bincount(member[starts], minlength=n_members).tolist()
         del starts
-        weight = self.layout.word_count[word]
-        del word
         if n_members == 1:  # one id each: no per-position copies of them
             keys, sums, new_pairs = summed_merge_pass(
                 self.layout, pos, int(left[0]), int(right[0]), int(new[0]),
-                allowed=self._length_filter(), weight=weight)
+                allowed=self._length_filter(), word=word)
         else:
             keys, sums, new_pairs = summed_merge_pass(self.layout, pos, left, right, new,
-                                                      member, self._length_filter(), weight)
+                                                      member, self._length_filter(), word)
         # one vectorised update of the table for all changes (summed per pair)
         counts = self.pair_counts.add(keys, sums)
         if new_pairs is not None:

@@ -7,9 +7,11 @@ key and an int64 count) at a load of at most `MAX_LOAD`, ~25-45 bytes per pair, 
 *narrow* form: with every id below 2**16 - 1 (a vocabulary of up to 65,534 tokens) a key is
 stored as `left << 16 | right` in a uint32, and counts are int32 until one reaches 2**31
 (then the counts widen to int64, once). 100 MB of Chinese at 30k: ~270 MB less. Linear probing
-with a Fibonacci hash of the key; a whole array of keys is looked up or inserted in a few NumPy
-rounds (each round advances every unresolved key by one slot), so a pass's changes cost a
-handful of array calls, not one dict operation each.
+with a Fibonacci hash of the key mapped onto any number of slots (`_home`), so a rebuilt table
+is sized to its pairs, not rounded up to a power of two (up to 2x the slots: 100 MB of Chinese,
+~70 MB); a whole array of keys is looked up or inserted in a few NumPy rounds (each round
+advances every unresolved key by one slot), so a pass's changes cost a handful of array calls,
+not one dict operation each.
 
 Keys are never removed one by one: a pair whose count falls to 0 keeps its slot (it reads as
 0, as an absent key does), and when the used slots pass `MAX_LOAD` the table is rebuilt with the
@@ -34,7 +36,8 @@ M64 = (1 << 64) - 1
 MAX_LOAD = 0.7
 #: After a rebuild the live pairs fill at most this share of the slots.
 REBUILD_LOAD = 0.45
-MIN_BITS = 10
+#: The fewest slots a table has.
+MIN_SLOTS = 1 << 10
 #: Keys left unresolved after the array rounds are probed one by one below this many.
 SCALAR_MAX = 32
 #: A rebuild (and `from_arrays`) inserts this many keys at a time: `_slots`' temporaries are
@@ -65,12 +68,9 @@ def wide_keys(narrow: np.ndarray) -> np.ndarray:
     return wide_key(narrow.astype(np.int64))
 
 
-def _bits_for(n: int, load: float) -> int:
-    """The smallest power of two (as its exponent) holding `n` keys at `load`."""
-    bits = MIN_BITS
-    while (1 << bits) * load < n:
-        bits += 1
-    return bits
+def _slots_for(n: int, load: float) -> int:
+    """The slots holding `n` keys at `load` (a multiple of 1,024, at least `MIN_SLOTS`)."""
+    return max(MIN_SLOTS, -(-int(n / load) // 1024) * 1024)
 
 
 class PairCounts:
@@ -82,15 +82,13 @@ class PairCounts:
         self.narrow = narrow
         self.empty = NARROW_EMPTY if narrow else EMPTY
         self.count_dtype = np.int32 if narrow else np.int64
-        self._allocate(_bits_for(expected, REBUILD_LOAD))
+        self._allocate(_slots_for(expected, REBUILD_LOAD))
 
-    def _allocate(self, bits: int) -> None:
-        self.bits = bits
-        self.mask = (1 << bits) - 1
-        self.shift = np.uint64(64 - bits)
+    def _allocate(self, size: int) -> None:
+        self.size = size  # slots (below 2**32: `_home`)
         # (in files of the work directory when the loop runs on disk: `ondisk`)
-        self.keys = ondisk.full(1 << bits, self.empty, np.uint32 if self.narrow else np.int64)
-        self.counts = ondisk.full(1 << bits, 0, self.count_dtype)
+        self.keys = ondisk.full(size, self.empty, np.uint32 if self.narrow else np.int64)
+        self.counts = ondisk.full(size, 0, self.count_dtype)
         self.used = 0  # slots holding a key (live or at count 0)
 
     def __len__(self) -> int:
@@ -108,16 +106,22 @@ class PairCounts:
         return narrow_keys(keys) if self.narrow else keys
 
     def _home(self, keys: np.ndarray) -> np.ndarray:
-        """Each stored key's first slot (int64)."""
+        """Each stored key's first slot (int64): the top 32 bits of its Fibonacci hash, scaled
+        to the table's size (`hash32 * size >> 32`, Lemire's multiply-shift range reduction:
+        no power-of-two size needed)."""
         wide = keys.astype(np.uint64) if self.narrow else keys.view(np.uint64)
-        return ((wide * GOLDEN) >> self.shift).astype(np.int64)
+        home = wide * GOLDEN
+        home >>= np.uint64(32)
+        home *= np.uint64(self.size)
+        home >>= np.uint64(32)
+        return home.astype(np.int64)
 
     def _slots(self, keys: np.ndarray, insert: bool) -> np.ndarray:
         """The slot of each of `keys` (distinct, stored form: `_stored`): -1 for a missing key,
         or, with `insert`, a new slot claimed for it. Array rounds while many keys are
         unresolved; the last few (the long probe chains) one by one in Python, cheaper than
         more rounds."""
-        table, mask, empty = self.keys, self.mask, self.empty
+        table, size, empty = self.keys, self.size, self.empty
         slots = np.full(keys.size, -1, dtype=np.int64)
         pending = np.arange(keys.size)  # indexes into `keys` not resolved yet
         probe = self._home(keys)
@@ -139,7 +143,8 @@ class PairCounts:
                 done[np.flatnonzero(free)[~won]] = False
             rest = ~done
             pending, want = pending[rest], want[rest]
-            probe = (probe[rest] + 1) & mask
+            probe = probe[rest] + 1
+            probe[probe == size] = 0
         # the stragglers: a Python probe each
         for i, key, slot in zip(pending.tolist(), want.tolist(), probe.tolist()):
             while True:
@@ -153,7 +158,7 @@ class PairCounts:
                     else:
                         slot = -1
                     break
-                slot = (slot + 1) & mask
+                slot = slot + 1 if slot + 1 < size else 0
             slots[i] = slot
         return slots
 
@@ -164,25 +169,25 @@ class PairCounts:
 
     def get(self, key: int) -> int:
         """One key's count (a Python loop: cheaper than array calls for one key)."""
-        table, mask = self.keys, self.mask
+        table, size = self.keys, self.size
         if self.narrow:
             key = narrow_key(key)
-        slot = (((key * 0x9E3779B97F4A7C15) & M64) >> (64 - self.bits))
+        slot = ((((key * 0x9E3779B97F4A7C15) & M64) >> 32) * size) >> 32  # `_home`
         while True:
             held = table.item(slot)
             if held == key:
                 return self.counts.item(slot)
             if held == self.empty:
                 return 0
-            slot = (slot + 1) & mask
+            slot = slot + 1 if slot + 1 < size else 0
 
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
         """`counts[key] += delta` for distinct `keys`; returns the new counts."""
         keys = self._stored(keys)
-        if self.used + keys.size >= (1 << self.bits):
+        if self.used + keys.size >= self.size:
             # maybe not a free slot for every key: make room for those not in the table
             missing = int(np.count_nonzero(self._slots(keys, insert=False) < 0))
-            if self.used + missing > MAX_LOAD * (1 << self.bits):
+            if self.used + missing > MAX_LOAD * self.size:
                 self._rebuild(missing)
         slots = self._slots(keys, insert=True)
         counts = self.counts[slots].astype(np.int64)
@@ -190,7 +195,7 @@ class PairCounts:
         if self.count_dtype == np.int32 and counts.size and int(counts.max()) > NARROW_COUNT_MAX:
             self._widen_counts()
         self.counts[slots] = counts
-        if self.used > MAX_LOAD * (1 << self.bits):  # most keys of a pass exist: check after
+        if self.used > MAX_LOAD * self.size:  # most keys of a pass exist: check after
             self._rebuild(0)
         return counts
 
@@ -211,7 +216,7 @@ class PairCounts:
         keys, counts = self.keys[live], self.counts[live]
         del live
         self.keys = self.counts = np.zeros(0, dtype=np.int64)  # free the old arrays first
-        self._allocate(_bits_for(keys.size + extra, REBUILD_LOAD))
+        self._allocate(_slots_for(keys.size + extra, REBUILD_LOAD))
         self._insert(keys, counts)
 
     def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:

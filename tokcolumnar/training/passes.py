@@ -439,10 +439,12 @@ SummedPass = tuple[np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray, np.nda
 def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
                       right: np.ndarray | int, new: np.ndarray | int,
                       member: np.ndarray | None = None, allowed: PairFilter = None,
-                      weight: np.ndarray | None = None) -> SummedPass:
+                      word: np.ndarray | None = None) -> SummedPass:
     """`merge_pass` with its changes summed per pair and its new pairs sorted. `left`, `right`
     and `new` are one id each, or (with `member`, the member index of each position) one per
-    member.
+    member. `word`: the word of each position (int32), when the caller has them; the weights
+    are read from them a chunk at a time (the int64 weights of a whole large pass were 8 bytes
+    per position on the loop's peak: 100 MB of byte-level Chinese, ~300 MB).
 
     A pass over more than `PASS_CHUNK` positions merges them in chunks, in ascending position
     order: a merged occurrence's left neighbour is at a smaller position, so it is merged (in
@@ -451,21 +453,24 @@ def summed_merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     `merge_pass` over the whole pass, chunk by chunk. Each chunk's changes are summed and its
     new pairs sorted at once, so the pass holds only those (few distinct pairs, 4 bytes per new
     pair) beyond one chunk's temporaries."""
+    def weights(part: slice) -> np.ndarray | None:
+        return None if word is None else layout.word_count[word[part]]
+
     if pos.size <= PASS_CHUNK:
         return _summed(merge_pass(layout, pos, _of(left, member), _of(right, member),
-                                  _of(new, member), allowed, weight))
+                                  _of(new, member), allowed, weights(slice(None))))
     if member is not None and not bool((pos[1:] > pos[:-1]).all()):
         order = np.argsort(pos, kind="stable")
         pos, member = pos[order], member[order]
-        if weight is not None:
-            weight = weight[order]
+        if word is not None:
+            word = word[order]
         del order
     sums = KeySums()
     made: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, pos.size, PASS_CHUNK):
         chunk = pos[start:start + PASS_CHUNK]
         m = None if member is None else member[start:start + PASS_CHUNK]
-        w = None if weight is None else weight[start:start + PASS_CHUNK]
+        w = weights(slice(start, start + PASS_CHUNK))
         keys, counts, new_pairs = _summed(merge_pass(layout, chunk, _of(left, m),
                                                      _of(right, m), _of(new, m), allowed, w))
         sums.add(keys, counts)
