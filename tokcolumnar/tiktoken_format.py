@@ -12,6 +12,7 @@ tiktoken is optional: only `to_tiktoken` imports it."""
 from __future__ import annotations
 
 import base64
+import binascii
 from typing import Any, Protocol
 
 from .errors import TokcolumnarValueError
@@ -71,7 +72,8 @@ def tiktoken_ranks(tokenizer: Tokenizer) -> dict[bytes, int]:
 
 def tiktoken_text(ranks: dict[bytes, int]) -> str:
     """`tokenizer.tiktoken`'s text: `base64 rank` lines by rank."""
-    return "".join(f"{base64.b64encode(b).decode('ascii')} {r}\n"
+    encode = binascii.b2a_base64  # (what `base64.b64encode` calls, without its checks)
+    return "".join(f"{encode(b, newline=False).decode('ascii')} {r}\n"
                    for b, r in sorted(ranks.items(), key=lambda kv: kv[1]))
 
 

@@ -53,12 +53,22 @@ def byte_map_bytes(data: bytes) -> str:
     return "".join(BYTES_TO_UNICODE[b] for b in data)
 
 
+#: `str.translate`'s table from the byte characters to the code points 0-255 of their bytes;
+#: a code point below 256 that is not a byte character goes to U+FFFF (no byte), so that a
+#: token holding one fails to encode as Latin-1, as any character outside the alphabet does.
+_TO_BYTE_POINTS = {ord(c): b for c, b in UNICODE_TO_BYTES.items()} | {
+    p: 0xFFFF for p in range(256) if chr(p) not in UNICODE_TO_BYTES}
+
+
 def token_bytes(token: str) -> bytes:
     """The bytes a token stands for, as HF's ByteLevel decoder reads it: the byte of each
-    character when every character is in the alphabet, else the token's own UTF-8 bytes."""
+    character when every character is in the alphabet, else the token's own UTF-8 bytes.
+    (The characters become the code points of their bytes and those are encoded as
+    Latin-1, both in C: a generator over the characters took ~0.1-0.2 s of a 30k
+    vocabulary's export.)"""
     try:
-        return bytes(UNICODE_TO_BYTES[c] for c in token)
-    except KeyError:
+        return token.translate(_TO_BYTE_POINTS).encode("latin-1")
+    except UnicodeEncodeError:
         return token.encode("utf-8")
 
 

@@ -574,28 +574,25 @@ class BpeTrainer:
         `sort_new_pairs` gives them); `changed` (ascending) are the pairs whose counts the
         pass changed (every new pair among them) and `changed_counts` their counts."""
         positions, key_arr, bounds = new_pairs
-        new_keys = key_arr.tolist()
         count_arr = changed_counts[np.searchsorted(changed, key_arr)]
-        counts = count_arr.tolist()
         first_entry = self.entries.add_base(positions, key_arr, bounds)
         if self.hf_semantics:
+            queued = count_arr > 0
             if self.threshold > 1:  # pairs below the threshold go to the cold store
-                cold = (count_arr > 0) & (count_arr < self.threshold)
+                cold = queued & (count_arr < self.threshold)
                 if cold.any():
                     idx = np.flatnonzero(cold)
                     self.cold.append((first_entry >> 24, idx.astype(np.uint32),
                                       self._cold_counts(count_arr[idx])))
-                    counts = np.where(cold, 0, count_arr).tolist()
+                    queued &= ~cold
             if self.reused_token_in_pass and self.cold:  # a re-created token: its pairs may
                 self._revive(0, only=key_arr)  # be cold
-            heap, push = self.heap, heapq.heappush
-            for i, (key, c) in enumerate(zip(new_keys, counts)):
-                if c <= 0:
-                    continue
-                entry = first_entry + i
-                self._add_entry(key, entry)
-                push(heap, ((CMAX - c) << 128) | (key << 64) | entry)
+            index = np.flatnonzero(queued)
+            # a pass that made only new tokens: no pair holding one has an entry yet
+            self._queue_entries(key_arr[index], first_entry + index, count_arr[index],
+                                fresh=not self.reused_token_in_pass)
             return
+        new_keys, counts = key_arr.tolist(), count_arr.tolist()
         for i, (key, c) in enumerate(zip(new_keys, counts)):
             if c <= 0:
                 continue
@@ -684,29 +681,43 @@ class BpeTrainer:
             self._queue_revived(np.concatenate(moved_keys), np.concatenate(moved_entries))
 
     def _queue_revived(self, keys: np.ndarray, entries: np.ndarray) -> None:
-        """Queue revived entries (`keys`: their pairs) at their pairs' current counts: pushed
-        one by one into a large heap, or added and the heap remade (`heapify`, linear) when
-        they are many beside it. Items are distinct ints, so the queue's order is the
-        same either way."""
+        """Queue revived entries (`keys`: their pairs) at their pairs' current counts."""
         # distinct keys for the table (a pair can wait in the cold store with several
         # entries)
         unique, inverse = np.unique(keys, return_inverse=True)
-        current = self.pair_counts.get_many(unique)[inverse].tolist()
-        items = []
-        entries_of_pair, add_entry = self.entries_of_pair, self._add_entry
-        for key, entry, c in zip(keys.tolist(), entries.tolist(), current):
-            if key in entries_of_pair:
-                add_entry(key, entry)
-            else:  # (`_add_entry`'s usual case, inlined: this loop runs per revived pair)
-                entries_of_pair[key] = entry
-            items.append(((CMAX - c) << 128) | (key << 64) | entry)
+        self._queue_entries(keys, entries, self.pair_counts.get_many(unique)[inverse],
+                            fresh=False)
+
+    def _queue_entries(self, keys: np.ndarray, entries: np.ndarray, counts: np.ndarray,
+                       fresh: bool) -> None:
+        """Queue entries (tie-break `id`) of pairs `keys` at `counts` (arrays, in order), as
+        live entries of their pairs (`fresh`: none of the pairs has one yet). Their heap items
+        are made in one comprehension and pushed one by one into a large heap, or added and
+        the heap remade (`heapify`, linear) when they are many beside it; items are distinct
+        ints, so the queue's order is the same either way. (A loop of `_add_entry` and
+        `heappush` per entry took ~1 us more per new pair: medium/en byte-level at 30k
+        queues ~177k.)"""
+        keys_l, entries_l = keys.tolist(), entries.tolist()
+        entries_of_pair = self.entries_of_pair
+        if fresh:
+            entries_of_pair.update(zip(keys_l, entries_l))
+        else:
+            add_entry = self._add_entry
+            for key, entry in zip(keys_l, entries_l):
+                if key in entries_of_pair:
+                    add_entry(key, entry)
+                else:  # (`_add_entry`'s usual case, inlined)
+                    entries_of_pair[key] = entry
+        items = [((CMAX - c) << 128) | (key << 64) | entry
+                 for key, entry, c in zip(keys_l, entries_l, counts.tolist())]
         heap = self.heap
         if len(items) * 8 >= len(heap):
             heap.extend(items)
             heapq.heapify(heap)
         else:
+            push = heapq.heappush
             for item in items:
-                heapq.heappush(heap, item)
+                push(heap, item)
 
     def _sweep(self) -> None:
         """Drop the initial base's stale positions (`QueueEntries.sweep`): most of the loop's
