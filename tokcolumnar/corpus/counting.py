@@ -94,9 +94,6 @@ def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokeniz
         distinct = pl.select(pl.when(prefixed).then(pl.lit(prefix) + distinct)
                              .otherwise(distinct)).to_series()
     # the regex on the distinct chunks only (a null chunk has no pieces)
-    flat = pretokenizer.split_flat(distinct)
-    if flat is not None:
-        return _count_flat_pieces(*flat, counts, codes, first_at, first_seen_offset)
     pieces = distinct.to_frame("chunk").select(pretokenizer.split_expr(pl.col("chunk"))
                                                .fill_null([]).alias("word")).to_series()
     n_pieces = pieces.list.len().to_numpy().astype(np.uint64)
@@ -117,37 +114,6 @@ def _count_by_chunks(texts: pl.Series, chunks: pl.Expr, pretokenizer: PreTokeniz
     part = table.lazy().explode("word", "index").drop_nulls("word").group_by("word").agg(
         pl.col("count").sum(), (pl.col("start") + pl.col("index")).min().alias("first_seen")
     ).collect()
-    return part, n
-
-
-def _count_flat_pieces(n_pieces: np.ndarray, pieces: pl.Series, counts: np.ndarray,
-                       codes: np.ndarray, first_at: np.ndarray, first_seen_offset: int | None
-                       ) -> tuple[pl.DataFrame, int]:
-    """The end of `_count_by_chunks` from the distinct chunks' pieces given flat
-    (`PreTokenizer.split_flat`: `n_pieces` per chunk, `pieces` in chunk order): each piece
-    takes its chunk's count and first position plus its index in the chunk, with no list per
-    chunk built and exploded (medium/en byte-level: ~20 of ~150-185 ms per 2 MiB batch)."""
-    n_pieces = n_pieces.astype(np.int64, copy=False)
-    n = int(np.dot(n_pieces.astype(np.uint64), counts.astype(np.uint64)))
-    table = pl.DataFrame({"word": pieces,
-                          "count": np.repeat(counts.astype(np.uint64), n_pieces)})
-    if first_seen_offset is None:
-        part = table.lazy().drop_nulls("word").group_by("word").agg(
-            pl.col("count").sum()).collect()
-        return part, n
-    # each chunk's first position, as `_count_by_chunks` finds it
-    per_occurrence = n_pieces.astype(np.uint32)[codes]
-    ends = np.cumsum(per_occurrence, dtype=np.uint64)
-    starts = ends[first_at] - per_occurrence[first_at] + np.uint64(first_seen_offset)
-    del per_occurrence, ends
-    # each piece's index in its chunk: its place in the flat list minus its chunk's first
-    chunk_first = (np.cumsum(n_pieces) - n_pieces).astype(np.uint64)
-    first_seen = np.arange(len(pieces), dtype=np.uint64)
-    first_seen -= np.repeat(chunk_first, n_pieces)
-    first_seen += np.repeat(starts, n_pieces)
-    part = table.with_columns(pl.Series("first_seen", first_seen)).lazy().drop_nulls(
-        "word").group_by("word").agg(pl.col("count").sum(), pl.col("first_seen").min()
-                                     ).collect()
     return part, n
 
 

@@ -284,13 +284,6 @@ class PreTokenizer:
         the expression; None otherwise (the caller runs the expression)."""
         return None
 
-    def split_flat(self, texts: pl.Series) -> tuple[np.ndarray, pl.Series] | None:
-        """`split_expr` of every text, flat (the number of pieces of each text and all the
-        pieces in order), when the pre-tokenizer has a kernel faster than the expression;
-        None otherwise. The counter's use (`corpus.counting`): no list per text is built
-        and exploded."""
-        return None
-
     def pieces_expr(self, pieces: pl.Expr, original: pl.Expr) -> pl.Expr:
         """Apply to each piece of a list[str] expression (inside a Sequence) and flatten."""
         return pieces.list.eval(self.expr(pl.element()).explode().drop_nulls())
@@ -424,11 +417,6 @@ class ByteLevel(PreTokenizer):
         if self.add_prefix_space:
             texts = texts.to_frame("text").select(self._prefixed(pl.col("text"))).to_series()
         return gpt2_pieces(texts, refuse=(ord(_MARK), ord(_ESC_MARK)))
-
-    def split_flat(self, texts: pl.Series) -> tuple[np.ndarray, pl.Series] | None:
-        """`encode_split_flat`: the encoder's pieces are `split_expr`'s here (this class's
-        and `PatternByteLevel`'s)."""
-        return self.encode_split_flat(texts)
 
     def chunk_expr(self, col: pl.Expr) -> pl.Expr | None:
         """Each line cut before every ASCII space (which the next chunk stands for, see
