@@ -587,7 +587,8 @@ class KeySums:
     """Per-key sums added part by part (each part's keys distinct), folded as they come: the
     parts are summed into one whenever those added since the last fold outnumber its keys.
     So the parts held stay within about twice the distinct keys (plus the last part), and
-    each key is summed O(log) times at most. (The parts of a large pass held whole until its
+    each fold sums more new keys than it carries over: all folds together sum at most about
+    twice the keys added. (The parts of a large pass held whole until its
     end were its peak: 100 MB of byte-level Chinese, ~300 MB above the loop's state.)
 
     >>> sums = KeySums()
