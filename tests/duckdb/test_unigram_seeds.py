@@ -6,7 +6,9 @@ rounding) on real corpora and on Hypothesis corpora under every validity option,
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -18,6 +20,9 @@ from tests.models.test_unigram_oracle import corpora
 from tests.support.corpora import corpus
 from tests.support.examples import examples
 from tests.support.markers import tiered
+from tests.training.test_unigram import CLI_LINES
+from tokcolumnar.config import TrainConfig
+from tokcolumnar.duckdb import crosscheck as cc
 from tokcolumnar.duckdb.engine import scripts
 from tokcolumnar.duckdb.runner import Scripts
 from tokcolumnar.duckdb.unigram_seeds import compare_seeds, sql_seeds
@@ -127,3 +132,61 @@ def test_seeds_on_generated_corpora(sql: Scripts, lines: list[str], counts: list
                              seed_sentencepiece_size=size, character_coverage=coverage)
     sentences, weights = seeding_input(lines, np.array(counts, np.int64), opts)
     assert_as_trainer(sql, sentences, weights, opts)
+
+
+# --- the crosscheck's stage ------------------------------------------------------------------
+
+def altered(kind: str, table: pl.DataFrame) -> pl.DataFrame:
+    """The trainer's seed table with one deliberate difference."""
+    n = table.height
+    if kind == "swap":  # the last two seeds in each other's place
+        order = list(range(n - 2)) + [n - 1, n - 2]
+        return table[order]
+    if kind == "drop":  # the last seed left out
+        return table.head(n - 1)
+    if kind == "value":  # a value off by one
+        return table.with_columns(pl.when(pl.int_range(n) == n - 1).then(pl.col("value") + 1)
+                                  .otherwise(pl.col("value")).alias("value"))
+    assert kind == "score"  # a score 3 float32 steps off
+    score = table["score"].to_numpy().copy()
+    for _ in range(3):
+        score[-1] = np.nextafter(score[-1], np.float32(0))
+    return table.with_columns(pl.Series("score", score, dtype=pl.Float32))
+
+
+def run_crosscheck(tmp_path: Path) -> tuple[int, list[str]]:
+    src = tmp_path / "in.txt"
+    src.write_text("".join(line + "\n" for line in CLI_LINES), encoding="utf-8")
+    out = io.StringIO()
+    code = cc.crosscheck([str(src)], TrainConfig(model="unigram", vocab_size=45,
+                                                 pre_tokenizer="metaspace"), out=out)
+    return code, out.getvalue().splitlines()
+
+
+def test_crosscheck_compares_the_seeds_first(tmp_path: Path) -> None:
+    code, lines = run_crosscheck(tmp_path)
+    assert code == 0, lines
+    assert lines[1].startswith("identical: seeds: ")
+    assert "in the same order with the same values" in lines[1]
+    assert " EM iteration 0: " in lines[2]
+    assert lines[-1].startswith("identical: the seeds, ")
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("swap", "2 of "), ("drop", "seeds (trainer) vs"), ("value", "1 values differ"),
+    ("score", "float32 steps apart")])
+def test_crosscheck_fails_on_altered_seeds(tmp_path: Path, monkeypatch, kind: str,
+                                           message: str) -> None:
+    """The trainer trains on a seed table with one difference: the seeds' line is a MISMATCH
+    naming it, no later stage runs, exit 1."""
+    seed_pieces = ug.seed_pieces
+
+    def altered_seeds(*args, **kwargs) -> pl.DataFrame:  # noqa: ANN002, ANN003
+        return altered(kind, seed_pieces(*args, **kwargs))
+
+    monkeypatch.setattr(ug, "seed_pieces", altered_seeds)
+    code, lines = run_crosscheck(tmp_path)
+    assert code == 1, lines
+    assert lines[0].startswith("identical: ") and "segmented alike" in lines[0]
+    assert len(lines) == 2 and lines[1].startswith("MISMATCH: seeds: "), lines
+    assert message in lines[1]
