@@ -26,8 +26,10 @@
 -- tokcolumnar/text/unicode_scripts.py: 687 ranges); a code point in none is `Common`,
 -- Hiragana, Katakana and U+30FC count as `Han`, an `Inherited` character (a combining mark)
 -- takes the script before it (it is skipped), `▁` has none, and with `split_by_number` off a
--- digit matches any script (and so does the next character). Validity only gets lost as a
--- span grows, so each start position has a longest valid span (its end: `stop`).
+-- digit matches any script (and resets it: the character after a digit matches any script
+-- too). (A word holds `▁` only first, so that rule never cuts a span here: it is kept as
+-- SentencePiece's.) Validity only gets lost as a span grows, so each start position has a
+-- longest valid span (its end: `stop`).
 --
 -- In:  tc_sd_sentences(i BIGINT, sentence VARCHAR, cnt BIGINT): the sentences the trainer
 --      seeds from (normalized, `▁` for spaces, meta pieces as U+001F, characters outside the

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.models.test_unigram_oracle import corpora
+from tests.models.test_unigram_oracle import ALPHABETS
 from tests.support.corpora import corpus
 from tests.support.examples import examples
 from tests.support.markers import tiered
@@ -31,6 +31,19 @@ from tokcolumnar.training import unigram as ug
 pytestmark = pytest.mark.duckdb
 
 DEFAULT_SIZE = ug.UnigramOptions().seed_sentencepiece_size
+# the oracle's alphabets, and: a 4-byte character and U+001F (a meta piece's mark), full-width
+# and ASCII digits with the prolonged sound mark (Han) and Katakana, Greek with a comma and a
+# combining mark
+SEED_ALPHABETS = [*ALPHABETS, "a🎉\x1f ", "１2ーア ", "aΩ,\u0301 "]
+
+
+@st.composite
+def corpora(draw) -> list[str]:
+    alphabet = draw(st.sampled_from(SEED_ALPHABETS))
+    lines = draw(st.lists(st.text(alphabet=alphabet, max_size=14), min_size=1, max_size=12))
+    if not any(line.strip(" ▁") for line in lines):  # SentencePiece needs one character
+        lines.append(alphabet[0] * 3)
+    return lines
 
 
 def seeding_input(lines: list[str], counts: np.ndarray | None, opts: ug.UnigramOptions
@@ -124,9 +137,9 @@ def test_seeds_on_real_corpora(sql: Scripts, name: str, split_digits: bool) -> N
 def test_seeds_on_generated_corpora(sql: Scripts, lines: list[str], counts: list[int],
                                     split_digits: bool, by_script: bool, by_number: bool,
                                     max_len: int, size: int, coverage: float) -> None:
-    """Small alphabets (repeats, ties, `▁` in the text, digits, commas, kana, a combining
-    mark), sentence counts, every validity option, short pieces, tight cuts, rare
-    characters as `▅`."""
+    """Small alphabets (repeats, ties, `▁` in the text, digits, commas, kana, combining
+    marks, a 4-byte character, U+001F), sentence counts, every validity option, short pieces,
+    tight cuts, rare characters as `▅`."""
     opts = ug.UnigramOptions(split_digits=split_digits, split_by_unicode_script=by_script,
                              split_by_number=by_number, max_sentencepiece_length=max_len,
                              seed_sentencepiece_size=size, character_coverage=coverage)
