@@ -23,8 +23,9 @@
 --      $unk_id, $unk_score: the unknown piece's id and score; $max_len: the longest piece,
 --      in characters; $byte_fallback: whether an unknown character is its bytes' pieces.
 -- Out: tc_best (`first`, then `step` for $k = 1, 2, ... up to the longest word, run by the
---      caller), then tc_segmentation (`segmentation`): w, ids INTEGER[], every word's piece
---      ids.
+--      caller) and the view tc_best_path(w, s, id) over it (`lattice`: the nodes of each
+--      word's best path), then tc_segmentation (`segmentation`): w, ids INTEGER[], every
+--      word's piece ids.
 
 -- name: lattice
 CREATE OR REPLACE TEMP TABLE tc_starts AS
@@ -47,6 +48,20 @@ FROM tc_starts st ANTI JOIN tc_pieces p ON p.piece = substring(st.word, st.s + 1
 CREATE OR REPLACE TEMP TABLE tc_best (
     w BIGINT, e INTEGER, best DOUBLE, s INTEGER, id INTEGER);
 
+-- the nodes (w, s, id) of every word's best path, read back from its last character once the
+-- steps have filled tc_best (a view: read by `segmentation`, and by stage 15's `freq`)
+CREATE OR REPLACE TEMP VIEW tc_best_path AS
+WITH RECURSIVE path AS (
+    SELECT b.w, b.s, b.id
+    FROM tc_best b JOIN tc_uwords u ON u.w = b.w AND b.e = length(u.word)
+    WHERE b.e > 0
+    UNION ALL
+    SELECT b.w, b.s, b.id
+    FROM path p JOIN tc_best b ON b.w = p.w AND b.e = p.s
+    WHERE b.e > 0
+)
+SELECT w, s, id FROM path;
+
 -- name: first
 -- the beginning of each word: score 0, no piece
 INSERT INTO tc_best SELECT w, 0, 0.0, -1, -1 FROM tc_uwords;
@@ -66,17 +81,8 @@ GROUP BY r.w, r.e;
 
 -- name: segmentation
 CREATE OR REPLACE TEMP TABLE tc_segmentation AS
-WITH RECURSIVE
-    -- read back from each word's last character
-    path AS (
-        SELECT b.w, b.s, b.id
-        FROM tc_best b JOIN tc_uwords u ON u.w = b.w AND b.e = length(u.word)
-        WHERE b.e > 0
-        UNION ALL
-        SELECT b.w, b.s, b.id
-        FROM path p JOIN tc_best b ON b.w = p.w AND b.e = p.s
-        WHERE b.e > 0
-    ),
+WITH
+    path AS (SELECT w, s, id FROM tc_best_path),
     -- each node with its left neighbour's id: consecutive unknown characters are one unknown
     -- token (SentencePiece's and HF's fusing), unless byte fallback spells each one
     ordered AS (

@@ -14,7 +14,8 @@
 --
 -- In:  tc_uwords(w BIGINT, word VARCHAR, cnt BIGINT): the distinct words and their counts;
 --      tc_pieces(id INTEGER, piece VARCHAR, score DOUBLE): the pieces, id = their position in
---      the model; tc_best(w, e, best, s, id) of stage 13 over the words;
+--      the model; tc_best_path(w, s, id) of stage 13 (its Viterbi over the words: the
+--      nodes of each word's best path);
 --      $max_len: the longest piece, in characters; $unk_score: the unknown node's score;
 --      $d (`two_best_step`): a distance from the end of the strings, 1, 2, ... $max_len;
 --      $desired (int(vocab_size × 1.1)), $shrinking_factor (float32): the size to prune to.
@@ -68,19 +69,11 @@ WHERE rank <= 2;
 
 -- name: freq
 -- every piece's frequency: the word counts summed over the nodes of the words' best paths
--- (stage 13's tc_best, read back from each word's end; each unknown node counts for piece 0)
+-- (stage 13's view tc_best_path; each unknown node counts for piece 0)
 CREATE OR REPLACE TEMP TABLE tc_pr_freq AS
-WITH RECURSIVE path AS (
-    SELECT b.w, b.s, b.id
-    FROM tc_best b JOIN tc_uwords u ON u.w = b.w AND b.e = length(u.word)
-    WHERE b.e > 0
-    UNION ALL
-    SELECT b.w, b.s, b.id
-    FROM path p JOIN tc_best b ON b.w = p.w AND b.e = p.s
-    WHERE b.e > 0
-)
 SELECT x.id, coalesce(sum(u.cnt), 0)::DOUBLE AS freq
-FROM tc_pieces x LEFT JOIN (path JOIN tc_uwords u USING (w)) ON path.id = x.id
+FROM tc_pieces x
+LEFT JOIN (tc_best_path path JOIN tc_uwords u USING (w)) ON path.id = x.id
 GROUP BY x.id;
 
 -- name: prune

@@ -81,13 +81,17 @@ def test_words_table_segmented_alike(tmp_path: Path, name: str, byte_fallback: b
 
 @pytest.mark.corpus
 def test_crosscheck_command(tmp_path: Path) -> None:
-    """The segmentation, then the one round at 4,000 pieces replayed in SQL (its 2 EM
+    """The segmentation, then the seeds computed again in SQL (tests/duckdb/
+    test_unigram_seeds.py) and the one round at 4,000 pieces replayed in SQL (its 2 EM
     iterations and its pruning: tests/duckdb/test_unigram_rounds.py)."""
     proc = run_cli("crosscheck", str(corpus("small/en_botchan.txt")), "--preset",
                    "sentencepiece", "--vocab-size", "4000", "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("identical: 9,183 words segmented alike by the SQL Viterbi")
     lines = proc.stdout.splitlines()
-    assert [line.split(":")[1] for line in lines[1:4]] == [
+    assert lines[1].startswith("identical: seeds: 16,112 pieces (69 characters, 16,043 "
+                               "substrings) in the same order with the same values")
+    assert [line.split(":")[1] for line in lines[2:5]] == [
         " round 0 EM iteration 0", " round 0 EM iteration 1", " round 0 pruning"]
-    assert lines[-1].startswith("identical: 2 EM iterations and 1 pruning rounds replayed")
+    assert lines[-1].startswith(
+        "identical: the seeds, 2 EM iterations and 1 pruning rounds replayed")

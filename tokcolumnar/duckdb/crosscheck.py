@@ -6,8 +6,9 @@ it prints the first difference and returns 1, or a one-line summary and returns 
 training directories the same way (a test can alter a table and see the difference). BPE and
 WordPiece (`--model wordpiece`, both scorings: `score` compared as exact floats) alike; for
 `--model unigram`, which DuckDB does not train, the words' segmentation by the trained
-vocabulary (`unigram.first_segmentation_difference`), then every EM iteration and pruning
-round replayed in SQL on the trainer's own pieces (`unigram_rounds.check_rounds`)."""
+vocabulary (`unigram.first_segmentation_difference`), then the seeds computed again in SQL from
+the trainer's sentences (`unigram_seeds.check_seeds`) and every EM iteration and pruning round
+replayed in SQL on the trainer's own pieces (`unigram_rounds.check_rounds`)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from ..training.unigram_pipeline import unigram_tables
 from .engine import SMALL_WORDS, scripts
 from .runner import THREADS_VARIABLE
 from .unigram import first_segmentation_difference
-from .unigram_rounds import check_rounds
+from .unigram_rounds import StageCheck, check_rounds
+from .unigram_seeds import check_seeds
 
 # What must agree (docs/architecture.md, "Both engines"): every column of the three tables.
 COLUMNS = {
@@ -186,13 +188,22 @@ def crosscheck(inputs: Any, cfg: TrainConfig, from_counts: Any = None, out: Any 
     return 0
 
 
+def unigram_stages(sql: Any, trace: UnigramTrace) -> Iterator[StageCheck]:
+    """The trainer's stages replayed in SQL and compared, in the order it ran them: the seeds
+    (sql/16_unigram_seeds.sql, from the trainer's sentences), then every EM iteration and
+    pruning round (`unigram_rounds.check_rounds`)."""
+    yield check_seeds(sql, trace)
+    yield from check_rounds(sql, trace)
+
+
 def _crosscheck_unigram(inputs: Any, cfg: TrainConfig, out: Any) -> int:
-    """--model unigram: train with Polars, recording every EM iteration and pruning round;
-    segment every distinct word again by the SQL Viterbi of sql/13_unigram_viterbi.sql over
-    the trained vocabulary and compare with the `words` table; then replay each EM iteration
-    (sql/14_unigram_em.sql) and pruning round (sql/15_unigram_prune.sql) on the trainer's own
-    pieces and compare (`unigram_rounds`). One line per stage; the first that differs ends
-    the check (1)."""
+    """--model unigram: train with Polars, recording its seeding and every EM iteration and
+    pruning round; segment every distinct word again by the SQL Viterbi of
+    sql/13_unigram_viterbi.sql over the trained vocabulary and compare with the `words` table;
+    then compute the seeds again from the trainer's sentences (sql/16_unigram_seeds.sql) and
+    replay each EM iteration (sql/14_unigram_em.sql) and pruning round
+    (sql/15_unigram_prune.sql) on the trainer's own pieces, and compare (`unigram_stages`).
+    One line per stage; the first that differs ends the check (1)."""
     timer = StageTimer()
     trace = UnigramTrace()
     with timer.stage("polars"), run_scope():
@@ -210,11 +221,11 @@ def _crosscheck_unigram(inputs: Any, cfg: TrainConfig, out: Any) -> int:
         few = trace.words is not None and len(trace.words) < SMALL_WORDS
         if few and not os.environ.get(THREADS_VARIABLE):
             sql.con.execute("SET threads = 1")  # tiny statements: threads only add overhead
-        for check in check_rounds(sql, trace):
+        for check in unigram_stages(sql, trace):
             if not check.ok:
                 print(f"MISMATCH: {check.line}", file=out)
                 return 1
             print(check.line, file=out, flush=True)
-    print(f"identical: {len(trace.em):,} EM iterations and {len(trace.prunes):,} pruning "
-          f"rounds replayed in SQL; duckdb {timer.seconds['rounds']:.2f}s", file=out)
+    print(f"identical: the seeds, {len(trace.em):,} EM iterations and {len(trace.prunes):,} "
+          f"pruning rounds replayed in SQL; duckdb {timer.seconds['rounds']:.2f}s", file=out)
     return 0

@@ -1,7 +1,8 @@
 """The SQL twin of a Unigram model's segmentation (sql/13_unigram_viterbi.sql): every distinct
 word segmented by SentencePiece's Viterbi in DuckDB, to cross-check the `words` table the
 Polars trainer wrote (`tokcolumnar crosscheck --model unigram`; docs/unigram.md, "The SQL
-twin"). The EM rounds and the pruning have no SQL twin yet.
+twin"). The seeds, the EM iterations and the pruning rounds have theirs in `unigram_seeds` and
+`unigram_rounds`.
 
 Example (a vocabulary where "▁ab" beats "▁a" + "b")::
 

@@ -635,6 +635,8 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None, opts: Unigram
     sentences = replace_rare(sentences, required)
     tokens = word_tokens(sentences, counts)
     seeds_table = seed_pieces(sentences, counts, opts, tokens)
+    if trace is not None:  # what the seeds came from (the SQL twin seeds from it again)
+        trace.sentences, trace.sentence_counts = sentences, counts
     seeds = seeds_table["piece"]
     n_seeds = len(seeds)
     word_table = (tokens.group_by("word").agg(pl.col("count").sum())
@@ -648,6 +650,7 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None, opts: Unigram
     desired = int(opts.vocab_size * 1.1)
     if trace is not None:
         trace.seeds, trace.words, trace.counts = seeds, words, wcounts
+        trace.seed_table, trace.options = seeds_table, opts
         trace.desired, trace.shrinking_factor = desired, opts.shrinking_factor
     trie = SeedTrie.build(seeds)
     base = LatticeBase.build(words, trie)  # the words' lattices

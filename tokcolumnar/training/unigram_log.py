@@ -1,8 +1,9 @@
 """What the Unigram trainer's rounds did, piece by piece: the `pruned` table (pruned.parquet:
-one row per piece dropped, with the step and the reason) and, on request, the trace of every
-EM iteration and pruning round (the pieces and scores before and after, the expected counts,
-the Viterbi frequencies and losses) that `tokcolumnar crosscheck --model unigram` replays in
-SQL (docs/unigram.md, "The pruning table" and "The SQL twin").
+one row per piece dropped, with the step and the reason) and, on request, the trace of the
+seeding (the sentences, the options and the seeds) and of every EM iteration and pruning round
+(the pieces and scores before and after, the expected counts, the Viterbi frequencies and
+losses) that `tokcolumnar crosscheck --model unigram` replays in SQL (docs/unigram.md, "The
+pruning table" and "The SQL twin").
 
 Both record seed indices (a piece is its index in the seed list, its string `seeds[i]`) and
 the model's float32 arrays as they are; the strings are gathered once, at the end."""
@@ -10,9 +11,13 @@ the model's float32 arrays as they are; the strings are gathered once, at the en
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    from .unigram import UnigramOptions
 
 #: Why a piece was dropped, in the order the steps run (docs/unigram.md, "The pruning table").
 REASONS = ("em", "never_best", "unused", "loss", "unreachable", "final_cut")
@@ -65,10 +70,16 @@ class PruneStep:
 @dataclass
 class UnigramTrace:
     """Every EM iteration and pruning round of a run, with the words (distinct, with their
-    counts) and the seed strings they refer to; filled by `train_unigram(..., trace=...)`."""
+    counts) and the seed strings they refer to, and what the seeds came from: the sentences
+    (rare characters as `▅`) with their counts, the options, and the seed table (piece,
+    value, score); filled by `train_unigram(..., trace=...)`."""
 
     desired: int = 0
     shrinking_factor: float = 0.75
+    options: UnigramOptions | None = None
+    sentences: pl.Series | None = None
+    sentence_counts: np.ndarray | None = None
+    seed_table: pl.DataFrame | None = None
     seeds: pl.Series | None = None
     words: pl.Series | None = None
     counts: np.ndarray | None = None
