@@ -23,6 +23,7 @@ import polars as pl
 
 from tokcolumnar.malloc import release_free_heap
 from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
+from tokcolumnar.training.passes import side_thread
 from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
     LatticeBase,
     Lattices,
@@ -533,9 +534,12 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     positions in the new order."""
     size = len(model.seed)
     ids = model.ids(n_seeds)
+    # 2. (on the side thread meanwhile) the words' Viterbi, for the counts below
+    viterbi = side_thread().submit(base.viterbi, ids, model.score)
     # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept)
     plat = seed_base.view(ids, model.score, strings=ids >= 0)
     second, whole, alt_cols = two_best(plat)
+    del plat
     second, whole = second[model.seed], whole[model.seed]
     always_keep = ~second | whole
     alts = np.stack([c[model.seed] for c in alt_cols], axis=1) if alt_cols \
@@ -543,7 +547,7 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
     # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
-    words, pieces, _, _ = base.viterbi(ids, model.score)
+    words, pieces, _, _ = viterbi.result()
     freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
     logsum = F32(np.log(F64(total)))
