@@ -34,6 +34,10 @@ _CP_BITS = 21  # every code point is below 2^21
 #: Nodes per batch of a fold or sum chain over a `LatticeBase` (`_Order.live_batches`): its
 #: temporaries (a dozen bytes a node) then take some 30 MiB instead of the lattices' size.
 BATCH_NODES = 1 << 21
+#: From this many nodes, a backward fold's step is cut in two (`LatticeBase.build`): the nodes
+#: first in their position's list, whose LogSumExp with -inf is their value (a plain sum), then
+#: the others; below it the extra NumPy calls cost more than the sum saves.
+LEAD_SPLIT_NODES = 2048
 #: Characters per run of strings decoded at once (`code_points`).
 CODE_POINT_BATCH = 1 << 22
 
@@ -315,12 +319,13 @@ def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.nd
     return order[visit], step[visit]
 
 
-def _by_step(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A fold's nodes by step (stable: in node order within a step) and the steps' slice
-    bounds (a step left empty gets none)."""
+def _by_step(step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A fold's nodes by step (stable: in node order within a step), the steps' slice bounds
+    and the steps' numbers (a step left empty gets neither)."""
     nodes = stable_argsort(step)
-    at = np.r_[0, np.cumsum(np.bincount(step))] if len(step) else np.zeros(1, np.int64)
-    return nodes, at[np.r_[True, at[1:] != at[:-1]]]
+    sizes = np.bincount(step) if len(step) else np.zeros(0, np.int64)
+    at = np.r_[0, np.cumsum(sizes)]
+    return nodes, at[np.r_[True, at[1:] != at[:-1]]], np.flatnonzero(sizes)
 
 
 def _log_sum_exp_fold(order: _Order, live: np.ndarray, score: np.ndarray, acc: np.ndarray,
@@ -334,13 +339,17 @@ def _log_sum_exp_fold(order: _Order, live: np.ndarray, score: np.ndarray, acc: n
     # strings' nodes
     minimum, maximum, exp, log1p, where = np.minimum, np.maximum, np.exp, np.log1p, np.where
     f50 = F32(50.0)
-    for start, end, code, _, cuts in order.live_batches(live, batch=BATCH_NODES):
+    for start, end, code, _, cuts, lead in order.live_batches(live, batch=BATCH_NODES):
         sc = score[code]
         del code
         src, dst = (end, start) if backward else (start, end)  # a node's value flows src -> dst
         bounds = cuts.tolist()
-        for a, z in zip(bounds[:-1], bounds[1:]):
+        leads = lead.tolist() if lead is not None else [False] * (len(bounds) - 1)
+        for a, z, first in zip(bounds[:-1], bounds[1:], leads):
             t = dst[a:z]
+            if first:  # every node first in its list: LogSumExp(-inf, v) is v
+                acc[t] = sc[a:z] + acc[src[a:z]]
+                continue
             x = acc[t]
             y = sc[a:z] + acc[src[a:z]]
             vmin = minimum(x, y)
@@ -495,10 +504,12 @@ class _Order:
     code: np.ndarray
     cuts: np.ndarray
     w: np.ndarray | None = None
+    lead: np.ndarray | None = None  # per step: its nodes are each first in their list
 
     @classmethod
     def of(cls, rows: np.ndarray | slice, cuts: np.ndarray, start: np.ndarray,
-           length: np.ndarray, code: np.ndarray, w: np.ndarray | None = None) -> _Order:
+           length: np.ndarray, code: np.ndarray, w: np.ndarray | None = None,
+           lead: np.ndarray | None = None) -> _Order:
         # narrowed before the gathers: `rows` visits the nodes in steps, far apart
         start, length, code = start.astype(np.int32, copy=False), \
             length.astype(np.int8, copy=False), code.astype(np.int32, copy=False)
@@ -509,7 +520,7 @@ class _Order:
         else:
             start, length, code, w = (None if a is None else a.take(rows)
                                       for a in (start, length, code, w))
-        return cls(start, length, code, cuts, w)
+        return cls(start, length, code, cuts, w, lead)
 
     @classmethod
     def empty(cls) -> _Order:
@@ -518,8 +529,9 @@ class _Order:
                    np.zeros(1, np.int64))
 
     def live(self, live: np.ndarray) -> tuple:
-        """(start, end, code, w, cuts) of the nodes whose code is live (w None where not
-        kept). The cuts are the kept nodes' steps' bounds, the steps left empty dropped."""
+        """(start, end, code, w, cuts, lead) of the nodes whose code is live (w, lead None
+        where not kept). The cuts are the kept nodes' steps' bounds, the steps left empty
+        dropped; `lead` the kept steps'."""
         return next(self.live_batches(live, batch=None))
 
     def live_batches(self, live: np.ndarray, batch: int | None = None) -> Iterator[tuple]:
@@ -540,12 +552,15 @@ class _Order:
                                                  (self.start, self.length, self.code, self.w)))
             if j > i:
                 at = np.r_[0, np.cumsum(np.add.reduceat(m, cuts[i:j] - a, dtype=np.int64))]
-                kept = at[np.r_[True, at[1:] != at[:-1]]]
+                full = at[1:] != at[:-1]  # the steps that keep a node
+                kept = at[np.r_[True, full]]
+                lead = None if self.lead is None else self.lead[i:j][full]
             else:
                 kept = np.zeros(1, np.int64)
+                lead = None if self.lead is None else np.zeros(0, bool)
             end = start + length
             del length, m
-            yield start, end, code, w, kept
+            yield start, end, code, w, kept, lead
 
 
 @dataclass
@@ -625,16 +640,24 @@ class LatticeBase:
                                + rank_at[lone_end])
         fstep[cursor[has_char]] = fstep[first[has_char]]
         del pos, length, seed, slot, ends, before, rank_at
-        forward = _Order.of(*_by_step(fstep), start, node_len, code)
+        nodes, cuts, _ = _by_step(fstep)
+        forward = _Order.of(nodes, cuts, start, node_len, code)
         del fstep
         if folds != "both":
             return cls(pos_off, nchar, n_seeds, ordered, forward, _Order.empty())
         # backward steps: a string's nodes by start from the right, then insertion order
         string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
-        bstep = (np.repeat((string_end - (first + per_char)).astype(np.int32), per_char)
-                 + (np.arange(n, dtype=np.int32) - np.repeat(first.astype(np.int32), per_char)))
+        local = np.arange(n, dtype=np.int32) - np.repeat(first.astype(np.int32), per_char)
+        bstep = np.repeat((string_end - (first + per_char)).astype(np.int32), per_char) + local
         del string_end, per_char, first, cursor
-        backward = _Order.of(*_by_step(bstep), start, node_len, code)
+        # a large step in two: first its nodes first in their list (a character's first slot:
+        # when present, no node of its start comes before), then the others (`_Order.lead`)
+        large = (np.bincount(bstep) >= LEAD_SPLIT_NODES)[bstep]
+        bstep = 2 * bstep + ~(large & (local == 0))
+        del large, local
+        nodes, cuts, steps = _by_step(bstep)
+        del bstep
+        backward = _Order.of(nodes, cuts, start, node_len, code, lead=steps % 2 == 0)
         return cls(pos_off, nchar, n_seeds, ordered, forward, backward)
 
     def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
@@ -727,7 +750,7 @@ class LatticeBase:
         def chain_sums(order: _Order) -> np.ndarray:
             """The sums of `order`'s chains (threads x pieces; 0 for the other threads)."""
             per = np.zeros(threads * n, dtype=F32)
-            for start, end, code, w, cuts in order.live_batches(live & (idc != 0),
+            for start, end, code, w, cuts, _ in order.live_batches(live & (idc != 0),
                                                                 batch=BATCH_NODES):
                 _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
                             threads * n, per)
@@ -739,7 +762,7 @@ class LatticeBase:
         other = side_thread().submit(chain_sums, rest[0]) if rest else None
         per = chain_sums(first).reshape(threads, n)
         if n:
-            start, end, code, w, _ = self.begin.live(live & (idc == 0))
+            start, end, code, w, _, _ = self.begin.live(live & (idc == 0))
             per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
         if other is not None:
             per += other.result().reshape(threads, n)
@@ -753,7 +776,7 @@ class LatticeBase:
         nodes' strings, piece ids, local starts and lengths, string after string, left to
         right."""
         live, idc, score = self._tables(ids, scores, unk_id, unk_score, dtype)
-        batches = ((start, end, score[code], code, cuts) for start, end, code, _, cuts
+        batches = ((start, end, score[code], code, cuts) for start, end, code, _, cuts, _
                    in self.forward.live_batches(live, batch=BATCH_NODES))
         strings, code, start, end, _ = best_paths(self.pos_off, self.nchar, batches, dtype)
         strings = strings.astype(np.int64)
