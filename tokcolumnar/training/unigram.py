@@ -477,10 +477,13 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     npos = lat.pos_off[-1]
     s1 = np.full(npos, -np.inf, dtype=F32)
     s2 = np.full(npos, -np.inf, dtype=F32)
-    n1 = np.full(npos, -1, np.int64)
-    n2 = np.full(npos, -1, np.int64)
-    r1 = np.zeros(npos, np.int64)  # which path continues after the node (1 or 2)
-    r2 = np.zeros(npos, np.int64)
+    # (int32 nodes and int8 ranks: these arrays span every seed's positions, and the words'
+    # Viterbi runs meanwhile)
+    node_type = np.int32 if len(lat.score) < 2**31 else np.int64
+    n1 = np.full(npos, -1, node_type)
+    n2 = np.full(npos, -1, node_type)
+    r1 = np.zeros(npos, np.int8)  # which path continues after the node (1 or 2)
+    r2 = np.zeros(npos, np.int8)
     has2 = np.zeros(npos, dtype=bool)
     ends = lat.pos_off[1:] - 1
     s1[ends] = 0.0
