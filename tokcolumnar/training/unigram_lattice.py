@@ -32,8 +32,9 @@ F64 = np.float64
 
 _CP_BITS = 21  # every code point is below 2^21
 #: Nodes per batch of a fold or sum chain over a `LatticeBase` (`_Order.live_batches`): its
-#: temporaries (a dozen bytes a node) then take some 30 MiB instead of the lattices' size.
-BATCH_NODES = 1 << 21
+#: temporaries (a dozen bytes a node) then take some 15 MiB instead of the lattices' size (two
+#: batches run at once, one per thread).
+BATCH_NODES = 1 << 20
 #: From this many nodes, a backward fold's step is cut in two (`LatticeBase.build`): the nodes
 #: first in their position's list, whose LogSumExp with -inf is their value (a plain sum), then
 #: the others; below it the extra NumPy calls cost more than the sum saves.
