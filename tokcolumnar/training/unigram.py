@@ -23,7 +23,6 @@ import polars as pl
 
 from tokcolumnar.malloc import release_free_heap
 from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
-from tokcolumnar.training.passes import side_thread
 from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
     LatticeBase,
     Lattices,
@@ -477,8 +476,7 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     npos = lat.pos_off[-1]
     s1 = np.full(npos, -np.inf, dtype=F32)
     s2 = np.full(npos, -np.inf, dtype=F32)
-    # (int32 nodes and int8 ranks: these arrays span every seed's positions, and the words'
-    # Viterbi runs meanwhile)
+    # (int32 nodes and int8 ranks: these arrays span every seed's positions)
     node_type = np.int32 if len(lat.score) < 2**31 else np.int64
     n1 = np.full(npos, -1, node_type)
     n2 = np.full(npos, -1, node_type)
@@ -537,8 +535,6 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     positions in the new order."""
     size = len(model.seed)
     ids = model.ids(n_seeds)
-    # 2. (on the side thread meanwhile) the words' Viterbi, for the counts below
-    viterbi = side_thread().submit(base.viterbi, ids, model.score)
     # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept)
     plat = seed_base.view(ids, model.score, strings=ids >= 0)
     second, whole, alt_cols = two_best(plat)
@@ -550,7 +546,9 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
     # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
-    words, pieces, _, _ = viterbi.result()
+    # (not beside the 2-best on the side thread: both at once raised the peak RSS of
+    # medium/zh by ~50 MiB, pruning being its highest point)
+    words, pieces, _, _ = base.viterbi(ids, model.score)
     freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
     logsum = F32(np.log(F64(total)))
