@@ -69,9 +69,9 @@ class StagePeaks(StageSampler):
 
 def structures(base) -> None:  # noqa: ANN001 - training.unigram_lattice.LatticeBase
     mib = 1 << 20
-    for name in ("begin", "folds"):
+    for name in ("begin", "forward", "backward"):
         o = getattr(base, name)
-        sizes = {f: getattr(o, f).nbytes for f in ("start", "length", "code", "cuts", "w", "back")
+        sizes = {f: getattr(o, f).nbytes for f in ("start", "length", "code", "cuts", "w")
                  if getattr(o, f) is not None}
         print(f"  {name}: {len(o.start):,} nodes, "
               + ", ".join(f"{f} {b / mib:.0f}" for f, b in sizes.items())

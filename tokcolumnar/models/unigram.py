@@ -146,9 +146,9 @@ class UnigramModel(Model):
         table = self.table()
         base = LatticeBase.build(words, self._trie, begin=False, folds="forward")
         if self.unk_id is None:
-            lone = np.flatnonzero(base.folds.code == 2 * base.n_seeds)  # a character no
+            lone = np.flatnonzero(base.forward.code == 2 * base.n_seeds)  # a character no
             if len(lone):                                              # piece covers
-                at = int(np.min(base.folds.start[lone]))  # its position -> its word
+                at = int(np.min(base.forward.start[lone]))  # its position -> its word
                 word = words[int(np.searchsorted(base.pos_off, at, side="right")) - 1]
                 raise TokcolumnarValueError(f"model Unigram: {word!r} has a character no "
                                             "piece covers, and the model has no unk_id")

@@ -476,10 +476,12 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     npos = lat.pos_off[-1]
     s1 = np.full(npos, -np.inf, dtype=F32)
     s2 = np.full(npos, -np.inf, dtype=F32)
-    n1 = np.full(npos, -1, np.int64)
-    n2 = np.full(npos, -1, np.int64)
-    r1 = np.zeros(npos, np.int64)  # which path continues after the node (1 or 2)
-    r2 = np.zeros(npos, np.int64)
+    # (int32 nodes and int8 ranks: these arrays span every seed's positions)
+    node_type = np.int32 if len(lat.score) < 2**31 else np.int64
+    n1 = np.full(npos, -1, node_type)
+    n2 = np.full(npos, -1, node_type)
+    r1 = np.zeros(npos, np.int8)  # which path continues after the node (1 or 2)
+    r2 = np.zeros(npos, np.int8)
     has2 = np.zeros(npos, dtype=bool)
     ends = lat.pos_off[1:] - 1
     s1[ends] = 0.0
@@ -536,6 +538,7 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept)
     plat = seed_base.view(ids, model.score, strings=ids >= 0)
     second, whole, alt_cols = two_best(plat)
+    del plat
     second, whole = second[model.seed], whole[model.seed]
     always_keep = ~second | whole
     alts = np.stack([c[model.seed] for c in alt_cols], axis=1) if alt_cols \
@@ -543,6 +546,8 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
     # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
+    # (not beside the 2-best on the side thread: both at once raised the peak RSS of
+    # medium/zh by ~50 MiB, pruning being its highest point)
     words, pieces, _, _ = base.viterbi(ids, model.score)
     freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0

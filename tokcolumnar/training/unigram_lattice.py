@@ -25,13 +25,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from .passes import side_thread
+
 F32 = np.float32
 F64 = np.float64
 
 _CP_BITS = 21  # every code point is below 2^21
 #: Nodes per batch of a fold or sum chain over a `LatticeBase` (`_Order.live_batches`): its
-#: temporaries (a dozen bytes a node) then take some 30 MiB instead of the lattices' size.
-BATCH_NODES = 1 << 21
+#: temporaries (a dozen bytes a node) then take some 15 MiB instead of the lattices' size (two
+#: batches run at once, one per thread).
+BATCH_NODES = 1 << 20
+#: From this many nodes, a backward fold's step is cut in two (`LatticeBase.build`): the nodes
+#: first in their position's list, whose LogSumExp with -inf is their value (a plain sum), then
+#: the others; below it the extra NumPy calls cost more than the sum saves.
+LEAD_SPLIT_NODES = 2048
 #: Characters per run of strings decoded at once (`code_points`).
 CODE_POINT_BATCH = 1 << 22
 
@@ -313,6 +320,47 @@ def _fold_steps(w: np.ndarray, start: np.ndarray, length: np.ndarray, unk: np.nd
     return order[visit], step[visit]
 
 
+def _by_step(step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A fold's nodes by step (stable: in node order within a step), the steps' slice bounds
+    and the steps' numbers (a step left empty gets neither)."""
+    nodes = stable_argsort(step)
+    sizes = np.bincount(step) if len(step) else np.zeros(0, np.int64)
+    at = np.r_[0, np.cumsum(sizes)]
+    return nodes, at[np.r_[True, at[1:] != at[:-1]]], np.flatnonzero(sizes)
+
+
+def _log_sum_exp_fold(order: _Order, live: np.ndarray, score: np.ndarray, acc: np.ndarray,
+                      backward: bool) -> None:
+    """A forward (alpha) or `backward` (beta) fold of `order`'s present nodes into `acc`
+    (float32 per position, BOS or EOS set), step after step, over batches of whole steps in
+    order (`_Order.live_batches`): each position's SentencePiece LogSumExp of its nodes'
+    `score + acc[other end]` in list order."""
+    # `log_sum_exp` inlined, in fewer NumPy calls: the backward loop runs ~4,000 times on 5 MB
+    # of Chinese (a position's first node needs the position after it), mostly on a few long
+    # strings' nodes
+    minimum, maximum, exp, log1p, where = np.minimum, np.maximum, np.exp, np.log1p, np.where
+    f50 = F32(50.0)
+    for start, end, code, _, cuts, lead in order.live_batches(live, batch=BATCH_NODES):
+        sc = score[code]
+        del code
+        src, dst = (end, start) if backward else (start, end)  # a node's value flows src -> dst
+        bounds = cuts.tolist()
+        leads = lead.tolist() if lead is not None else [False] * (len(bounds) - 1)
+        for a, z, first in zip(bounds[:-1], bounds[1:], leads):
+            t = dst[a:z]
+            if first:  # every node first in its list: LogSumExp(-inf, v) is v
+                acc[t] = sc[a:z] + acc[src[a:z]]
+                continue
+            x = acc[t]
+            y = sc[a:z] + acc[src[a:z]]
+            vmin = minimum(x, y)
+            vmax = maximum(x, y)
+            near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
+            log1p(near, out=near)
+            near += vmax
+            acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
+
+
 def best_paths(pos_off: np.ndarray, nchar: np.ndarray, batches: Iterable[tuple],
                dtype: type = F32) -> tuple[np.ndarray, ...]:
     """Viterbi over lattices: the best path of every string, its score summed from the left in
@@ -450,19 +498,19 @@ class _Order:
     """A lattice's nodes in one order: start position (int32), length (int8), code (int32: a
     seed, or an unknown slot, see `LatticeBase`), and the slice bounds of its steps or ranks
     (`cuts`: a few thousand bounds, where a per-node step took 4 bytes a node); where needed,
-    its string (int32) and whether it is a backward-fold node (bool)."""
+    its string (int32)."""
 
     start: np.ndarray
     length: np.ndarray
     code: np.ndarray
     cuts: np.ndarray
     w: np.ndarray | None = None
-    back: np.ndarray | None = None
+    lead: np.ndarray | None = None  # per step: its nodes are each first in their list
 
     @classmethod
     def of(cls, rows: np.ndarray | slice, cuts: np.ndarray, start: np.ndarray,
            length: np.ndarray, code: np.ndarray, w: np.ndarray | None = None,
-           back: np.ndarray | None = None) -> _Order:
+           lead: np.ndarray | None = None) -> _Order:
         # narrowed before the gathers: `rows` visits the nodes in steps, far apart
         start, length, code = start.astype(np.int32, copy=False), \
             length.astype(np.int8, copy=False), code.astype(np.int32, copy=False)
@@ -473,16 +521,21 @@ class _Order:
         else:
             start, length, code, w = (None if a is None else a.take(rows)
                                       for a in (start, length, code, w))
-        return cls(start, length, code, cuts, w, back)
+        return cls(start, length, code, cuts, w, lead)
 
-    def live(self, live: np.ndarray, forward_only: bool = False) -> tuple:
-        """(start, end, code, w, back, cuts) of the nodes whose code is live (w and back None
-        where not kept); with `forward_only`, the forward fold's nodes only. The cuts are the
-        kept nodes' steps' bounds, the steps left empty dropped."""
-        return next(self.live_batches(live, forward_only, batch=None))
+    @classmethod
+    def empty(cls) -> _Order:
+        """An order of no nodes (a fold not built)."""
+        return cls(np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, np.int32),
+                   np.zeros(1, np.int64))
 
-    def live_batches(self, live: np.ndarray, forward_only: bool = False,
-                     batch: int | None = None) -> Iterator[tuple]:
+    def live(self, live: np.ndarray) -> tuple:
+        """(start, end, code, w, cuts, lead) of the nodes whose code is live (w, lead None
+        where not kept). The cuts are the kept nodes' steps' bounds, the steps left empty
+        dropped; `lead` the kept steps'."""
+        return next(self.live_batches(live, batch=None))
+
+    def live_batches(self, live: np.ndarray, batch: int | None = None) -> Iterator[tuple]:
         """`live` for runs of whole steps of about `batch` nodes (a step larger than that
         alone; None: all in one; the callers give `BATCH_NODES`), in order: a fold or sum
         chain run over them in turn does what it does over all nodes at once, with
@@ -496,19 +549,19 @@ class _Order:
         for i, j in zip(edges[:-1], edges[1:]):
             a, z = int(cuts[i]), int(cuts[j])
             m = live[self.code[a:z]]
-            if forward_only and self.back is not None:
-                m &= ~self.back[a:z]
-            start, length, code, w, back = keep_rows(m, *(None if x is None else x[a:z] for x in
-                                                     (self.start, self.length, self.code,
-                                                      self.w, self.back)))
+            start, length, code, w = keep_rows(m, *(None if x is None else x[a:z] for x in
+                                                 (self.start, self.length, self.code, self.w)))
             if j > i:
                 at = np.r_[0, np.cumsum(np.add.reduceat(m, cuts[i:j] - a, dtype=np.int64))]
-                kept = at[np.r_[True, at[1:] != at[:-1]]]
+                full = at[1:] != at[:-1]  # the steps that keep a node
+                kept = at[np.r_[True, full]]
+                lead = None if self.lead is None else self.lead[i:j][full]
             else:
                 kept = np.zeros(1, np.int64)
+                lead = None if self.lead is None else np.zeros(0, bool)
             end = start + length
             del length, m
-            yield start, end, code, w, back, kept
+            yield start, end, code, w, kept, lead
 
 
 @dataclass
@@ -526,7 +579,8 @@ class LatticeBase:
     nchar: np.ndarray  # int64 per string
     n_seeds: int
     begin: _Order  # with w; one step
-    folds: _Order  # the forward and backward folds' nodes, by step (with w and back)
+    forward: _Order  # the forward fold's nodes by step (Viterbi's too)
+    backward: _Order  # the backward fold's nodes by step
     _chains: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -568,8 +622,7 @@ class LatticeBase:
         ordered = _Order.of(every, _cuts(np.zeros(n if begin else 0, np.int8)), start, node_len,
                             code, w)
         if folds == "none":
-            return cls(pos_off, nchar, n_seeds, ordered, _Order.of(
-                slice(0), np.zeros(1, np.int64), start, node_len, code, back=np.zeros(0, bool)))
+            return cls(pos_off, nchar, n_seeds, ordered, _Order.empty(), _Order.empty())
         # forward steps: a string's distinct (end, start) pairs by end, then start (longest
         # first); a character's unknown slot shares its character node's step
         ends = pos + word_of[pos] + length
@@ -587,26 +640,26 @@ class LatticeBase:
         fstep[cursor[lone]] = (before[lone_end] - before[pos_off[word_of[lone]]]
                                + rank_at[lone_end])
         fstep[cursor[has_char]] = fstep[first[has_char]]
+        del pos, length, seed, slot, ends, before, rank_at
+        nodes, cuts, _ = _by_step(fstep)
+        forward = _Order.of(nodes, cuts, start, node_len, code)
+        del fstep
+        if folds != "both":
+            return cls(pos_off, nchar, n_seeds, ordered, forward, _Order.empty())
         # backward steps: a string's nodes by start from the right, then insertion order
-        if folds == "both":
-            string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
-            bstep = (np.repeat((string_end - (first + per_char)).astype(np.int32), per_char)
-                     + (np.arange(n, dtype=np.int32)
-                        - np.repeat(first.astype(np.int32), per_char)))
-        else:
-            bstep = np.zeros(0, np.int32)
-        del pos, length, seed, slot, ends, before, rank_at, per_char, first, cursor
-        # the two folds run in one loop: step k of both at once (disjoint accumulators)
-        steps = np.r_[fstep, bstep]
-        del fstep, bstep
-        nodes = stable_argsort(steps)
-        back = nodes >= n
-        nodes[back] -= n  # (in place, no gathers: the order jumps all over)
-        at = np.r_[0, np.cumsum(np.bincount(steps))] if len(steps) else np.zeros(1, np.int64)
-        del steps
-        cuts = at[np.r_[True, at[1:] != at[:-1]]]  # the steps' bounds (a step can be empty)
-        return cls(pos_off, nchar, n_seeds, ordered,
-                   _Order.of(nodes, cuts, start, node_len, code, back=back))
+        string_end = np.r_[first, n][off[1:]][word_of]  # per character: its string's end
+        local = np.arange(n, dtype=np.int32) - np.repeat(first.astype(np.int32), per_char)
+        bstep = np.repeat((string_end - (first + per_char)).astype(np.int32), per_char) + local
+        del string_end, per_char, first, cursor
+        # a large step in two: first its nodes first in their list (a character's first slot:
+        # when present, no node of its start comes before), then the others (`_Order.lead`)
+        large = (np.bincount(bstep) >= LEAD_SPLIT_NODES)[bstep]
+        bstep = 2 * bstep + ~(large & (local == 0))
+        del large, local
+        nodes, cuts, steps = _by_step(bstep)
+        del bstep
+        backward = _Order.of(nodes, cuts, start, node_len, code, lead=steps % 2 == 0)
+        return cls(pos_off, nchar, n_seeds, ordered, forward, backward)
 
     def _tables(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
                 unk_score: float | None = None, dtype: type = F32
@@ -624,10 +677,12 @@ class LatticeBase:
                       np.full(s + 1, unk_score, dtype)]
         return live, idc, score
 
-    def chains(self, threads: int) -> _Order:
-        """The float32 sum chains of the seeds' nodes (the unknown slots left out): nodes by
-        (rank in their chain, thread, seed), a chain being one seed's nodes of one thread's
-        words (word i mod `threads`) in begin order; `step` is the rank."""
+    def chains(self, threads: int) -> list[_Order]:
+        """The float32 sum chains of the seeds' nodes (the unknown slots left out), in two
+        orders: the first half of the threads' chains and the second (one order for one
+        thread), so that the halves can be summed on two threads. A chain is one seed's nodes
+        of one thread's words (word i mod `threads`) in begin order; an order holds its nodes
+        by (rank in their chain, thread, seed), its cuts the ranks' bounds."""
         if threads not in self._chains:
             b = self.begin
             # int32 where the values fit (node indices, keys, ranks): the temporaries over
@@ -635,57 +690,46 @@ class LatticeBase:
             narrow = np.int32 if max(len(b.code), threads * max(self.n_seeds, 1)) < 2**31 \
                 else np.int64
             nodes = np.flatnonzero(b.code < self.n_seeds).astype(narrow)
-            key = (b.w[nodes] % threads).astype(narrow) * max(self.n_seeds, 1) + b.code[nodes]
-            order = stable_argsort(key)
-            nodes = nodes[order]
-            k = key[order]
-            del key, order
-            heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]).astype(narrow)
-            del k
-            rank = np.arange(len(nodes), dtype=narrow) - np.repeat(
-                heads, np.diff(np.r_[heads, len(nodes)]))
-            del heads
-            by_rank = stable_argsort(rank)
-            nodes = nodes[by_rank]
-            cuts = _cuts(rank[by_rank])
-            del rank, by_rank
-            self._chains[threads] = _Order.of(nodes, cuts, b.start, b.length, b.code, b.w)
+            second = (b.w[nodes] % threads) >= (threads + 1) // 2  # the second half's threads
+            halves = [nodes[~second], nodes[second]] if threads > 1 else [nodes]
+            del nodes, second
+            self._chains[threads] = [self._chain_order(halves.pop(0), threads, narrow)
+                                     for _ in range(len(halves))]
         return self._chains[threads]
 
+    def _chain_order(self, nodes: np.ndarray, threads: int, narrow: type) -> _Order:
+        """The chains of `nodes` (seed nodes in begin order) by (rank, thread, seed)."""
+        b = self.begin
+        key = (b.w[nodes] % threads).astype(narrow) * max(self.n_seeds, 1) + b.code[nodes]
+        order = stable_argsort(key)
+        nodes = nodes[order]
+        k = key[order]
+        del key, order
+        heads = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]).astype(narrow)
+        del k
+        rank = np.arange(len(nodes), dtype=narrow) - np.repeat(
+            heads, np.diff(np.r_[heads, len(nodes)]))
+        del heads
+        by_rank = stable_argsort(rank)
+        nodes = nodes[by_rank]
+        cuts = _cuts(rank[by_rank])
+        del rank, by_rank
+        return _Order.of(nodes, cuts, b.start, b.length, b.code, b.w)
+
     def _folds(self, live: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(alpha, beta): `Lattices.forward` and `backward` over the present nodes, in one loop
-        (one accumulator array, beta after alpha: a step updates disjoint positions), over
-        batches of whole steps in order (`_Order.live_batches`)."""
+        """(alpha, beta): `Lattices.forward` and `backward` over the present nodes, the
+        backward fold on the side thread while this one runs the forward fold (NumPy releases
+        the GIL in the large steps; the two write different arrays)."""
         npos = int(self.pos_off[-1])
-        acc = np.full(2 * npos, -np.inf, dtype=F32)
-        acc[self.pos_off[:-1]] = 0  # BOS
-        acc[npos + self.pos_off[1:] - 1] = 0  # EOS
-        # `log_sum_exp` inlined, in fewer NumPy calls: the loop runs ~4,000 times on 5 MB of
-        # Chinese (the backward fold's depth: a position's first node needs the position
-        # after it), mostly on a few long strings' nodes
-        minimum, maximum, exp, log1p, where = np.minimum, np.maximum, np.exp, np.log1p, np.where
-        f50 = F32(50.0)
-        for start, end, code, _, back, cuts in self.folds.live_batches(live, batch=BATCH_NODES):
-            sc = score[code]
-            del code
-            # a backward node runs from its end to its start, in beta's half of `acc`
-            # (in place: int32 positions, no copies of the batch)
-            dst = np.where(back, start + npos, end)
-            src = start
-            np.putmask(src, back, end + npos)
-            del end, back
-            bounds = cuts.tolist()
-            for a, z in zip(bounds[:-1], bounds[1:]):
-                t = dst[a:z]
-                x = acc[t]
-                y = sc[a:z] + acc[src[a:z]]
-                vmin = minimum(x, y)
-                vmax = maximum(x, y)
-                near = exp(vmin - vmax, dtype=F64)  # the difference in float, exp in double
-                log1p(near, out=near)
-                near += vmax
-                acc[t] = where(vmax > vmin + f50, vmax, near)  # (stored as float32: rounded)
-        return acc[:npos], acc[npos:]
+        alpha = np.full(npos, -np.inf, dtype=F32)
+        alpha[self.pos_off[:-1]] = 0  # BOS
+        beta = np.full(npos, -np.inf, dtype=F32)
+        beta[self.pos_off[1:] - 1] = 0  # EOS
+        backward = side_thread().submit(_log_sum_exp_fold, self.backward, live, score, beta,
+                                        True)
+        _log_sum_exp_fold(self.forward, live, score, alpha, False)
+        backward.result()
+        return alpha, beta
 
     def expected(self, ids: np.ndarray, scores: np.ndarray, counts: np.ndarray, n: int,
                  threads: int) -> np.ndarray:
@@ -704,15 +748,25 @@ class LatticeBase:
             x = ((alpha[start] + score[code]) + beta[end]) - z[w]
             return freq[w].astype(F64) * np.exp(x.astype(F64))
 
-        per = np.zeros(threads * n, dtype=F32)
-        for start, end, code, w, _, cuts in self.chains(threads).live_batches(
-                live & (idc != 0), batch=BATCH_NODES):
-            _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
-                        threads * n, per)
-        per = per.reshape(threads, n)
+        def chain_sums(order: _Order) -> np.ndarray:
+            """The sums of `order`'s chains (threads x pieces; 0 for the other threads)."""
+            per = np.zeros(threads * n, dtype=F32)
+            for start, end, code, w, cuts, _ in order.live_batches(live & (idc != 0),
+                                                                batch=BATCH_NODES):
+                _chain_sums((w % threads) * n + idc[code], contrib(start, end, code, w), cuts,
+                            threads * n, per)
+            return per
+
+        # the two halves of the threads on two threads (their sums are disjoint: adding
+        # them is exact), piece 0 after the first
+        first, *rest = self.chains(threads)
+        other = side_thread().submit(chain_sums, rest[0]) if rest else None
+        per = chain_sums(first).reshape(threads, n)
         if n:
             start, end, code, w, _, _ = self.begin.live(live & (idc == 0))
             per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
+        if other is not None:
+            per += other.result().reshape(threads, n)
         return merge_threads(per)
 
     def viterbi(self, ids: np.ndarray, scores: np.ndarray, unk_id: int = 0,
@@ -723,8 +777,8 @@ class LatticeBase:
         nodes' strings, piece ids, local starts and lengths, string after string, left to
         right."""
         live, idc, score = self._tables(ids, scores, unk_id, unk_score, dtype)
-        batches = ((start, end, score[code], code, cuts) for start, end, code, _, _, cuts
-                   in self.folds.live_batches(live, forward_only=True, batch=BATCH_NODES))
+        batches = ((start, end, score[code], code, cuts) for start, end, code, _, cuts, _
+                   in self.forward.live_batches(live, batch=BATCH_NODES))
         strings, code, start, end, _ = best_paths(self.pos_off, self.nchar, batches, dtype)
         strings = strings.astype(np.int64)
         return (strings, idc[code], start - self.pos_off[strings],

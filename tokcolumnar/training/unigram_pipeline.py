@@ -26,6 +26,7 @@ from ..progress import StageTimer
 from ..text.normalizers import for_characters
 from ..unigram_export import byte_pieces
 from .extend_unigram import extended_vocab, read_unigram_base
+from .passes import side_thread
 from .tables import TrainTables, words_table
 from .unigram import (
     META_PIECES,
@@ -62,6 +63,26 @@ def read_lines(inputs: Any, cfg: TrainConfig) -> pl.Series:
     parts = [chunk.str.strip_suffix("\n") for chunk in
              iter_sequences(inputs, fmt=cfg.format, column=cfg.column)]
     return pl.concat(parts, rechunk=True) if parts else pl.Series("line", [], dtype=pl.String)
+
+
+#: From this many characters, the words' final segmentation runs in two halves on two threads.
+HALVES_MIN_CHARS = 1_000_000
+
+
+def tokenize_in_halves(model: UnigramModel, words: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """`model.tokenize_flat(words)`: the ids of every word end to end and each word's offset
+    into them, the words cut in two halves of as many characters, the second segmented on the
+    side thread (NumPy releases the GIL in the lattices' large steps; each half's lattices are
+    half the whole's, so the memory stays that of one)."""
+    chars = np.cumsum(words.str.len_chars().to_numpy())
+    if not len(chars) or chars[-1] < HALVES_MIN_CHARS:
+        return model.tokenize_flat(words)
+    cut = int(np.searchsorted(chars, chars[-1] // 2)) + 1  # the first half's words
+    model.prepare()  # (the vocabulary's trie, before two threads read it)
+    second = side_thread().submit(model.tokenize_flat, words.slice(cut))
+    ids, offsets = model.tokenize_flat(words.slice(0, cut))
+    more_ids, more_offsets = second.result()
+    return np.r_[ids, more_ids], np.r_[offsets[:-1], more_offsets + offsets[-1]]
 
 
 def unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: StageTimer,
@@ -132,7 +153,7 @@ def _unigram_tables(inputs: Any, from_counts: Any, cfg: TrainConfig, timer: Stag
         del tokens  # (a row per word of the corpus: not kept through the Viterbi below)
         model = UnigramModel([(p, float(s)) for p, s in zip(pieces, scores)], unk_id=0,
                              byte_fallback=bool((vocab.get_column("kind") == "byte").any()))
-        ids, offsets = model.tokenize_flat(words["word"])
+        ids, offsets = tokenize_in_halves(model, words["word"])
         words = words_table(words, offsets, ids, pieces)
         merges = pl.DataFrame(schema={"rank": pl.UInt32, "left": pl.String, "right": pl.String,
                                       "token": pl.String, "left_id": pl.UInt32,
