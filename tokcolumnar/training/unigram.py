@@ -693,7 +693,7 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None, opts: Unigram
               model.seed, model.score)
     model = reachable
     pieces, scores = finalize(model, seeds, required, opts)
-    final = seeds.gather(model.seed).is_in(pl.Series(pieces, dtype=pl.String)).to_numpy()
+    final = seeds.gather(model.seed).is_in(pl.Series(pieces, dtype=pl.String).implode()).to_numpy()
     drops.add(len(rounds), np.where(final, KEPT, FINAL_CUT), model.seed, model.score)
     possible = len(pieces) + opts.meta_pieces
     if opts.hard_vocab_limit and possible < opts.vocab_size:
