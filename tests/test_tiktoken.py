@@ -7,49 +7,31 @@ from __future__ import annotations
 import base64
 import json
 
-import polars as pl
 import pytest
 
 from tests.support.corpora import corpus, small_tiered
+from tests.support.tiktoken_check import check_tiktoken_outputs
 from tokcolumnar import Tokenizer, train
-from tokcolumnar.text.bytelevel import BYTE_ALPHABET, byte_map_bytes
+from tokcolumnar.text.bytelevel import BYTE_ALPHABET
 from tokcolumnar.text.patterns import PATTERNS
-from tokcolumnar.tiktoken_format import read_tiktoken, trained_merges_of_ranks
 
 tiktoken = pytest.importorskip("tiktoken")
 load = pytest.importorskip("tiktoken.load")
 
 
-def check_tiktoken(path, out, pattern: str, encode_lines: int | None = None) -> None:
+def check_tiktoken(path, out, pattern: str) -> None:
     train([str(path)], out_dir=out, pattern=pattern, vocab_size=30000,
           initial_alphabet=list(BYTE_ALPHABET), special_tokens=["<|endoftext|>"])
-    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
-    record = run["tiktoken"]
-    assert record["pat_str"] == PATTERNS[pattern].regex
-    assert record["special_tokens"] == {"<|endoftext|>": 0}
-    # tiktoken's own reader of the file, with the recorded pattern and special tokens
-    ranks = load.load_tiktoken_bpe(str(out / "tokenizer.tiktoken"))
-    assert ranks == read_tiktoken(str(out / "tokenizer.tiktoken"))
-    # the file gives the run's merges back (what `train --extend FILE.tiktoken` starts from)
-    merges = pl.read_parquet(out / "merges.parquet").sort("rank")
-    assert [(byte_map_bytes(a), byte_map_bytes(b)) for a, b, _ in trained_merges_of_ranks(ranks)
-            ] == list(zip(merges.get_column("left").to_list(),
-                          merges.get_column("right").to_list()))
-    enc = tiktoken.Encoding("t", pat_str=record["pat_str"], mergeable_ranks=ranks,
-                            special_tokens=record["special_tokens"])
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:encode_lines]
-    ours = Tokenizer.from_dir(out)
-    got = ours.encode_ids(lines).get_column("ids").to_list()
-    want = enc.encode_ordinary_batch(lines)
-    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
-    assert len(got) == len(want) and not bad, f"line {bad[:1]}: {lines[bad[0]]!r}" if bad else ""
-    assert ours.to_tiktoken().encode_ordinary_batch(lines) == want
-    assert ours.to_tiktoken().encode("a<|endoftext|>", allowed_special="all")[-1] == 0
+    check_tiktoken_outputs(out, path, PATTERNS[pattern].regex, {"<|endoftext|>": 0})
 
 
+# gpt2 on every small corpus; the LLM patterns there once, with a special token: each run of
+# tests/training/test_llm_patterns.py (every small corpus) makes the same checks
 @pytest.mark.corpus
-@pytest.mark.parametrize("pattern", ["gpt2", "cl100k", "o200k", "qwen2"])
-@pytest.mark.parametrize("name", small_tiered("en_taylorswift_wiki.txt"))
+@pytest.mark.parametrize("pattern,name", [
+    *[pytest.param("gpt2", *p.values, marks=p.marks) if hasattr(p, "values") else ("gpt2", p)
+      for p in small_tiered("en_taylorswift_wiki.txt")],
+    *[(p, "en_taylorswift_wiki.txt") for p in ("cl100k", "o200k", "qwen2")]])
 def test_tiktoken_encodes_as_we_do(pattern, name, tmp_path):
     check_tiktoken(corpus(f"small/{name}"), tmp_path / "out", pattern)
 

@@ -19,7 +19,7 @@ from .errors import TokcolumnarValueError
 from .models import BPEModel
 from .text.bytelevel import BYTES_TO_UNICODE, token_bytes
 from .text.patterns import GPT2
-from .text.pretokenizers import ByteLevel, PatternByteLevel
+from .text.pretokenizers import ByteLevel, PatternByteLevel, Sequence, Split
 
 
 class Tokenizer(Protocol):
@@ -46,6 +46,13 @@ def tiktoken_pattern(tokenizer: Tokenizer) -> str | None:
         return pre.pattern.regex
     if type(pre) is ByteLevel and pre.use_regex and not pre.add_prefix_space:
         return GPT2
+    # any other regex, as HF writes it: Split(Regex(p), "isolated") + ByteLevel(use_regex=False)
+    if (isinstance(pre, Sequence) and len(pre.pretokenizers) == 2
+            and isinstance(split := pre.pretokenizers[0], Split) and split.regex
+            and split.behavior == "isolated" and not split.invert
+            and type(byte_level := pre.pretokenizers[1]) is ByteLevel
+            and not byte_level.use_regex and not byte_level.add_prefix_space):
+        return split.pattern
     return None
 
 
@@ -126,7 +133,8 @@ def to_tiktoken(tokenizer: Tokenizer, name: str = "tokcolumnar") -> Any:
     pattern = tiktoken_pattern(tokenizer)
     if pattern is None:
         raise TokcolumnarValueError("tiktoken runs byte-level BPE only (ByteLevel without a "
-                                    "prefix space, or a named pattern's split)")
+                                    "prefix space, a named pattern's split, or a regex's "
+                                    "Split + ByteLevel(use_regex=False))")
     try:
         import tiktoken
     except ImportError:

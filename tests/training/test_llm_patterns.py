@@ -1,7 +1,8 @@
 """Byte-level BPE with today's LLM patterns (`--pattern cl100k|o200k|qwen2`) against HF:
 merges and vocabulary identical to HF's `BpeTrainer` behind `Split(Regex(p), "isolated")` +
 `ByteLevel(add_prefix_space=False, use_regex=False)` with the 256 bytes as initial alphabet,
-and HF loading our tokenizer.json encodes every line to our ids."""
+and HF loading our tokenizer.json, and tiktoken with our tokenizer.tiktoken and the same
+pattern, encode every line to our ids."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
 from tests.support.corpora import MEDIUM, MISSING, corpus, small_tiered
+from tests.support.tiktoken_check import check_tiktoken_outputs
 from tokcolumnar import Tokenizer, TrainConfig, train
 from tokcolumnar.text.bytelevel import BYTE_ALPHABET
 from tokcolumnar.text.patterns import PATTERNS
@@ -60,6 +62,9 @@ def check_pattern(name: str, path: Path, tmp: Path, encode_lines: int | None = N
     bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
     assert len(got) == len(want) and not bad, f"line {bad[:1]}"
     assert all(ours.decode(ids) == line for ids, line in zip(got, lines))
+    # tiktoken with our tokenizer.tiktoken and the same pattern: the same ids on every line
+    check_tiktoken_outputs(out, path, PATTERNS[name].regex if name in PATTERNS else name, {},
+                           encode_lines)
 
 
 @pytest.mark.corpus
@@ -72,17 +77,9 @@ def test_small_identical_to_hf(name, corpus_name, tmp_path):
 @pytest.mark.corpus
 @pytest.mark.parametrize("corpus_name", small_tiered("en_taylorswift_wiki.txt"))
 def test_small_custom_lookahead_identical_to_hf_and_tiktoken(corpus_name, tmp_path):
-    path = corpus(f"small/{corpus_name}")
-    check_pattern(LOOKAHEAD, path, tmp_path)
-    # tiktoken (whose engine has look-around) with our tokenizer.tiktoken and the same regex
-    tiktoken = pytest.importorskip("tiktoken")
-    from tiktoken.load import load_tiktoken_bpe
-    enc = tiktoken.Encoding("custom", pat_str=LOOKAHEAD, special_tokens={},
-                            mergeable_ranks=load_tiktoken_bpe(
-                                str(tmp_path / "ours" / "tokenizer.tiktoken")))
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    got = Tokenizer.from_dir(tmp_path / "ours").encode_ids(lines).get_column("ids").to_list()
-    assert got == enc.encode_ordinary_batch(lines)
+    """A regex with look-ahead: HF, and tiktoken (whose engine has look-around) with our
+    tokenizer.tiktoken and the same regex (`check_pattern`)."""
+    check_pattern(LOOKAHEAD, corpus(f"small/{corpus_name}"), tmp_path)
 
 
 @pytest.mark.slow
