@@ -10,6 +10,7 @@ import json
 import pytest
 
 from tests.support.corpora import corpus, small_tiered
+from tests.support.markers import with_name
 from tests.support.tiktoken_check import check_tiktoken_outputs
 from tokcolumnar import Tokenizer, train
 from tokcolumnar.text.bytelevel import BYTE_ALPHABET
@@ -29,8 +30,7 @@ def check_tiktoken(path, out, pattern: str) -> None:
 # tests/training/test_llm_patterns.py (every small corpus) makes the same checks
 @pytest.mark.corpus
 @pytest.mark.parametrize("pattern,name", [
-    *[pytest.param("gpt2", *p.values, marks=p.marks) if hasattr(p, "values") else ("gpt2", p)
-      for p in small_tiered("en_taylorswift_wiki.txt")],
+    *with_name("gpt2", small_tiered("en_taylorswift_wiki.txt")),
     *[(p, "en_taylorswift_wiki.txt") for p in ("cl100k", "o200k", "qwen2")]])
 def test_tiktoken_encodes_as_we_do(pattern, name, tmp_path):
     check_tiktoken(corpus(f"small/{name}"), tmp_path / "out", pattern)

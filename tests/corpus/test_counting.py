@@ -163,7 +163,7 @@ LINE_TEXT = st.text(alphabet=st.sampled_from(list("ab cÉé.\t東京 ,x1\u00a0")
 @given(st.lists(LINE_TEXT.map(lambda s: s + "\n"), min_size=1, max_size=40),
        st.sampled_from(PRETOKENIZER_NAMES), st.sampled_from(NORMALIZER_NAMES),
        st.integers(1, 4), st.integers(2, 3), st.integers(1, 40))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 def test_unit_folding_equals_one_table(lines, pre, norm, lines_per_chunk, fold, batch_bytes):
     """Counting chunk by chunk, chunks concatenated up to COUNT_BYTES and partial tables
     folded per unit into a running table (`CountFolder`; both patched small so batches form
@@ -205,7 +205,7 @@ def test_chunked_pretokenizers():
 @given(st.lists(CHUNK_TEXT, min_size=1, max_size=12),
        st.sampled_from([*CHUNKED, "byte-level add_prefix_space"]),
        st.sampled_from([None, *NORMALIZER_NAMES]), st.integers(0, 50))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 def test_chunk_decomposition_equals_direct_regex(texts, pre, norm, offset):
     """Counting through the chunks (split on spaces and line feeds, regex on the distinct
     chunks, positions from the chunks' piece counts) gives the table of running the

@@ -48,11 +48,11 @@ def assert_same_files(a: Path, b: Path) -> None:
 
 @pytest.mark.parametrize("name,config", heavy(
     [(name, c[0]) for name in SMALL for c in CONFIGS],
-    # the full run: on en_botchan gpt2, whitespace with HF's tie-break and with subword-nmt's,
-    # and gpt2 on the Chinese novel; all 56 with TOKCOLUMNAR_SLOW=1 (10-140 s each; the Polars
-    # engine's oracle runs every configuration on every small corpus)
+    # the full run: on en_botchan gpt2 and whitespace with HF's tie-break, and gpt2 on the
+    # Chinese novel; all 56 with TOKCOLUMNAR_SLOW=1 (10-140 s each; the Polars engine's oracle
+    # runs every configuration on every small corpus, the DuckDB loop's tie-breaks are checked
+    # against it in tests/duckdb/test_engine.py)
     full=lambda v: v in {("en_botchan.txt", "whitespace-id"),
-                         ("en_botchan.txt", "whitespace-lexical-max"),
                          ("zh_hongloumeng_300k.txt", FAST)},
     fast=lambda v: v == ("en_botchan.txt", FAST), multi=True))
 def test_extend_is_training_on(tmp_path, name, config):
@@ -74,10 +74,10 @@ def test_extend_is_training_on(tmp_path, name, config):
         ["base"] * k_merges + ["extend"] * (merges.height - k_merges))
 
 
-# (the fast tier rebuilds in test_extend_on_another_corpus; the full run here the `id` and
-# first-seen orders, the others with TOKCOLUMNAR_SLOW=1)
+# (the fast tier rebuilds in test_extend_on_another_corpus; the full run here the `id` order,
+# the others with TOKCOLUMNAR_SLOW=1)
 @pytest.mark.parametrize("config", heavy(
-    [c[0] for c in CONFIGS], full=lambda c: c in (FAST, "whitespace-first-seen"),
+    [c[0] for c in CONFIGS], full=lambda c: c == FAST,
     fast=lambda c: False))
 def test_rebuilt_state_is_the_loop_state(tmp_path, monkeypatch, config):
     """The rebuild in SQL (own ids, the words segmented by the base's merges in rounds, the
@@ -101,7 +101,9 @@ def test_rebuilt_state_is_the_loop_state(tmp_path, monkeypatch, config):
         assert getattr(on_polars, table).equals(getattr(extended, table)), table
 
 
-@pytest.mark.parametrize("preset", tiered(["gpt2", "bert", None], lambda p: p is None))
+# (the full run: byte-level (the replay diverges) and whitespace; bert with TOKCOLUMNAR_SLOW=1)
+@pytest.mark.parametrize("preset", heavy(["gpt2", "bert", None], full=lambda p: p == "gpt2",
+                                         fast=lambda p: p is None))
 def test_extend_on_another_corpus(tmp_path, preset):
     """A base trained on English, extended with Russian (Chinese for byte-level, whose initial
     vocabulary is the base's: the replay diverges, the tables are built again): the base's
@@ -199,9 +201,10 @@ def test_small_input_extends_through_the_chain(tmp_path, tie_break):
     assert_same_files(tmp_path / "b-polars", tmp_path / "b-duckdb")
 
 
-@pytest.mark.parametrize("options", tiered(
+# (--min-frequency with TOKCOLUMNAR_SLOW=1: tests/training/test_extend.py has it on Polars)
+@pytest.mark.parametrize("options", heavy(
     [{"max_merges": 700}, {"min_frequency": 3}, {"max_token_length": 4}],
-    lambda o: "max_merges" in o))
+    full=lambda o: "max_token_length" in o, fast=lambda o: "max_merges" in o))
 def test_loop_options_work_as_for_a_fresh_run(tmp_path, options):
     """--max-merges (counting the base's merges), --min-frequency and --max-token-length given
     to the extension: the tables of a direct DuckDB run with them."""

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.corpora import ROOT, corpus, small_tiered
+from tests.support.corpora import ROOT, corpus, small_scripts
 from tests.support.engines import duckdb_count, polars_count, train_duckdb
 from tests.support.examples import examples
 from tests.support.markers import tiered
@@ -242,7 +242,7 @@ CONFIGS = [
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", small_tiered("udhr_multiscript.txt"))
+@pytest.mark.parametrize("name", small_scripts("udhr_multiscript.txt"))
 def test_count_matches_polars_on_small_corpora(name):
     path = str(corpus(f"small/{name}"))
     for opts in CONFIGS:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tokcolumnar as tc
-from tests.support.corpora import SMALL, corpus
+from tests.support.corpora import corpus, small_scripts
 from tests.support.engines import train_duckdb
 from tests.support.examples import examples
 from tests.support.strategies import as_table, corpora
@@ -162,7 +162,7 @@ def small_words(name: str) -> pl.DataFrame:
 
 @pytest.mark.slow
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", SMALL)
+@pytest.mark.parametrize("name", small_scripts("en_botchan.txt"))
 def test_small_corpora_likelihood(name):
     words = small_words(name)
     pairs = list(zip(words["word"].to_list(), words["count"].to_list()))

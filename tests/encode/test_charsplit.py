@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, normalizers, pre_tokenizers, processors
 
-from tests.support.corpora import corpus, small_tiered
+from tests.support.corpora import corpus, small_scripts
 from tokcolumnar import Tokenizer, train
 from tokcolumnar.encode.charsplit import (
     ALONE,
@@ -288,7 +288,7 @@ def test_replacing_a_component_remakes_the_split():
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", small_tiered("zh_hongloumeng_300k.txt"))
+@pytest.mark.parametrize("name", small_scripts("zh_hongloumeng_300k.txt"))
 def test_every_line_of_the_small_corpora_matches_hf(tmp_path, name):
     """The code-point split (forced on every batch, whatever its language) on real text: a
     bert-preset tokenizer trained on the file gives HF's ids and word ids on every line."""

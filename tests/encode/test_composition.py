@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
-from tests.support.corpora import corpus, small_tiered
+from tests.support.corpora import corpus, small_scripts
 from tests.support.hf_text import NORM_DIFF, read_lines, text_strategy
 from tokcolumnar import Tokenizer
 from tokcolumnar.encode.composition import composed_counts
@@ -76,6 +76,6 @@ def test_qwen2_style_offsets_on_marked_text(qwen2_style, texts):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", small_tiered("udhr_multiscript.txt"))
+@pytest.mark.parametrize("name", small_scripts("udhr_multiscript.txt"))
 def test_qwen2_style_offsets_on_the_corpora(qwen2_style, name):
     assert_encodes_as_hf(qwen2_style, list(read_lines(str(corpus(f"small/{name}")))))

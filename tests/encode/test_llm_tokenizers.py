@@ -15,7 +15,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import pre_tokenizers as hfp
 
 from tests.support.cli import run_cli
-from tests.support.corpora import MEDIUM, MISSING, corpus, small_tiered
+from tests.support.corpora import MEDIUM, MISSING, corpus, small_scripts
 from tests.support.hf_text import encoded_rows
 from tokcolumnar import Tokenizer
 from tokcolumnar.text.patterns import PATTERNS
@@ -62,13 +62,13 @@ def check_encodes_as_hf(name: str, path: Path, tmp: Path, limit: int | None = No
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize("file", small_tiered("udhr_multiscript.txt"))
+@pytest.mark.parametrize("file", small_scripts("udhr_multiscript.txt"))
 def test_small_corpora_encode_as_hf(name, file, tmp_path):
     check_encodes_as_hf(name, corpus(f"small/{file}"), tmp_path)
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("file", small_tiered("udhr_multiscript.txt"))
+@pytest.mark.parametrize("file", small_scripts("udhr_multiscript.txt"))
 def test_small_corpora_encode_as_hf_with_a_lookahead_regex(file, tmp_path):
     """An HF-made tokenizer.json whose Split has a user's regex with look-ahead (run by
     Python's engine, `text.backtracking`): HF's ids and offsets on every line."""

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tests.encode.conftest import PRESETS, hf_of
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.corpora import PRIMER as DATA
-from tests.support.corpora import corpus, small_tiered
+from tests.support.corpora import corpus, small_scripts
 from tests.support.hf_text import NORM_DIFF, text_strategy
 from tokcolumnar import TokcolumnarError, Tokenizer, train
 from tokcolumnar.encode import dataset
@@ -52,7 +52,7 @@ def test_encode_batch_offsets_match_hf(trained, name):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("file", small_tiered("en_botchan.txt"))
+@pytest.mark.parametrize("file", small_scripts("en_botchan.txt"))
 def test_small_corpora_offsets_match_hf(tmp_path, trained, file):
     """Every line of each small corpus: ids and offsets as HF's encode_batch gives them,
     through the batch path of `encode` (parallel batches, word cache)."""

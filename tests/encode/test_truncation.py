@@ -12,7 +12,7 @@ import pytest
 
 from tests.encode.conftest import PRESETS, hf_of
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.corpora import corpus, small_tiered
+from tests.support.corpora import corpus, small_scripts
 from tokcolumnar import TokcolumnarError, Tokenizer
 from tokcolumnar.encode import dataset
 
@@ -178,7 +178,7 @@ def test_no_special_tokens_truncates_to_max_length(tmp_path, trained):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("file", small_tiered("udhr_multiscript.txt"))
+@pytest.mark.parametrize("file", small_scripts("udhr_multiscript.txt"))
 def test_small_corpora_windows_match_hf(tmp_path, trained, file, monkeypatch):
     """Every line of a small corpus cut into overlapping windows from the left, in small
     batches: the rows are HF's windows in order, each with the index of its line."""

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
-from tests.support.corpora import MEDIUM, MISSING, corpus, small_tiered
+from tests.support.corpora import MEDIUM, MISSING, corpus, small_scripts
 from tests.support.hf_text import NORM_DIFF, text_strategy
 from tests.support.markers import SLOW_ONLY
 from tokcolumnar import Tokenizer, train
@@ -106,7 +106,7 @@ def assert_file_as_hf(path: str, src, tmp_path) -> None:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", small_tiered("udhr_multiscript.txt"))
+@pytest.mark.parametrize("name", small_scripts("udhr_multiscript.txt"))
 def test_small_corpora_as_hf(unigram_tokenizers, tmp_path, name):
     """Every line of each small corpus, with each tokenizer: HF's ids and offsets (no line
     excluded: none has a text our normalizer makes otherwise than HF's)."""

@@ -15,7 +15,7 @@ from tokenizers import models, normalizers, pre_tokenizers, trainers
 from tokenizers.implementations import BertWordPieceTokenizer
 
 import tokcolumnar as tc
-from tests.support.corpora import SMALL, corpus, small_tiered
+from tests.support.corpora import SMALL, corpus, small_scripts, small_tiered
 from tokcolumnar import Tokenizer
 from tokcolumnar.text.decoders import WordPieceDecoder
 from tokcolumnar.training.symbols import build_initial
@@ -114,7 +114,7 @@ def check_same_ids(out: Path, texts: list[str], bert_vocab_txt: bool) -> None:
 
 
 @pytest.mark.parametrize("scoring", ["likelihood", "frequency"])
-@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
+@pytest.mark.parametrize("name", small_scripts("en_botchan.txt"))
 def test_bert_preset_encodes_like_hf(name, scoring):
     vs = max(3000, initial_size(name, True) + 2000)
     out = trained(name, True, scoring, vs)
@@ -125,7 +125,7 @@ def test_bert_preset_encodes_like_hf(name, scoring):
     assert all(x[0] == vocab["[CLS]"] and x[-1] == vocab["[SEP]"] for x in ids)
 
 
-@pytest.mark.parametrize("name", small_tiered("udhr_multiscript.txt"))
+@pytest.mark.parametrize("name", small_scripts("udhr_multiscript.txt"))
 def test_whitespace_wordpiece_encodes_like_hf(name):
     vs = max(2000, initial_size(name, False) + 1500)
     out = trained(name, False, "likelihood", vs)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support import markers
-from tests.support.markers import tiered
+from tests.support.markers import heavy, tiered
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
@@ -59,6 +59,22 @@ def listed(folder: str) -> list[str]:
 
 SMALL = listed("small")
 MEDIUM = listed("medium")
+
+
+#: The small corpora of the full run's secondary checks (with the fast tier's one): Arabic with
+#: its diacritics, Japanese, the 14-script UDHR (Cyrillic, Greek, Devanagari, ...) and
+#: Chinese. The other small corpora (three English, Russian) run them with TOKCOLUMNAR_SLOW=1.
+SCRIPTS = ("ar_tashkeela_plain_300k.txt", "ja_wagahai_300k.txt", "udhr_multiscript.txt",
+           "zh_hongloumeng_300k.txt")
+
+
+def small_scripts(fast: str) -> list[Any]:
+    """SMALL for `parametrize` in three tiers (`markers.heavy`): `fast` in the fast tier, it and
+    `SCRIPTS` in the full run, every small corpus with TOKCOLUMNAR_SLOW=1 — for the checks
+    that each training or encoding path is exact beyond the primary parity tests (those run
+    on every small corpus: `small_tiered`)."""
+    keep = fast if fast in SMALL else SMALL[0]
+    return heavy(SMALL, full=lambda name: name in SCRIPTS, fast=lambda name: name == keep)
 
 
 def small_tiered(fast: str) -> list[Any]:

@@ -52,3 +52,10 @@ def heavy(values: list[Any], full: Callable[[Any], bool], fast: Callable[[Any], 
         else:
             out.append(pytest.param(*args, marks=[pytest.mark.slow, SLOW_ONLY]))
     return out
+
+
+def with_name(name: Any, values: list[Any]) -> list[Any]:
+    """`values` for `parametrize` (plain values or `pytest.param`s, marks kept) with `name`
+    as a first argument before each."""
+    return [pytest.param(name, *v.values, marks=v.marks, id=None) if hasattr(v, "values")
+            else (name, v) for v in values]

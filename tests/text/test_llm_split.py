@@ -84,8 +84,10 @@ def test_edge_cases_match_hf(name: str, text: str) -> None:
 
 
 @pytest.mark.slow
-# qwen2 is cl100k's split with one digit a piece (the same code): with TOKCOLUMNAR_SLOW=1 only
-@pytest.mark.parametrize("name", [n if n != "qwen2" else pytest.param(n, marks=SLOW_ONLY)
+# the full run: cl100k. With TOKCOLUMNAR_SLOW=1 also qwen2 (cl100k's split with one digit a
+# piece: the same code) and o200k (~90 s: the regex crate's o200k classes on every code point;
+# random texts of every category check it in every tier)
+@pytest.mark.parametrize("name", [n if n == "cl100k" else pytest.param(n, marks=SLOW_ONLY)
                                   for n in NAMES])
 def test_every_code_point_matches_hf(name: str) -> None:
     """Each code point between letters of both cases, numbers, punctuation, apostrophes and

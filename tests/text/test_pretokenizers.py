@@ -24,6 +24,7 @@ from tests.support.hf_text import (
     read_lines,
     text_strategy,
 )
+from tests.support.markers import SLOW_ONLY
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.text import pretokenizers as P
 from tokcolumnar.text.bytelevel import BYTE_ALPHABET, byte_map
@@ -134,7 +135,8 @@ def test_every_code_point_byte_level():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["whitespace", "whitespace-split", "bert"])
+@pytest.mark.parametrize("kind", ["whitespace", pytest.param("whitespace-split", marks=SLOW_ONLY),
+                                  "bert"])
 def test_every_code_point(kind):
     ours_cls, hf_cls = PAIRS[kind]
     chunks = []
@@ -145,7 +147,7 @@ def test_every_code_point(kind):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("individual", [False, True])
+@pytest.mark.parametrize("individual", [False, pytest.param(True, marks=SLOW_ONLY)])
 def test_every_code_point_digits_and_punctuation(individual):
     chunks = []
     for i in range(0, len(ALL_CODE_POINTS), 8192):

@@ -22,7 +22,7 @@ from tokenizers import models, pre_tokenizers, trainers
 from tests.support.cli import ROOT, assert_clean_error, run_cli
 from tests.support.corpora import corpus
 from tests.support.examples import examples
-from tests.support.markers import tiered
+from tests.support.markers import heavy
 from tokcolumnar import Tokenizer, TrainConfig, train
 from tokcolumnar.errors import TokcolumnarError, TokcolumnarValueError
 from tokcolumnar.text import segmenters
@@ -96,7 +96,10 @@ CASES = [("jieba", "small/zh_hongloumeng_300k.txt", "words"),
          ("mecab", "small/ja_wagahai_300k.txt", "chars"),
          ("mecab", "medium/ja.txt", "words"),
          ("mecab", "medium/ja.txt", "chars")]
-TIERED = tiered(CASES, lambda c: c[1].startswith("small/"), multi=True)
+# the full run: the medium corpora split into words (the chars split there, ~20 s a case, with
+# TOKCOLUMNAR_SLOW=1; the small corpora have both in every tier)
+TIERED = heavy(CASES, full=lambda c: c[2] == "words", fast=lambda c: c[1].startswith("small/"),
+               multi=True)
 
 
 @pytest.mark.corpus

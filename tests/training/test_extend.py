@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.corpora import MEDIUM, SMALL, corpus
+from tests.support.corpora import MEDIUM, SCRIPTS, SMALL, corpus
 from tests.support.hf_outputs import check_outputs_in_hf
 from tests.support.markers import heavy, tiered
 from tokcolumnar import Tokenizer, train
@@ -125,9 +125,10 @@ def check_oracle(tmp_path: Path, text: Path, config: str, k: int | None = None,
 @pytest.mark.corpus
 @pytest.mark.parametrize("name,config", heavy(
     [(name, c[0]) for c in CONFIGS for name in SMALL],
-    # the byte-level LLM patterns (three runs and one from tokenizer.tiktoken each) on
-    # en_botchan and the Chinese novel in the full run, on every corpus with TOKCOLUMNAR_SLOW=1
-    full=lambda v: v[1] not in ("cl100k", "o200k") or v[0] in (
+    # the full run: every configuration on en_botchan and the other scripts' corpora
+    # (`SCRIPTS`), the byte-level LLM patterns (three runs and one from tokenizer.tiktoken
+    # each) on en_botchan and the Chinese novel; every case with TOKCOLUMNAR_SLOW=1
+    full=lambda v: (v[0] in SCRIPTS and v[1] not in ("cl100k", "o200k")) or v[0] in (
         "en_botchan.txt", "zh_hongloumeng_300k.txt"),
     fast=lambda v: v[0] == "en_botchan.txt", multi=True))
 def test_extend_is_training_on(tmp_path, name, config):

@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers, trainers
 
-from tests.support.corpora import corpus, small_tiered
+from tests.support.corpora import corpus, small_scripts, small_tiered
 from tokcolumnar import Tokenizer, train
 from tokcolumnar.training import bpe
 from tokcolumnar.training.bpe import QueueEntries
@@ -53,7 +53,7 @@ def test_small_corpus_identical_to_hf(name, tmp_path):
     check_encoding(out, path)
 
 
-@pytest.mark.parametrize("name", small_tiered("en_botchan.txt"))
+@pytest.mark.parametrize("name", small_scripts("en_botchan.txt"))
 def test_small_corpus_with_suffix_identical_to_hf(name, tmp_path):
     """HF numbers the `x</w>` variants in hash order (so two HF runs can differ on ties); given
     the variant order of this HF run, our merges must be identical to it."""

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.corpora import MEDIUM, corpus, small_tiered
+from tests.support.corpora import MEDIUM, corpus, small_scripts
 from tests.support.markers import heavy, tiered
 from tokcolumnar.tokenizer import Tokenizer
 
@@ -75,7 +75,7 @@ SIZES = {"zh_hongloumeng_300k.txt": (4000, 1200), "ja_wagahai_300k.txt": (4000, 
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("name", small_tiered("zh_hongloumeng_300k.txt"))
+@pytest.mark.parametrize("name", small_scripts("zh_hongloumeng_300k.txt"))
 def test_llama2_trains_as_hf_bpe_trainer(tmp_path: Path, name: str) -> None:
     src = corpus(f"small/{name}")
     lines = read_lines(src)

@@ -27,8 +27,8 @@ import numpy as np
 import polars as pl
 
 from ..text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
-from ..training.unigram import UnigramOptions
 from ..training.unigram_log import UnigramTrace
+from ..training.unigram_options import UnigramOptions
 from .runner import Scripts
 from .unigram_rounds import StageCheck
 

@@ -48,6 +48,7 @@ from tokcolumnar.training.unigram_log import (
     Pruning,
     UnigramTrace,
 )
+from tokcolumnar.training.unigram_options import UnigramOptions  # noqa: F401 (re-exported)
 
 WS = "\u2581"  # the escaped space
 UNK_CHAR = "\u2585"  # stands for a character outside the required ones
@@ -63,25 +64,6 @@ _SCRIPTS = np.array([s for _, _, s in SCRIPT_RANGES], dtype=np.int64)
 _HAN, _HIRAGANA, _KATAKANA, _INHERITED = (SCRIPT_NAMES.index(n) for n in
                                            ("Han", "Hiragana", "Katakana", "Inherited"))
 _ANY = -1  # matches every script (digits with split_by_number=False)
-
-
-@dataclass(frozen=True)
-class UnigramOptions:
-    """SentencePiece's TrainerSpec fields that the trainer reads, with its defaults. Only the
-    defaults of the whitespace options are supported (split_by_whitespace, prefix `▁`)."""
-
-    vocab_size: int = 8000
-    character_coverage: float = 0.9995
-    seed_sentencepiece_size: int = 1_000_000
-    shrinking_factor: float = 0.75
-    max_sentencepiece_length: int = 16
-    num_sub_iterations: int = 2
-    num_threads: int = 16
-    split_by_unicode_script: bool = True
-    split_by_number: bool = True
-    split_digits: bool = False
-    meta_pieces: int = 3  # <unk>, <s>, </s>: they take ids, not pieces
-    hard_vocab_limit: bool = True  # fewer pieces than vocab_size is an error
 
 
 @dataclass

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 if TYPE_CHECKING:
-    from .unigram import UnigramOptions
+    from .unigram_options import UnigramOptions
 
 #: Why a piece was dropped, in the order the steps run (docs/unigram.md, "The pruning table").
 REASONS = ("em", "never_best", "unused", "loss", "unreachable", "final_cut")
