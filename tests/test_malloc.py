@@ -38,6 +38,7 @@ def libc(monkeypatch: pytest.MonkeyPatch) -> FakeLibc:
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     return fake
 
 
@@ -80,7 +81,8 @@ def test_merging_heap_keeps_temporaries_then_restores(libc: FakeLibc,
 def test_unigram_training_runs_in_its_heap(libc: FakeLibc, monkeypatch: pytest.MonkeyPatch,
                                           tmp_path: Path) -> None:
     """`train --model unigram` allocates and frees arrays of 1-30 MiB every EM iteration: it
-    runs with both thresholds raised (`unigram_heap`), the fixed ones restored after."""
+    runs with both thresholds raised (`unigram_heap`), the fixed ones restored after; its
+    threads share one arena from its start (`one_arena`)."""
     seen = []
     real = unigram_pipeline._unigram_tables
 
@@ -94,14 +96,30 @@ def test_unigram_training_runs_in_its_heap(libc: FakeLibc, monkeypatch: pytest.M
     path.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 3, encoding="utf-8")
     unigram_pipeline.unigram_tables([str(path)], None,
                                     TrainConfig(model="unigram", vocab_size=18), StageTimer())
-    assert seen == [[(malloc.M_MMAP_THRESHOLD, malloc.UNIGRAM_MMAP_THRESHOLD),
+    assert seen == [[(malloc.M_ARENA_MAX, 1),
+                     (malloc.M_MMAP_THRESHOLD, malloc.UNIGRAM_MMAP_THRESHOLD),
                      (malloc.M_TRIM_THRESHOLD, malloc.UNIGRAM_TRIM_THRESHOLD)]]
     # the heap's free pages given back after the lattices' build and each pruning round
     # (`release_free_heap`), then the thresholds restored
-    during, after = libc.calls[2:-3], libc.calls[-3:]
+    during, after = libc.calls[3:-3], libc.calls[-3:]
     assert len(during) >= 2 and set(during) == {("trim", 0)}
     assert after == [(malloc.M_MMAP_THRESHOLD, malloc.MMAP_THRESHOLD),
                      (malloc.M_TRIM_THRESHOLD, malloc.TRIM_THRESHOLD), ("trim", 0)]
+
+
+def test_one_arena_leaves_a_users_arena_setting(libc: FakeLibc,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`one_arena` sets `M_ARENA_MAX` 1 in a command-line run, and nothing when the user set
+    `MALLOC_ARENA_MAX` or a library caller kept its allocator."""
+    monkeypatch.setattr(malloc, "_fixed_threshold", malloc.MMAP_THRESHOLD)
+    malloc.one_arena()
+    assert libc.calls == [(malloc.M_ARENA_MAX, 1)]
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    malloc.one_arena()
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    monkeypatch.setattr(malloc, "_fixed_threshold", None)
+    malloc.one_arena()
+    assert libc.calls == [(malloc.M_ARENA_MAX, 1)]
 
 
 def test_release_free_heap_only_in_a_command_line_run(libc: FakeLibc,
