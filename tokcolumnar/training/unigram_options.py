@@ -1,5 +1,6 @@
 """The options of the Unigram trainer (`training/unigram.py`): SentencePiece's TrainerSpec
-fields it reads, with SentencePiece's defaults (docs/unigram.md, "0. Options and their defaults")."""
+fields it reads, with SentencePiece's defaults (docs/unigram.md, "0. Options and their
+defaults")."""
 
 from __future__ import annotations
 
