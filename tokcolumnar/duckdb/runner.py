@@ -68,6 +68,12 @@ class Scripts:
                 con.execute(q)
         return con
 
+    def copy_in(self, name: str, frame: Any) -> None:
+        """A Polars frame as the temporary table `name` (a copy: the frame may go)."""
+        self.con.register(f"{name}_frame", frame)
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_frame")
+        self.con.unregister(f"{name}_frame")
+
     def rows(self, stem: str, section: str = "", **params: Any) -> list[tuple]:
         return self.run(stem, section, **params).fetchall()
 

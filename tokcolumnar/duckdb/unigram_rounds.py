@@ -44,9 +44,7 @@ def load_words(sql: Scripts, words: pl.Series, counts: np.ndarray) -> int:
     length in characters."""
     frame = pl.DataFrame({"w": np.arange(len(words), dtype=np.int64), "word": words,
                           "cnt": counts.astype(np.int64)})
-    sql.con.register("tc_uwords_frame", frame)
-    sql.con.execute("CREATE OR REPLACE TEMP TABLE tc_uwords AS SELECT * FROM tc_uwords_frame")
-    sql.con.unregister("tc_uwords_frame")
+    sql.copy_in("tc_uwords", frame)
     return int(words.str.len_chars().max() or 0)
 
 
@@ -55,9 +53,7 @@ def _load_pieces(sql: Scripts, pieces: pl.Series, scores: np.ndarray) -> dict[st
     (the unknown node: id 0, SentencePiece's float32 min - 10); returns the parameters."""
     frame = pl.DataFrame({"id": pl.Series(np.arange(len(pieces)), dtype=pl.Int32),
                           "piece": pieces, "score": scores.astype(np.float64)})
-    sql.con.register("tc_pieces_frame", frame)
-    sql.con.execute("CREATE OR REPLACE TEMP TABLE tc_pieces AS SELECT * FROM tc_pieces_frame")
-    sql.con.unregister("tc_pieces_frame")
+    sql.copy_in("tc_pieces", frame)
     f32 = np.float32
     params: dict[str, float | int] = {
         "max_len": int(pieces.str.len_chars().max() or 1),

@@ -45,12 +45,6 @@ def script_ranges() -> pl.DataFrame:
                         schema={"lo": pl.Int32, "hi": pl.Int32, "script": pl.String})
 
 
-def _table(sql: Scripts, name: str, frame: pl.DataFrame) -> None:
-    sql.con.register(f"{name}_frame", frame)
-    sql.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_frame")
-    sql.con.unregister(f"{name}_frame")
-
-
 def sql_seeds(sql: Scripts, sentences: pl.Series, counts: np.ndarray | None,
               opts: UnigramOptions) -> pl.DataFrame:
     """The seed pieces in SQL: (piece, value, score) in SentencePiece's order, from the
@@ -58,10 +52,10 @@ def sql_seeds(sql: Scripts, sentences: pl.Series, counts: np.ndarray | None,
     counts (1 each when None)."""
     n = len(sentences)
     counts = np.ones(n, np.int64) if counts is None else np.asarray(counts, np.int64)
-    _table(sql, "tc_sd_sentences", pl.DataFrame({
+    sql.copy_in("tc_sd_sentences", pl.DataFrame({
         "i": np.arange(n, dtype=np.int64), "sentence": pl.Series(sentences, dtype=pl.String),
         "cnt": counts}))
-    _table(sql, "tc_sd_scripts", script_ranges())
+    sql.copy_in("tc_sd_scripts", script_ranges())
     sql.run("unigram_seeds", "kinds")
     sql.run("unigram_seeds", "chars", split_by_unicode_script=opts.split_by_unicode_script,
             split_by_number=opts.split_by_number, split_digits=opts.split_digits)
