@@ -11,6 +11,8 @@ from tokcolumnar.memory import (
     DEFAULT_FRACTION,
     MERGE_BYTES_PER_CJK_SYMBOL,
     MERGE_BYTES_PER_PASS_POSITION,
+    MERGE_BYTES_PER_ROOT_CJK_SYMBOL,
+    MERGE_BYTES_PER_ROOT_SYMBOL,
     MERGE_BYTES_PER_SYMBOL,
     MERGE_BYTES_PER_WORD,
     check_merge_memory,
@@ -41,8 +43,9 @@ def test_default_limit_is_the_documented_fraction_of_ram():
 
 def test_merge_check_names_the_memory_needed_and_max_words():
     words = pl.DataFrame({"word": ["abcd"] * 1000, "count": [1] * 1000})
-    need = (words.estimated_size() + 1000 * MERGE_BYTES_PER_WORD + 4000 * MERGE_BYTES_PER_SYMBOL
-            + 2000 * MERGE_BYTES_PER_PASS_POSITION)  # a pass merges at most half the symbols
+    need = int(words.estimated_size() + 1000 * MERGE_BYTES_PER_WORD
+               + 4000 * MERGE_BYTES_PER_SYMBOL + MERGE_BYTES_PER_ROOT_SYMBOL * 4000 ** 0.5
+               + 2000 * MERGE_BYTES_PER_PASS_POSITION)  # a pass merges at most half the symbols
     check_merge_memory(words, need, vocab_size=30_000)  # fits exactly
     with pytest.raises(TokcolumnarError, match=r"1,000 distinct words .* --max-words 999 "):
         check_merge_memory(words, need - 1, vocab_size=30_000)
@@ -50,8 +53,10 @@ def test_merge_check_names_the_memory_needed_and_max_words():
 
 def test_cjk_characters_cost_their_own_measured_bytes():
     words = pl.DataFrame({"word": ["ab文字"] * 10, "count": [1] * 10})
-    need = (words.estimated_size() + 10 * MERGE_BYTES_PER_WORD + 20 * MERGE_BYTES_PER_SYMBOL
-            + 20 * MERGE_BYTES_PER_CJK_SYMBOL + 20 * MERGE_BYTES_PER_PASS_POSITION)
+    need = int(words.estimated_size() + 10 * MERGE_BYTES_PER_WORD + 20 * MERGE_BYTES_PER_SYMBOL
+               + MERGE_BYTES_PER_ROOT_SYMBOL * 20 ** 0.5 + 20 * MERGE_BYTES_PER_CJK_SYMBOL
+               + MERGE_BYTES_PER_ROOT_CJK_SYMBOL * 20 ** 0.5
+               + 20 * MERGE_BYTES_PER_PASS_POSITION)
     check_merge_memory(words, need, vocab_size=30_000)
     with pytest.raises(TokcolumnarError, match="needs about"):
         check_merge_memory(words, need - 1, vocab_size=30_000)
@@ -84,14 +89,14 @@ def test_a_pass_counts_at_most_one_chunk_of_temporaries():
     """The estimate's pass term: half the symbols of a small table (one pair can cover them),
     one `passes.PASS_CHUNK` of a large one; a table of long runs of one symbol (the first pass
     merges half of it) is not underestimated."""
-    from tokcolumnar.memory import PASS_CHUNK_POSITIONS, merge_bytes
+    from tokcolumnar.memory import PASS_CHUNK_POSITIONS, merge_bytes, symbol_bytes
     from tokcolumnar.training.passes import PASS_CHUNK
 
     assert PASS_CHUNK == PASS_CHUNK_POSITIONS
-    base = (merge_bytes(1, 10**8, vocab_size=1000) - MERGE_BYTES_PER_SYMBOL * 10**8
+    base = (merge_bytes(1, 10**8, vocab_size=1000) - symbol_bytes(10**8)
             - MERGE_BYTES_PER_WORD)
     assert base == MERGE_BYTES_PER_PASS_POSITION * PASS_CHUNK
-    small = (merge_bytes(1, 1000, vocab_size=1000) - MERGE_BYTES_PER_SYMBOL * 1000
+    small = (merge_bytes(1, 1000, vocab_size=1000) - symbol_bytes(1000)
              - MERGE_BYTES_PER_WORD)
     assert small == MERGE_BYTES_PER_PASS_POSITION * 500
     # 200 words of 2,000 `x` (400,487 symbols), measured 2026-11-28 at 30k: 50 MB above the

@@ -34,6 +34,7 @@ from .llama2_export import (
     sentencepiece_merges,
 )
 from .llm_presets import llm_post_processor
+from .memory import RunMemory
 from .models.base import Model
 from .models.bpe import BPEModel
 from .models.wordpiece import WordPieceModel
@@ -86,6 +87,8 @@ class TrainResult:
     spilled_bytes: int = 0
     #: The merge loop kept its state in files of the work directory (`ondisk`).
     loop_on_disk: bool = False
+    #: What the run held of the memory (run.json's `memory`; None: not a run of `train`).
+    memory: RunMemory | None = None
     #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
     rounds: pl.DataFrame | None = None
     #: --model unigram: one row per piece dropped (round, reason, score, loss...).
@@ -407,6 +410,7 @@ def _write_json_files(result: TrainResult, directory: Path) -> None:
                   "merges": result.merges.height, "vocab_size": result.vocab.height,
                   "spilled_bytes": result.spilled_bytes,
                   "merge_loop_on_disk": result.loop_on_disk},
+        **({"memory": result.memory.record()} if result.memory is not None else {}),
         "skipped_files": skipped,
         "files": sorted(written),
     }

@@ -23,6 +23,7 @@ import math
 import os
 import re
 import time
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -38,32 +39,39 @@ DEFAULT_FRACTION = 0.5
 #: the interpreter with its libraries (~150 MB).
 COUNT_TABLE_SHARE = 0.2
 
-# The merge loop's memory (BPE loop, Polars engine), measured with
-# `scripts/measure_merge_memory.py` (the peak RSS of initial symbols + merge loop + result
-# tables minus the RSS with the words table loaded; the words table itself, its
-# `estimated_size`, is added to the estimate). Remeasured 2026-11-28 after issue 30's int16
-# ids, narrow pair table, sweeps and uint8 spans (generated corpora of `gen_zipf_corpus.py
-# --seed 1`, counted with --preset gpt2 unless said; MB):
-#   table (words, symbols)                      vocab  measured  estimate (loop)
-#   zh 100 MB (1,601,389; 99,723,952 byte-level)  30k    1503      1673 (+11%)
-#   zh 100 MB                                     50k    1797      1972 (+10%)
-#   zh 20 MB (333,894; 20,170,821 byte-level)     30k     380       339 (-11%)
-#   en 100 MB (320,927; 2,653,410)                30k      98        58 (~40 MB below: see below)
-#   medium/zh.txt, whitespace (662,547;           30k     155       116
-#     3,691,376 CJK characters)                   50k     186       127
-#   medium/en.txt (116,495; 943,117)              30k      64        21
-# Per symbol, a byte-level table costs ~15-19 bytes (fewer on a larger table: the pairs grow
-# slower than the symbols); a vocabulary past 32,768 tokens holds int32 ids (2 bytes more per
+# The merge loop's memory (BPE loop, Polars engine): the peak resident memory of a whole
+# `tokcolumnar train` after its count (initial symbols, merge loop, result tables, the
+# outputs' writing; run.json's `memory`, `scripts/check_memory_estimate.py`) above the run's
+# start, less `LIBRARY_WORK`, fitted 2026-11-29 (least squares on the relative error) on 11
+# runs: generated Chinese of `gen_zipf_corpus.py zh --seed 0` (100 MB and its first 20 MB)
+# and generated English (1 GB, `--seed 1`) with --preset gpt2 (30k; the English at 50k) and
+# the default whitespace (50k / 30k), and medium/{en,zh,ja,ru}.txt (gpt2 30k; en, zh, ja
+# whitespace). Estimate (with `LIBRARY_WORK`) / measured, MB:
+#   run (words; symbols; CJK of them)             measured  estimate
+#   zh 100 MB gpt2 (1,603,048; 99,720,971)          1,282    1,325 (+3%)
+#   zh 100 MB whitespace 50k (1,161,079;            955      977 (+2%)
+#     35,560,335; 32,809,206)
+#   zh 20 MB gpt2 (316,652; 19,067,456)               388      366 (-6%)
+#   zh 20 MB whitespace (221,565; 6,781,424; 6.26M)   285      266 (-7%)
+#   en 1 GB gpt2 50k (1,151,775; 10,452,603)          327      335 (+3%; the count's 440 is
+#                                                               that run's peak)
+#   medium/zh gpt2 / whitespace 50k                   288/226  290/229
+#   medium/ja gpt2 / whitespace                       194/136  183/141
+#   medium/ru gpt2, medium/en whitespace              121/92   125/97
+# Per symbol a loop holds a few bytes of layout and queue positions (`MERGE_BYTES_PER_SYMBOL`,
+# more for CJK characters: a large alphabet, more distinct pairs per character), and its pairs'
+# structures (the pair table, queue entries, the passes' keys) grow with the distinct pairs,
+# which grow as about the square root of the symbols (Heaps' law): `MERGE_BYTES_PER_ROOT_SYMBOL`
+# times the square root. A vocabulary past 32,768 tokens holds int32 ids (2 bytes more per
 # position, and its passes' copies: ~3 in all), one past 65,534 ids a pair table of 16-byte
-# slots instead of 8 (~3 more). A small table measures more: ~40 MB of the process's first
-# NumPy/Polars work (thread pools, arenas) falls in the loop whatever the table, and is left
-# out with the interpreter (the limit does not bound them; `LIBRARY_WORK`). Chinese clauses
-# (whitespace) cost more per character than byte-level symbols (a large alphabet: many
-# distinct pairs, each with its queue entry and positions), so CJK characters have their own
-# constant. This is the ONE place these numbers live: remeasure when the loop's layout changes.
+# slots instead of 8 (~3 more). The words table itself (`estimated_size`) is counted once: the
+# loop drops it, the result tables hold it again. This is the ONE place these numbers live:
+# remeasure (`scripts/check_memory_estimate.py`) when the loop's layout changes.
 MERGE_BYTES_PER_WORD = 48
-MERGE_BYTES_PER_SYMBOL = 16
-MERGE_BYTES_PER_CJK_SYMBOL = 23
+MERGE_BYTES_PER_SYMBOL = 7.2
+MERGE_BYTES_PER_CJK_SYMBOL = 12.7
+MERGE_BYTES_PER_ROOT_SYMBOL = 24_500
+MERGE_BYTES_PER_ROOT_CJK_SYMBOL = 27_000
 #: A vocabulary past `NARROW_IDS` tokens: int32 ids in the layout and the passes' copies.
 WIDE_ID_BYTES_PER_SYMBOL = 3
 NARROW_IDS = 1 << 15
@@ -74,7 +82,7 @@ NARROW_PAIR_IDS = (1 << 16) - 1
 #: their sums), at most `passes.PASS_CHUNK` positions at once. Negligible beside a large
 #: table's state, they are most of a small table's loop when one pair covers much of it: 200
 #: words of 2,000 `x` (400,487 symbols) took ~10 MB beyond the libraries' first work
-#: (2026-11-28), where the per-symbol constants alone give 6.4.
+#: (2026-11-28), where the per-symbol terms alone give 6.4 (18 since the 2026-11-29 refit).
 MERGE_BYTES_PER_PASS_POSITION = 24
 #: The most positions a merge pass merges at once (`passes.PASS_CHUNK`).
 PASS_CHUNK_POSITIONS = 1 << 18
@@ -258,8 +266,18 @@ def merge_bytes(n_words: int, n_symbols: int, n_cjk: int = 0, table_bytes: int =
     if vocab_size is None or vocab_size > NARROW_PAIR_IDS:
         wide += WIDE_PAIR_BYTES_PER_SYMBOL
     return (table_bytes + MERGE_BYTES_PER_WORD * n_words + wide * n_symbols
-            + MERGE_BYTES_PER_SYMBOL * (n_symbols - n_cjk) + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk
+            + symbol_bytes(n_symbols, n_cjk)
             + MERGE_BYTES_PER_PASS_POSITION * min(n_symbols // 2, PASS_CHUNK_POSITIONS))
+
+
+def symbol_bytes(n_symbols: int, n_cjk: int = 0) -> int:
+    """The merge loop's memory for `n_symbols` symbols, `n_cjk` of them CJK characters: a few
+    bytes each, and the pairs' structures, which grow as their square root (see the
+    constants above)."""
+    other = n_symbols - n_cjk
+    return int(MERGE_BYTES_PER_SYMBOL * other + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk
+               + MERGE_BYTES_PER_ROOT_SYMBOL * math.sqrt(other)
+               + MERGE_BYTES_PER_ROOT_CJK_SYMBOL * math.sqrt(n_cjk))
 
 
 def ondisk_merge_bytes(n_words: int, n_symbols: int, table_bytes: int = 0) -> int:
@@ -302,22 +320,60 @@ def max_words_that_fit(words: pl.DataFrame, limit: int, vocab_size: int | None =
     return lo
 
 
+@dataclass(frozen=True)
+class LoopPlan:
+    """Where a merge loop keeps its state (`check_merge_memory`'s answer): the loop's
+    estimated data in memory and on disk (bytes, the words table included; run.json's
+    `memory`), and whether it runs with its state in the work directory."""
+
+    in_memory: int
+    on_disk: int
+    disk: bool
+
+    @property
+    def estimate(self) -> int:
+        """The estimate of the loop that runs: on disk or in memory."""
+        return self.on_disk if self.disk else self.in_memory
+
+
+@dataclass
+class RunMemory:
+    """What a run held of the machine's memory (run.json's `memory`): `--memory-limit`, the
+    resident memory when it started (the limit counts what the run adds to it), the merge
+    loop's plan (None: an engine that does not check, or no merge loop) and the process's
+    peak resident memory as each stage ended (`progress.StageTimer.high_water`)."""
+
+    limit: int
+    start: int | None
+    plan: LoopPlan | None
+    high_water: dict[str, int]
+
+    def record(self) -> dict[str, object]:
+        """run.json's `memory` (bytes), its peak read now: the run is writing its outputs."""
+        plan = self.plan
+        return {"limit": self.limit, "start_rss": self.start,
+                "loop_estimate": None if plan is None else plan.estimate,
+                "loop_estimate_in_memory": None if plan is None else plan.in_memory,
+                "loop_estimate_on_disk": None if plan is None else plan.on_disk,
+                "peak_rss": peak_resident_bytes(),
+                "peak_rss_after": dict(self.high_water)}
+
+
 def check_merge_memory(words: pl.DataFrame, limit: int, disk: bool = False,
-                       vocab_size: int | None = None) -> bool:
-    """Whether the merge loop on a words table must keep its state on disk to fit in `limit`
-    (`disk`: it can, the run has a work directory); refuse, before the loop, a table that
-    fits neither way: one line naming the memory needed and, when one does, the --max-words
-    that would fit."""
+                       vocab_size: int | None = None) -> LoopPlan:
+    """Where the merge loop on a words table keeps its state to fit in `limit`: in memory, or
+    on disk when it must and can (`disk`: the run has a work directory); refuse, before the
+    loop, a table that fits neither way: one line naming the memory needed and, when one
+    does, the --max-words that would fit."""
     n_words = words.height
     n_symbols, n_cjk = _sizes(words)
     need = merge_bytes(n_words, n_symbols, n_cjk, words.estimated_size(), vocab_size)
-    if need <= limit:
-        return False
     on_disk = ondisk_merge_bytes(n_words, n_symbols, words.estimated_size())
+    if need <= limit:
+        return LoopPlan(need, on_disk, False)
     if disk and on_disk <= limit:
-        return True
-    if disk:  # the least any run of this table needs
-        need = on_disk
+        return LoopPlan(need, on_disk, True)
+    least = on_disk if disk else need  # the least any run of this table needs
     fits = max_words_that_fit(words, limit, vocab_size)
     # --max-words must be positive: advise it only when some words fit
     fewer = (f", or pass --max-words {fits:,} (or fewer) to keep the most frequent words (an "
@@ -325,9 +381,9 @@ def check_merge_memory(words: pl.DataFrame, limit: int, disk: bool = False,
              " (not even the most frequent word fits, so --max-words cannot help)")
     raise MemoryLimitError(
         f"the merge loop on {n_words:,} distinct words ({n_symbols:,} characters) needs about "
-        f"{format_size(need)}{' even with its state on disk' if disk else ''}, over "
+        f"{format_size(least)}{' even with its state on disk' if disk else ''}, over "
         f"--memory-limit {format_size(limit)}: raise --memory-limit to at least "
-        f"{format_size(need, up=True)}{fewer}")
+        f"{format_size(least, up=True)}{fewer}")
 
 
 def keep_most_frequent(words: pl.DataFrame, max_words: int | None, tie: str | None = None

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from .corpus.sources import Source, file_size, parquet_metadata, read_position
+from .memory import peak_resident_bytes
 
 #: Off a terminal, a long stage writes one line per this many seconds at most (a 2-hour run
 #: logs ~240 lines per stage: enough to see it move, few enough to read back). The environment
@@ -357,10 +358,13 @@ def _isatty(stream: TextIO) -> bool:
 
 class StageTimer:
     """Wall time per stage of a run (`run.json`'s `timings_s`): `with timer.stage("count"):`
-    adds the time of the block to that stage."""
+    adds the time of the block to that stage. `high_water` keeps the process's peak resident
+    memory as each stage ended (`memory.peak_resident_bytes`; run.json's
+    `memory.peak_rss_after`): a stage whose value is above the one before set the peak."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.high_water: dict[str, int] = {}
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -369,3 +373,6 @@ class StageTimer:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            peak = peak_resident_bytes()
+            if peak is not None:
+                self.high_water[name] = peak

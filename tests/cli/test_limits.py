@@ -4,6 +4,7 @@ counts whose sums overflow 64 bits are refused in one line."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shlex
@@ -13,6 +14,7 @@ import pytest
 
 import tokcolumnar as tc
 from tests.support.cli import assert_clean_error, cli_env, error_line, run_cli, run_measured
+from tests.support.corpora import corpus
 
 
 def _advised(line: str) -> list[list[str]]:
@@ -218,3 +220,45 @@ def test_the_loop_watch_leaves_the_peak_for_the_parent():
     _, status, usage = os.wait4(proc.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert usage.ru_maxrss >= 300 * 1024, usage.ru_maxrss  # KiB
+
+
+# 11. run.json's `memory`: what the run held, beside the estimate that planned its loop
+# (issue 30, item 4; the estimate's accuracy is measured by scripts/check_memory_estimate.py)
+
+def _memory_record(src, out, *extra: str) -> dict:
+    proc = run_cli("train", str(src), "--out", str(out), "--vocab-size", "2000", "--quiet",
+                   *extra)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((out / "run.json").read_text())
+
+
+@pytest.mark.corpus
+def test_run_json_records_the_memory_estimate_and_the_peaks(tmp_path):
+    from tokcolumnar.memory import check_merge_memory, default_limit
+
+    src = corpus("small/en_botchan.txt")
+    free = _memory_record(src, tmp_path / "free")
+    # a limit between the loop's estimates on disk and in memory: planned on disk
+    mid = (free["memory"]["loop_estimate_in_memory"] + free["memory"]["loop_estimate_on_disk"]) // 2
+    limited = _memory_record(src, tmp_path / "limited", "--memory-limit", str(mid))
+    words = pl.read_parquet(tmp_path / "free" / "words.parquet",
+                            columns=["word", "count", "first_seen"])
+    plan = check_merge_memory(words, default_limit(), disk=True, vocab_size=2000)
+    for run, limit, on_disk in ((free, default_limit(), False), (limited, mid, True)):
+        memory = run["memory"]
+        assert memory["limit"] == limit
+        assert run["stats"]["merge_loop_on_disk"] is on_disk
+        # the estimates of the table the run planned its loop with (its size read back from
+        # the Parquet file may differ from the counted table's by the string buffers' layout)
+        assert memory["loop_estimate_in_memory"] == pytest.approx(plan.in_memory, rel=0.05)
+        assert memory["loop_estimate_on_disk"] == pytest.approx(plan.on_disk, rel=0.05)
+        assert memory["loop_estimate"] == memory[
+            "loop_estimate_on_disk" if on_disk else "loop_estimate_in_memory"]
+        # the process's high-water mark as each stage ended: the run's stages in order, never
+        # decreasing, from above the start to the run's peak
+        after = memory["peak_rss_after"]
+        assert list(after) == [k for k in run["timings_s"] if k in after]
+        assert set(after) >= {"count", "initial", "merge", "tables"}
+        peaks = list(after.values())
+        assert memory["start_rss"] < peaks[0] and peaks == sorted(peaks)
+        assert peaks[-1] <= memory["peak_rss"]

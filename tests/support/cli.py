@@ -142,12 +142,12 @@ def no_temporaries(d: Path) -> bool:
 
 def run_outputs(d: Path) -> dict[str, object]:
     """A training run's output files, run.json parsed and without what differs between any two
-    runs of one command (its creation time and timings, --quiet, the bytes spilled: a killed
-    run's spills and checkpoints add to them)."""
+    runs of one command (its creation time, timings and memory, --quiet, the bytes spilled: a
+    killed run's spills and checkpoints add to them)."""
     files: dict[str, object] = dict(snapshot(d))
     run = json.loads(files.pop("run.json"))
-    for key in ("created", "timings_s"):
-        run.pop(key)
+    for key in ("created", "timings_s", "memory"):
+        run.pop(key, None)
     run["settings"].pop("show_progress")  # --quiet or not
     run["stats"].pop("spilled_bytes")
     files["run.json"] = run

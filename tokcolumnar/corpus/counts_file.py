@@ -74,6 +74,10 @@ def check_counted_with(path: str, cfg: TrainConfig) -> bool:
     return True
 
 
+#: The columns of a words table that training reads (`first_seen` optional).
+COUNTS_COLUMNS = ("word", "count", "first_seen")
+
+
 def check_counts_columns(schema: pl.Schema, source: str) -> None:
     """A words table given to `--from-counts` / `from_counts=` has a string `word` column and an
     integer `count` column."""
@@ -116,7 +120,12 @@ def load_counts(path: str, cfg: TrainConfig | None = None,
     succeeds: a refused run has one line), or is warned at once."""
     recorded = check_counted_with(path, cfg) if cfg is not None else True
     try:
-        df = pl.read_parquet(path)
+        # the columns training reads: a words.parquet's tokens and ids would take several
+        # times the table to load (without `word` or `count` all are read, and named by
+        # `normalize_counts`'s refusal)
+        names = pl.read_parquet_schema(path)
+        df = pl.read_parquet(path, columns=[c for c in COUNTS_COLUMNS if c in names]
+                             if "word" in names and "count" in names else None)
     except FileNotFoundError:
         raise TokcolumnarError(f"counts file not found: {path}") from None
     except (OSError, pl.exceptions.PolarsError) as e:

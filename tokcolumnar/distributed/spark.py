@@ -203,9 +203,9 @@ class SparkEngine(PolarsEngine):
     counts_in_units = False  # counted on Spark, whatever the inputs
 
     def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
-                     vocab_size: int | None = None) -> bool:
+                     vocab_size: int | None = None) -> None:
         """Not checked (as before the engines made this call: only Polars engine runs were)."""
-        return False
+        return None
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

@@ -77,9 +77,9 @@ class DuckDBEngine:
             self.temp_directory = str(work.file("duckdb"))
 
     def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
-                     vocab_size: int | None = None) -> bool:
+                     vocab_size: int | None = None) -> None:
         """Nothing to check: DuckDB's merge loop spills within its `memory_limit`."""
-        return False
+        return None
 
     def count(self, inputs: Any, cfg: TrainConfig, timer: StageTimer | None = None
               ) -> pl.DataFrame:

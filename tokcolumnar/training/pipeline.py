@@ -42,14 +42,15 @@ from ..export import TrainResult, write_outputs
 from ..memory import (
     COUNT_TABLE_SHARE,
     LIBRARY_WORK,
+    LoopPlan,
     LoopWatch,
     MemoryLimitError,
+    RunMemory,
     default_limit,
     format_size,
     keep_most_frequent,
     parse_size,
     resident_bytes,
-    table_merge_bytes,
 )
 from ..outputs import output_dir, writing
 from ..progress import StageTimer
@@ -81,10 +82,11 @@ class Engine(Protocol):
               ) -> pl.DataFrame: ...
 
     def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
-                     vocab_size: int | None = None) -> bool:
+                     vocab_size: int | None = None) -> LoopPlan | None:
         """Refuse, before the merge loop starts, words whose loop would not fit in
-        `memory_limit` bytes; True when it fits only with its state on disk (`ondisk`;
-        `disk`: the run has a work directory to keep it in)."""
+        `memory_limit` bytes; the plan says whether it fits only with its state on disk
+        (`ondisk`; `disk`: the run has a work directory to keep it in). None: the engine
+        does not check (its loop bounds itself, or it never did)."""
 
     def train(self, words: pl.DataFrame, cfg: TrainConfig, timer: StageTimer,
               checkpoint: MergeCheckpoint | None = None) -> TrainTables: ...
@@ -278,6 +280,8 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
             with timer.stage("export"), writing(out_dir):
                 write_outputs(result, tmp)
             result.timings.update(timer.seconds)
+            if result.memory is not None:
+                result.memory.high_water.update(timer.high_water)
             keep = limits.work
     if isinstance(result.words_table, WordsFile):  # moved to the output: read from there
         result.words_table.path = Path(out_dir) / "words.parquet"
@@ -373,6 +377,7 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
                              pretokenizer, timer.seconds, input_list(inputs))
         result.rounds, result.pruned = trained.rounds, trained.pruned
+        result.memory = RunMemory(limits.memory_limit, limits.floor, None, timer.high_water)
         return result
     engine = engine_of_run(inputs, cfg)
     engine.use_limits(limits.memory_limit, limits.work)
@@ -382,8 +387,9 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     try:
         words = keep_most_frequent(words, cfg.max_words)
         # over the limit in memory, the loop may keep its state in the work directory
-        disk = engine.check_memory(words, limits.memory_limit, disk=limits.work is not None,
+        plan = engine.check_memory(words, limits.memory_limit, disk=limits.work is not None,
                                    vocab_size=cfg.vocab_size)
+        disk = plan is not None and plan.disk
         watch = LoopWatch(limits.memory_limit, limits.floor)
         watch.anonymous = disk
         # every engine's loop checkpoints into the work directory, when there is one; its
@@ -391,7 +397,7 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved, watch=watch)
                       if limits.work is not None else None)
-        with (loop_state_on_disk(limits, table_merge_bytes(words, cfg.vocab_size)) if disk
+        with (loop_state_on_disk(limits, plan.in_memory) if plan is not None and plan.disk
               else contextlib.nullcontext()):
             # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
             if cfg.extend is not None and not engine.trains_extensions:
@@ -416,6 +422,7 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
                          pretokenizer, timer.seconds, input_list(inputs))
     result.spilled_bytes = limits.spilled_bytes
     result.loop_on_disk = disk
+    result.memory = RunMemory(limits.memory_limit, limits.floor, plan, timer.high_water)
     return result
 
 

@@ -13,7 +13,7 @@ from ..config import TrainConfig
 from ..corpus.counting import count_chunks
 from ..corpus.readers import iter_sequences
 from ..malloc import merging_heap
-from ..memory import check_merge_memory
+from ..memory import LoopPlan, check_merge_memory
 from ..progress import StageTimer
 from ..workdir import WorkDir
 from .bpe import BpeSettings, BpeTrainer
@@ -37,7 +37,7 @@ class PolarsEngine:
         """Nothing to set: the pipeline bounds the count, `check_memory` the merge loop."""
 
     def check_memory(self, words: pl.DataFrame, memory_limit: int, disk: bool,
-                     vocab_size: int | None = None) -> bool:
+                     vocab_size: int | None = None) -> LoopPlan:
         """The merge loop's layout and tables, estimated from the words, within the limit,
         in memory or (`disk`) with its state in the work directory
         (`memory.check_merge_memory`)."""
