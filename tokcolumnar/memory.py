@@ -43,21 +43,24 @@ COUNT_TABLE_SHARE = 0.2
 # `tokcolumnar train` after its count (initial symbols, merge loop, result tables, the
 # outputs' writing; run.json's `memory`, `scripts/check_memory_estimate.py`) above the run's
 # start, less `LIBRARY_WORK`, fitted 2026-11-29 (least squares on the relative error) on 11
-# runs: generated Chinese of `gen_zipf_corpus.py zh --seed 0` (100 MB and its first 20 MB)
-# and generated English (1 GB, `--seed 1`) with --preset gpt2 (30k; the English at 50k) and
-# the default whitespace (50k / 30k), and medium/{en,zh,ja,ru}.txt (gpt2 30k; en, zh, ja
-# whitespace). Estimate (with `LIBRARY_WORK`) / measured, MB:
+# runs (the 5 GB mix, measured after, checks it): generated Chinese of `gen_zipf_corpus.py
+# zh --seed 0` (100 MB and its first 20 MB) and generated English (1 GB, `--seed 1`) with
+# --preset gpt2 (30k; the English at 50k) and the default whitespace (50k / 30k), and
+# medium/{en,zh,ja,ru}.txt (gpt2 30k; en, zh, ja whitespace). Measured / estimate (with
+# `LIBRARY_WORK`; docs/performance.md, "Memory estimate", has every row), MB:
 #   run (words; symbols; CJK of them)             measured  estimate
-#   zh 100 MB gpt2 (1,603,048; 99,720,971)          1,282    1,325 (+3%)
-#   zh 100 MB whitespace 50k (1,161,079;            955      977 (+2%)
+#   5 GB mix whitespace 50k, in memory              8,088    8,396 (+4%)
+#     (14,533,275; 381,029,372; 328,078,448)
+#   zh 100 MB gpt2 (1,603,048; 99,720,971)          1,282    1,333 (+4%)
+#   zh 100 MB whitespace 50k (1,161,079;            955      984 (+3%)
 #     35,560,335; 32,809,206)
-#   zh 20 MB gpt2 (316,652; 19,067,456)               388      366 (-6%)
-#   zh 20 MB whitespace (221,565; 6,781,424; 6.26M)   285      266 (-7%)
-#   en 1 GB gpt2 50k (1,151,775; 10,452,603)          327      335 (+3%; the count's 440 is
+#   zh 20 MB gpt2 (316,652; 19,067,456)               388      373 (-4%)
+#   zh 20 MB whitespace (221,565; 6,781,424; 6.26M)   285      272 (-5%)
+#   en 1 GB gpt2 50k (1,151,775; 10,452,603)          327      341 (+4%; the count's 440 is
 #                                                               that run's peak)
-#   medium/zh gpt2 / whitespace 50k                   288/226  290/229
-#   medium/ja gpt2 / whitespace                       194/136  183/141
-#   medium/ru gpt2, medium/en whitespace              121/92   125/97
+#   medium/zh gpt2 / whitespace 50k                   288/226  296/235
+#   medium/ja gpt2 / whitespace                       194/136  189/147
+#   medium/ru gpt2, medium/en whitespace              121/92   131/103
 # Per symbol a loop holds a few bytes of layout and queue positions (`MERGE_BYTES_PER_SYMBOL`,
 # more for CJK characters: a large alphabet, more distinct pairs per character), and its pairs'
 # structures (the pair table, queue entries, the passes' keys) grow with the distinct pairs,
