@@ -1,10 +1,9 @@
-"""Measure the merge loop's memory per distinct word and per symbol (`memory.py`'s
-MERGE_BYTES_PER_WORD / MERGE_BYTES_PER_SYMBOL): for a words table (a words.parquet; `--head N`
+"""Measure the merge loop's memory by structure: for a words table (a words.parquet; `--head N`
 keeps its N first words), the peak RSS of initial symbols + BPE merge loop + result tables
-minus the RSS with the words table loaded, printed as JSON with the numbers of words and
-symbols. Run it on tables with different characters-per-word mixes (English words, Chinese
-clauses) and fit peak = a * words + b * symbols. `--breakdown` also samples, before every pass,
-the RSS and the sizes of the loop's structures (layout, queue entries' positions, pair counts,
+minus the RSS with the words table loaded (held through the loop, where a run that counted
+drops it), printed as JSON with the numbers of words and symbols. (`memory.py`'s constants
+are fitted on whole runs instead: `scripts/check_memory_estimate.py`.) `--breakdown` also
+samples, before every pass, the RSS and the sizes of the loop's structures (layout, queue entries' positions, pair counts,
 cold store) and prints them as they were at the largest RSS seen, and, from an RSS sampled
 every 2 ms on a thread, the largest RSS of each stage (initial symbols, initial pairs, the
 loop and its steps, the result tables) above the RSS with the words table loaded. glibc's
