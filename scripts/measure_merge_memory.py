@@ -1,13 +1,13 @@
 """Measure the merge loop's memory by structure: for a words table (a words.parquet; `--head N`
-keeps its N first words), the peak RSS of initial symbols + BPE merge loop + result tables
-minus the RSS with the words table loaded (held through the loop, where a run that counted
-drops it), printed as JSON with the numbers of words and symbols. (`memory.py`'s constants
-are fitted on whole runs instead: `scripts/check_memory_estimate.py`.) `--breakdown` also
-samples, before every pass, the RSS and the sizes of the loop's structures (layout, queue
-entries' positions, pair counts, cold store) and prints them as they were at the largest RSS seen, and, from an RSS sampled
-every 2 ms on a thread, the largest RSS of each stage (initial symbols, initial pairs, the
-loop and its steps, the result tables) above the RSS with the words table loaded. glibc's
-mmap threshold is fixed as the command line fixes it (`tokcolumnar.malloc`).
+keeps its N first words), the peak RSS of initial symbols + BPE merge loop + result tables minus the
+RSS with the words table loaded (held through the loop, where a run that counted drops it), printed
+as JSON with the numbers of words and symbols. (`memory.py`'s constants are fitted on whole runs
+instead: `scripts/check_memory_estimate.py`.) `--breakdown` also samples, before every pass, the RSS
+and the sizes of the loop's structures (layout, queue entries' positions, pair counts, cold store)
+and prints them as they were at the largest RSS seen, and, from an RSS sampled every 2 ms on a
+thread, the largest RSS of each stage (initial symbols, initial pairs, the loop and its steps, the
+result tables) above the RSS with the words table loaded. glibc's mmap threshold is fixed as the
+command line fixes it (`tokcolumnar.malloc`).
 
     python scripts/measure_merge_memory.py OUT/words.parquet --vocab-size 30000 [--head N]
         [--breakdown]"""
