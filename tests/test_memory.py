@@ -8,7 +8,6 @@ import pytest
 
 from tokcolumnar.errors import TokcolumnarError
 from tokcolumnar.memory import (
-    DEFAULT_FRACTION,
     MERGE_BYTES_PER_CJK_SYMBOL,
     MERGE_BYTES_PER_PASS_POSITION,
     MERGE_BYTES_PER_ROOT_CJK_SYMBOL,
@@ -16,10 +15,8 @@ from tokcolumnar.memory import (
     MERGE_BYTES_PER_SYMBOL,
     MERGE_BYTES_PER_WORD,
     check_merge_memory,
-    default_limit,
-    parse_size,
-    physical_memory,
 )
+from tokcolumnar.sizes import DEFAULT_FRACTION, default_limit, parse_size, physical_memory
 
 
 @pytest.mark.parametrize(("text", "size"), [

@@ -1,8 +1,8 @@
 """The memory budget of a run (`--memory-limit`, `--max-words`; docs/architecture.md, "Memory
 and spilling / checkpoints").
 
-* `parse_size` reads a size (`400MB`, `1.5GB`, `512MiB`, plain bytes); the default limit is
-  `DEFAULT_FRACTION` of physical RAM.
+* `sizes.parse_size` reads a size (`400MB`, `1.5GB`, `512MiB`, plain bytes); the default limit
+  is `sizes.DEFAULT_FRACTION` of physical RAM.
 * Counting keeps its running word-count table under `COUNT_TABLE_SHARE` of the limit and spills
   the rest to the work directory (`corpus.spill`).
 * The merge loop's memory is a function of the words table: `MERGE_BYTES_PER_WORD` per distinct
@@ -21,17 +21,12 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 
 import polars as pl
 
-from .errors import TokcolumnarError, TokcolumnarValueError
-
-#: The default --memory-limit: this fraction of the physical RAM (the rest is left to the
-#: page cache, which reading the corpus needs, and to other processes).
-DEFAULT_FRACTION = 0.5
+from .errors import TokcolumnarError
 
 #: The share of the limit the running word-count table of counting may take before it is
 #: spilled. The rest of the limit holds one unit's partial tables (a 64 MiB unit of text), the
@@ -106,12 +101,6 @@ ONDISK_BYTES_PER_WORD = 24
 ONDISK_BYTES_PER_SYMBOL = 4
 #: The characters counted at `MERGE_BYTES_PER_CJK_SYMBOL`.
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
-
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
-          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
-          "gib": 1 << 30, "tib": 1 << 40}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$")
-
 
 #: What Polars' and NumPy's thread pools and allocator arenas take on their first work, whatever
 #: the data (measured 30-60 MB beyond the resident memory at a run's start: medium/en.txt's
@@ -208,39 +197,6 @@ class LoopWatch:
 class MemoryLimitError(TokcolumnarError):
     """The words table would not fit the limit (the run's work directory is kept: `--resume`
     with a larger limit does not count again)."""
-
-
-def parse_size(text: str | int, what: str = "--memory-limit") -> int:
-    """`400MB`, `1.5GB`, `512MiB`, plain bytes (`1000000`) -> bytes. Decimal units
-    (kB, MB, GB, TB = powers of 1000) and binary ones (KiB, MiB, GiB, TiB = powers of 1024),
-    case-insensitive."""
-    if isinstance(text, bool):
-        raise TokcolumnarValueError(f"{what} must be a size such as 400MB, 1.5GB or 512MiB")
-    if isinstance(text, int):
-        value = text
-    else:
-        m = _SIZE.match(str(text).lower())
-        if m is None or m.group(2) not in _UNITS:
-            raise TokcolumnarValueError(f"{what} {text!r} is not a size (write e.g. 400MB, "
-                                        "1.5GB, 512MiB or a number of bytes)")
-        value = int(float(m.group(1)) * _UNITS[m.group(2)])
-    if value < 1:
-        raise TokcolumnarValueError(f"{what} must be positive, got {text!r}")
-    return value
-
-
-def physical_memory() -> int | None:
-    """The machine's RAM in bytes (None where the OS does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def default_limit() -> int:
-    """`DEFAULT_FRACTION` of the physical RAM (8 GB where it cannot be read)."""
-    ram = physical_memory()
-    return int(ram * DEFAULT_FRACTION) if ram else 8 * 10**9
 
 
 def format_size(n: float, up: bool = False) -> str:

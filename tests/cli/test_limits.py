@@ -234,7 +234,8 @@ def _memory_record(src, out, *extra: str) -> dict:
 
 @pytest.mark.corpus
 def test_run_json_records_the_memory_estimate_and_the_peaks(tmp_path):
-    from tokcolumnar.memory import check_merge_memory, default_limit
+    from tokcolumnar.memory import check_merge_memory
+    from tokcolumnar.sizes import default_limit
 
     src = corpus("small/en_botchan.txt")
     free = _memory_record(src, tmp_path / "free")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import TokcolumnarError
-from ..memory import parse_size
+from ..sizes import parse_size
 from . import DEFAULT_COLUMNS, MAX_LINE_BYTES, OUTPUT_COLUMNS, OVERFLOW_COLUMN, PACK_COLUMNS
 from .truncation import Truncation
 

@@ -46,14 +46,13 @@ from ..memory import (
     LoopWatch,
     MemoryLimitError,
     RunMemory,
-    default_limit,
     format_size,
     keep_most_frequent,
-    parse_size,
     resident_bytes,
 )
 from ..outputs import output_dir, writing
 from ..progress import StageTimer
+from ..sizes import default_limit, parse_size
 from ..workdir import WorkDir, default_work_dir, run_fingerprint
 from .checkpoint import MergeCheckpoint
 from .extend import extend_options, train_extended
@@ -236,7 +235,7 @@ def train(inputs: Any = None, *, out_dir: str | Path | None = None,
     earlier tokcolumnar output or an empty directory, unless `force`; never an input) and
     written atomically at the end (see `outputs`).
 
-    `memory_limit` (`"1.5GB"`, bytes; default `memory.DEFAULT_FRACTION` of the RAM) bounds the
+    `memory_limit` (`"1.5GB"`, bytes; default `sizes.DEFAULT_FRACTION` of the RAM) bounds the
     count (spilled to `work_dir`) and is checked against the merge loop's need; `work_dir`
     (default `OUT.work` beside `out_dir`, else a temporary directory) holds the spilled runs
     and the checkpoints, written every `checkpoint_every` seconds; `resume` continues a killed
