@@ -14,6 +14,7 @@ from tokcolumnar.memory import (
     MERGE_BYTES_PER_ROOT_SYMBOL,
     MERGE_BYTES_PER_SYMBOL,
     MERGE_BYTES_PER_WORD,
+    ROOT_FROM_SYMBOLS,
     check_merge_memory,
 )
 from tokcolumnar.sizes import DEFAULT_FRACTION, default_limit, parse_size, physical_memory
@@ -41,7 +42,8 @@ def test_default_limit_is_the_documented_fraction_of_ram():
 def test_merge_check_names_the_memory_needed_and_max_words():
     words = pl.DataFrame({"word": ["abcd"] * 1000, "count": [1] * 1000})
     need = int(words.estimated_size() + 1000 * MERGE_BYTES_PER_WORD
-               + 4000 * MERGE_BYTES_PER_SYMBOL + MERGE_BYTES_PER_ROOT_SYMBOL * 4000 ** 0.5
+               + 4000 * MERGE_BYTES_PER_SYMBOL
+               + MERGE_BYTES_PER_ROOT_SYMBOL * 4000 / ROOT_FROM_SYMBOLS ** 0.5
                + 2000 * MERGE_BYTES_PER_PASS_POSITION)  # a pass merges at most half the symbols
     check_merge_memory(words, need, vocab_size=30_000)  # fits exactly
     with pytest.raises(TokcolumnarError, match=r"1,000 distinct words .* --max-words 999 "):
@@ -51,12 +53,31 @@ def test_merge_check_names_the_memory_needed_and_max_words():
 def test_cjk_characters_cost_their_own_measured_bytes():
     words = pl.DataFrame({"word": ["ab文字"] * 10, "count": [1] * 10})
     need = int(words.estimated_size() + 10 * MERGE_BYTES_PER_WORD + 20 * MERGE_BYTES_PER_SYMBOL
-               + MERGE_BYTES_PER_ROOT_SYMBOL * 20 ** 0.5 + 20 * MERGE_BYTES_PER_CJK_SYMBOL
-               + MERGE_BYTES_PER_ROOT_CJK_SYMBOL * 20 ** 0.5
+               + MERGE_BYTES_PER_ROOT_SYMBOL * 20 / ROOT_FROM_SYMBOLS ** 0.5
+               + 20 * MERGE_BYTES_PER_CJK_SYMBOL
+               + MERGE_BYTES_PER_ROOT_CJK_SYMBOL * 20 / ROOT_FROM_SYMBOLS ** 0.5
                + 20 * MERGE_BYTES_PER_PASS_POSITION)
     check_merge_memory(words, need, vocab_size=30_000)
     with pytest.raises(TokcolumnarError, match="needs about"):
         check_merge_memory(words, need - 1, vocab_size=30_000)
+
+
+def test_the_pairs_term_grows_as_the_square_root_of_large_tables_only():
+    """Above `ROOT_FROM_SYMBOLS` four times the characters cost twice the pairs' term; below,
+    it is linear and meets the square root there (a tiny table is not charged megabytes)."""
+    from tokcolumnar.memory import symbol_bytes
+
+    def pairs(n: int, cjk: bool = False) -> float:
+        linear = MERGE_BYTES_PER_CJK_SYMBOL if cjk else MERGE_BYTES_PER_SYMBOL
+        return symbol_bytes(n, n if cjk else 0) - linear * n
+
+    for cjk in (False, True):
+        root = MERGE_BYTES_PER_ROOT_CJK_SYMBOL if cjk else MERGE_BYTES_PER_ROOT_SYMBOL
+        x = ROOT_FROM_SYMBOLS
+        assert pairs(4 * x, cjk) == pytest.approx(2 * pairs(x, cjk), abs=2)
+        assert pairs(x, cjk) == pytest.approx(root * x ** 0.5, abs=2)
+        assert pairs(x // 4, cjk) == pytest.approx(pairs(x, cjk) / 4, abs=2)
+    assert symbol_bytes(5000) < 10**6
 
 
 def test_wider_ids_and_pair_slots_past_32768_and_65534_tokens():

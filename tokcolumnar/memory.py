@@ -70,6 +70,10 @@ MERGE_BYTES_PER_SYMBOL = 7.2
 MERGE_BYTES_PER_CJK_SYMBOL = 12.7
 MERGE_BYTES_PER_ROOT_SYMBOL = 24_500
 MERGE_BYTES_PER_ROOT_CJK_SYMBOL = 27_000
+#: Below this many symbols (the fit's smallest table had 730,918) the square-root term grows
+#: linearly, to its value here: from zero a square root would give a table of 5,000 characters
+#: 1.7 MB of pairs' structures, more than a whole small run measures.
+ROOT_FROM_SYMBOLS = 100_000
 #: A vocabulary past `NARROW_IDS` tokens: int32 ids in the layout and the passes' copies.
 WIDE_ID_BYTES_PER_SYMBOL = 3
 NARROW_IDS = 1 << 15
@@ -235,8 +239,13 @@ def symbol_bytes(n_symbols: int, n_cjk: int = 0) -> int:
     constants above)."""
     other = n_symbols - n_cjk
     return int(MERGE_BYTES_PER_SYMBOL * other + MERGE_BYTES_PER_CJK_SYMBOL * n_cjk
-               + MERGE_BYTES_PER_ROOT_SYMBOL * math.sqrt(other)
-               + MERGE_BYTES_PER_ROOT_CJK_SYMBOL * math.sqrt(n_cjk))
+               + MERGE_BYTES_PER_ROOT_SYMBOL * _root(other)
+               + MERGE_BYTES_PER_ROOT_CJK_SYMBOL * _root(n_cjk))
+
+
+def _root(n: int) -> float:
+    """The square root of `n`, linear below `ROOT_FROM_SYMBOLS` (to the same value there)."""
+    return math.sqrt(n) if n >= ROOT_FROM_SYMBOLS else n / math.sqrt(ROOT_FROM_SYMBOLS)
 
 
 def ondisk_merge_bytes(n_words: int, n_symbols: int, table_bytes: int = 0) -> int:
