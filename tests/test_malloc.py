@@ -210,15 +210,15 @@ def test_large_count_keeps_freed_pages(before_polars: None, tmp_path: Path) -> N
     assert malloc.large_count
 
 
-def test_large_count_only_under_a_limit_with_room_for_it(before_polars: None, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
-    """A small --memory-limit (or a small machine's default limit) turns the large count's
-    trade of memory for speed off: what it keeps would take the limit's room."""
+def test_freed_pages_kept_only_under_a_limit_with_room_for_them(
+        before_polars: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small --memory-limit (or a small machine's default limit) keeps a large count from
+    keeping Polars' freed pages: they would take the limit's room (it is still a large count:
+    glibc's heap serves its temporaries)."""
     large = tmp_path / "large.txt"
     large.write_bytes(b"a b\n" * 300)
     small_limit = str(malloc.LARGE_COUNT_MIN_LIMIT - 1)
-    for argv, expected in (
+    for argv, kept in (
             (["train", str(large), "--memory-limit", small_limit], False),
             (["count", str(large), f"--memory-limit={small_limit}"], False),
             (["train", str(large), "--memory-limit", "300MB", "--memory-limit", "4GB"], True),
@@ -226,15 +226,15 @@ def test_large_count_only_under_a_limit_with_room_for_it(before_polars: None, tm
             (["train", str(large), "--memory-limit", "not-a-size"], False)):
         monkeypatch.setenv("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
         malloc.configure_for_command(argv)
-        assert malloc.large_count is expected, argv
-        assert (os.environ["_RJEM_MALLOC_CONF"] == malloc.LARGE_COUNT_MALLOC_CONF) is expected
+        assert malloc.large_count, argv
+        assert (os.environ["_RJEM_MALLOC_CONF"] == malloc.LARGE_COUNT_MALLOC_CONF) is kept, argv
     # without --memory-limit, the default limit decides
-    monkeypatch.setattr(malloc, "default_limit", lambda: malloc.LARGE_COUNT_MIN_LIMIT - 1)
-    malloc.configure_for_command(["train", str(large)])
-    assert not malloc.large_count
-    monkeypatch.setattr(malloc, "default_limit", lambda: malloc.LARGE_COUNT_MIN_LIMIT)
-    malloc.configure_for_command(["train", str(large)])
-    assert malloc.large_count
+    for default, kept in ((malloc.LARGE_COUNT_MIN_LIMIT - 1, False),
+                          (malloc.LARGE_COUNT_MIN_LIMIT, True)):
+        monkeypatch.setenv("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+        monkeypatch.setattr(malloc, "default_limit", lambda d=default: d)
+        malloc.configure_for_command(["train", str(large)])
+        assert (os.environ["_RJEM_MALLOC_CONF"] == malloc.LARGE_COUNT_MALLOC_CONF) is kept
 
 
 def test_user_setting_or_loaded_polars_wins(before_polars: None, tmp_path: Path,

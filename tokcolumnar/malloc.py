@@ -64,12 +64,12 @@ TRIM_THRESHOLD = 128 * 1024
 #: Input bytes from which a command-line count keeps freed pages for a while
 #: (`is_large_count`).
 LARGE_COUNT_BYTES = 512 * 1000 * 1000
-#: The least --memory-limit (or default limit) of a large count: what it keeps for reuse must
-#: not take a small limit's room. 600 MB of English, `--preset gpt2 --memory-limit 300MB`,
-#: `count` alone (2026-11-29): peak RSS 423 MiB as a large count, 294 with Polars' pages
-#: returned at once, 245 without the large count at all (its CPU time 61 -> 92 s, on 2 cores
-#: shared with tests): ~190 MB kept, beside ~190 MB of the count's own work, the running
-#: table (a fifth of the limit) and its fold (twice that) — within 1 GB.
+#: The least --memory-limit (or default limit) under which a large count keeps Polars' freed
+#: pages: they must not take a small limit's room. 600 MB of English, `--preset gpt2
+#: --memory-limit 300MB`, `count` alone (2026-11-29, 2 cores shared with tests): peak RSS 423
+#: MiB keeping them, 294 not (65 -> 80 s), 245 with no large count at all (99 s): ~130 MiB
+#: kept, beside ~190 MB of the count's own work, the running table (a fifth of the limit) and
+#: its fold (twice that) — within 1 GB. (glibc's heap, `counting_heap`, stays: ~50 MiB.)
 LARGE_COUNT_MIN_LIMIT = 10**9
 #: Polars' allocator (jemalloc) for such a count: freed pages kept up to a second for reuse.
 LARGE_COUNT_MALLOC_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:0"
@@ -102,14 +102,11 @@ def command_of(argv: list[str]) -> str | None:
 def is_large_count(argv: list[str]) -> bool:
     """Whether a command line is a `train` / `count` of at least `LARGE_COUNT_BYTES` of input
     files (the arguments after the command that name existing files, or globs matching files;
-    directories are not walked: an estimate) under a memory limit of at least
-    `LARGE_COUNT_MIN_LIMIT` (its `--memory-limit`, else the default)."""
+    directories are not walked: an estimate)."""
     import glob
 
     command = command_of(argv)
     if command not in ("train", "count"):
-        return False
-    if command_limit(argv) < LARGE_COUNT_MIN_LIMIT:
         return False
     total = 0
     for arg in argv[argv.index(command) + 1:]:
@@ -164,7 +161,8 @@ def configure_for_command(argv: list[str]) -> None:
     if "polars" in sys.modules:
         return
     large_count = is_large_count(argv)  # corpus.counting.fold_chunks: counting_heap
-    conf = jemalloc_conf(argv, large_count)
+    # Polars' freed pages are kept only where the limit has room for them
+    conf = jemalloc_conf(argv, large_count and command_limit(argv) >= LARGE_COUNT_MIN_LIMIT)
     if conf is not None and not USER_JEMALLOC_CONF:
         os.environ["_RJEM_MALLOC_CONF"] = conf  # read when Polars loads
 
