@@ -116,9 +116,12 @@ def test_byte_level_decode_inverts_encode(text):
 _CACHE: dict[str, Tokenizer] = {}
 
 
+_TMP = tempfile.TemporaryDirectory(prefix="presets_")  # removed when the test process exits
+
+
 def _gpt2_tokenizer() -> Tokenizer:
     if "t" not in _CACHE:
-        out = Path(tempfile.mkdtemp()) / "o"
+        out = Path(_TMP.name) / "o"
         train([str(PRIMER)], out_dir=out, preset="gpt2", vocab_size=600)
         _CACHE["t"] = Tokenizer.from_dir(out)
     return _CACHE["t"]

@@ -82,9 +82,13 @@ def test_frequency_scoring_default_ids_are_deterministic():
 
 
 # -- encoding: HF loading our files = our encoder -------------------------------------------
+# removed when the test process exits (a mkdtemp per call left hundreds behind in /tmp)
+_TRAINED = tempfile.TemporaryDirectory(prefix="wp_hf_")
+
+
 @cache
 def trained(name: str, bert: bool, scoring: str, vocab: int) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="wp_hf_")) / "tok"
+    out = Path(tempfile.mkdtemp(dir=_TRAINED.name)) / "tok"
     path = corpus(f"small/{name}")
     opts = {"preset": "bert"} if bert else {"model": "wordpiece",
                                             "special_tokens": BERT_SPECIALS,
