@@ -85,14 +85,18 @@ class TrainResult:
     inputs: list[str] = field(default_factory=list)
     #: Bytes the count spilled to the work directory (0: it fitted in memory).
     spilled_bytes: int = 0
-    #: The merge loop kept its state in files of the work directory (`ondisk`).
-    loop_on_disk: bool = False
     #: What the run held of the memory (run.json's `memory`; None: not a run of `train`).
     memory: RunMemory | None = None
     #: --model unigram: one row per EM round (pieces before, after EM, after pruning).
     rounds: pl.DataFrame | None = None
     #: --model unigram: one row per piece dropped (round, reason, score, loss...).
     pruned: pl.DataFrame | None = None
+
+    @property
+    def loop_on_disk(self) -> bool:
+        """The merge loop kept its state in files of the work directory (`ondisk`)."""
+        plan = self.memory.plan if self.memory is not None else None
+        return plan is not None and plan.disk
 
     @property
     def words(self) -> pl.DataFrame:

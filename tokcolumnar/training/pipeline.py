@@ -388,15 +388,14 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         # over the limit in memory, the loop may keep its state in the work directory
         plan = engine.check_memory(words, limits.memory_limit, disk=limits.work is not None,
                                    vocab_size=cfg.vocab_size)
-        disk = plan is not None and plan.disk
         watch = LoopWatch(limits.memory_limit, limits.floor)
-        watch.anonymous = disk
+        watch.anonymous = plan is not None and plan.disk
         # every engine's loop checkpoints into the work directory, when there is one; its
         # first checkpoint (or test kill point) waits for the counted words' save
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved, watch=watch)
                       if limits.work is not None else None)
-        with (loop_state_on_disk(limits, plan.in_memory) if plan is not None and plan.disk
+        with (loop_state_on_disk(limits, plan.in_memory) if watch.anonymous
               else contextlib.nullcontext()):
             # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
             if cfg.extend is not None and not engine.trains_extensions:
@@ -420,7 +419,6 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
     result = TrainResult(cfg, tables.words, tables.merges, tables.vocab, normalizer,
                          pretokenizer, timer.seconds, input_list(inputs))
     result.spilled_bytes = limits.spilled_bytes
-    result.loop_on_disk = disk
     result.memory = RunMemory(limits.memory_limit, limits.floor, plan, timer.high_water)
     return result
 
