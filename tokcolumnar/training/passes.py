@@ -242,7 +242,8 @@ def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
             continue
         dense <<= 32
         dense |= np.arange(here.size)
-        ordered = pl.Series(dense).sort().to_numpy()
+        dense.sort()  # in place (NumPy 2's SIMD sort: ~2x Polars' copying sort here)
+        ordered = dense
         del dense
         index = (ordered & M32).astype(np.intp)
         key = ordered >> 32
@@ -262,12 +263,15 @@ def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
 
 
 def _sorted(values: np.ndarray) -> np.ndarray:
-    """`values` (distinct) in ascending order: Polars' sort (~3x NumPy's here, a copy:
-    read-only), or, for an array in a file (`ondisk`), a range of values at a time into
-    another file (`_sorted_in_parts`)."""
+    """`values` (distinct, an array the caller gives up) in ascending order: sorted in place
+    (NumPy 2's SIMD sort, faster than Polars' on 2 cores, and no copy: Polars' sort held
+    the keys twice, 16 bytes per pair, the peak of a whitespace CJK run's initial stage), or,
+    for an array in a file (`ondisk`), a range of values at a time into another file
+    (`_sorted_in_parts`)."""
     if ondisk.is_mapped(values):
         return _sorted_in_parts(values)
-    return pl.Series(values).sort().to_numpy()
+    values.sort()
+    return values
 
 
 #: A mapped array (`ondisk`) is sorted a range of its values at a time, each range at most
