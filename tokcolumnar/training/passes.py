@@ -219,7 +219,7 @@ def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
     position order, as the pairs' counts are summed); each key's slice then starts after
     those of the smaller keys, and a second reading writes each position into its key's
     slice, `BUCKET_CHUNK` positions at a time, in position order (within a chunk a stable
-    order by key: one Polars sort of `dense << 32 | index in the chunk`). The positions
+    order by key: one in-place sort of `dense << 32 | index in the chunk`). The positions
     array (int32, 4 bytes per pair occurrence) is the only one of the layout's size: the sort
     of all `dense << 32 | position` values at once held 12 bytes per occurrence (100 MB of
     byte-level Chinese: ~0.8 GB more on the initial stage's peak)."""
