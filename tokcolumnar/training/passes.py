@@ -243,11 +243,9 @@ def _bucketed(layout: Layout, n_tokens: int) -> PairGroups:
         dense <<= 32
         dense |= np.arange(here.size)
         dense.sort()  # in place (NumPy 2's SIMD sort: ~2x Polars' copying sort here)
-        ordered = dense
+        index = (dense & M32).astype(np.intp)
+        key = dense >> 32
         del dense
-        index = (ordered & M32).astype(np.intp)
-        key = ordered >> 32
-        del ordered
         # each position's rank among its key's positions in the chunk (runs of equal keys)
         first = np.ones(key.size, dtype=bool)
         first[1:] = key[1:] != key[:-1]

@@ -388,14 +388,15 @@ def _train(inputs: Any, from_counts: Any, cfg: TrainConfig,
         # over the limit in memory, the loop may keep its state in the work directory
         plan = engine.check_memory(words, limits.memory_limit, disk=limits.work is not None,
                                    vocab_size=cfg.vocab_size)
+        disk = plan is not None and plan.disk
         watch = LoopWatch(limits.memory_limit, limits.floor)
-        watch.anonymous = plan is not None and plan.disk
+        watch.anonymous = disk
         # every engine's loop checkpoints into the work directory, when there is one; its
         # first checkpoint (or test kill point) waits for the counted words' save
         checkpoint = (MergeCheckpoint(limits.work, limits.checkpoint_every,
                                       ready=limits.wait_saved, watch=watch)
                       if limits.work is not None else None)
-        with (loop_state_on_disk(limits, plan.in_memory) if watch.anonymous
+        with (loop_state_on_disk(limits, plan.in_memory) if disk
               else contextlib.nullcontext()):
             # --extend: the loop continues a base's (`extend`; the DuckDB engine's in SQL)
             if cfg.extend is not None and not engine.trains_extensions:
