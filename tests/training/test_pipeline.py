@@ -7,6 +7,7 @@ import pytest
 from tests.support.corpora import corpus
 from tokcolumnar import train
 from tokcolumnar.training import pipeline
+from tokcolumnar.training.checkpoint import CHECKPOINT
 from tokcolumnar.workdir import WorkDir
 
 
@@ -47,3 +48,25 @@ def test_counted_words_saved_before_the_first_pass(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline.MergeCheckpoint, "due", due)
     train(str(corpus("small/en_botchan.txt")), out_dir=tmp_path / "out", vocab_size=400)
     assert seen and all(seen)
+
+
+@pytest.mark.corpus
+def test_checkpoints_only_where_a_run_can_resume(tmp_path, monkeypatch):
+    """The loop's checkpoints go to a work directory that was given (or the output's): a
+    run without one works in a temporary directory, which nothing can resume from, and
+    writes none there, even when asked to checkpoint every pass."""
+    written = []
+    real = WorkDir.write_pickle
+
+    def write_pickle(self, name, obj):
+        written.append(name)
+        return real(self, name, obj)
+
+    monkeypatch.setattr(WorkDir, "write_pickle", write_pickle)
+    text = str(corpus("small/en_botchan.txt"))
+    bare = train(text, vocab_size=400, checkpoint_every=0, show_progress=False)
+    assert written == []
+    kept = train(text, work_dir=tmp_path / "work", vocab_size=400, checkpoint_every=0,
+                 show_progress=False)
+    assert CHECKPOINT in written
+    assert kept.merges.equals(bare.merges)
