@@ -9,6 +9,7 @@ with its own peak RSS from `wait4`. Per-stage times of ours come from its run.js
     python scripts/bench_train.py ../shared/corpora/medium/zh.txt --mode byte-level
     python scripts/bench_train.py ../shared/corpora/medium/en.txt --engines polars,duckdb
     python scripts/bench_train.py ../shared/corpora/medium/en.txt --mode cl100k --rustbpe
+    python scripts/bench_train.py zh100.txt --mode byte-level --rustbpe --rounds 2 --hf-rounds 1
 
 `--mode cl100k|o200k|qwen2` trains with `--pattern NAME` and the 256 bytes as initial alphabet
 (HF: `Split(Regex(p), "isolated")` + `ByteLevel(use_regex=False)`); `--rustbpe` adds rustbpe
@@ -51,6 +52,9 @@ def main() -> None:
     ap.add_argument("--engines", default="polars",
                     help="our engines to time beside HF, comma-separated (polars,duckdb)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--hf-rounds", type=int, default=None,
+                    help="run HF in the first N rounds only (its merges are the reference "
+                         "every round is checked against; default: every round)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="tokcolumnar-bench-"))
@@ -80,6 +84,8 @@ def main() -> None:
     names = list(cmds)
     for r in range(args.rounds):
         for name in names if r % 2 == 0 else names[::-1]:  # alternate the order
+            if name == "hf" and args.hf_rounds is not None and r >= args.hf_rounds:
+                continue
             m = run(cmds[name])
             wall, rss = m.wall, m.rss_mib
             results[name].append((wall, rss))
@@ -110,7 +116,7 @@ def main() -> None:
         w, rss = med(name, 0), med(name, 1)
         if "rustbpe" in results:
             print(f"{name} / rustbpe: wall {w / rw:.2f}x, peak RSS {rss / rrss:.2f}x")
-        ours = merges_of(tmp / name / "tokenizer.json")
+        ours = merges_of(tmp / name / "tokenizer.json")  # (the last round's)
         keys = sorted({k for st in stages[name] for k in st})
         per_stage = ", ".join(
             f"{k} {statistics.median(st.get(k, 0.0) for st in stages[name]):.2f}" for k in keys)
