@@ -80,8 +80,8 @@ def test_the_pairs_term_grows_as_the_square_root_of_large_tables_only():
     assert symbol_bytes(5000) < 10**6
 
 
-def test_wider_ids_and_pair_slots_past_32768_and_65534_tokens():
-    """int32 ids past 32,768 tokens, 16-byte pair slots past 65,534 ids
+def test_wider_ids_and_pair_slots_past_65534_and_65535_tokens():
+    """int32 ids past 65,534 tokens, 16-byte pair slots past 65,535 (ids past 65,534)
     (`symbols.symbol_dtype`, `PairCounts(narrow=)`): each costs its bytes per symbol; a run
     of unknown size is estimated as the widest."""
     from tokcolumnar.memory import (
@@ -92,10 +92,9 @@ def test_wider_ids_and_pair_slots_past_32768_and_65534_tokens():
     from tokcolumnar.training.pairtable import NARROW_ID_MAX
     from tokcolumnar.training.symbols import symbol_dtype
 
-    assert symbol_dtype(256, 32_768) == np.int16 and symbol_dtype(256, 32_769) == np.int32
+    assert symbol_dtype(256, 65_534) == np.uint16 and symbol_dtype(256, 65_535) == np.int32
     n = 10**6
-    narrow = merge_bytes(1000, n, vocab_size=32_768)
-    assert merge_bytes(1000, n, vocab_size=32_769) == narrow + WIDE_ID_BYTES_PER_SYMBOL * n
+    narrow = merge_bytes(1000, n, vocab_size=65_534)
     wide_ids = merge_bytes(1000, n, vocab_size=NARROW_ID_MAX + 1)  # ids up to 65,534
     assert wide_ids == narrow + WIDE_ID_BYTES_PER_SYMBOL * n
     assert merge_bytes(1000, n, vocab_size=NARROW_ID_MAX + 2) == (

@@ -21,6 +21,40 @@ M64 = (1 << 64) - 1
 _SPAN_MAX = {1: 255, 2: 65535, 4: 2**31 - 1}
 
 
+def marks(dtype: np.dtype | type) -> tuple[int, int]:
+    """(SEP, REMOVED) as a layout of id type `dtype` holds them: -1 and -2 in a signed type;
+    in an unsigned one (a training layout's uint16: ids up to 65,533) its two largest values,
+    the same bits. Ids are the values below both (`is_symbol`).
+
+    >>> marks(np.int64), marks(np.uint16)
+    ((-1, -2), (65535, 65534))
+    """
+    found = _MARKS.get(dtype)  # (a dict read: `merge1` asks once per merged position)
+    if found is None:
+        dt = np.dtype(dtype)
+        top = (1 << (8 * dt.itemsize)) - 1
+        found = _MARKS[dtype] = (top, top - 1) if dt.kind == "u" else (SEP, REMOVED)
+    return found
+
+
+_MARKS: dict[object, tuple[int, int]] = {}
+
+
+def is_symbol(values: np.ndarray) -> np.ndarray:
+    """Which of `values` (a layout's ids, any id type) are symbols, not a SEP or a removed
+    position (`marks`)."""
+    if values.dtype.kind == "u":
+        return values < marks(values.dtype)[1]
+    return values >= 0
+
+
+def id_limit(dtype: np.dtype | type) -> int:
+    """The values of a layout of id type `dtype` read as Python ints (`.item()`) are symbols
+    when in `range(0, id_limit(dtype))`."""
+    dtype = np.dtype(dtype)
+    return marks(dtype)[1] if dtype.kind == "u" else 1 << (8 * dtype.itemsize - 1)
+
+
 @dataclass
 class Layout:
     """All words in one flat array: `[SEP] w0 symbols [SEP] w1 symbols ... [SEP]`.
@@ -65,7 +99,7 @@ class Layout:
         word_of = np.repeat(np.arange(n_words, dtype=np.int32), lengths)
         positions = np.arange(1, len(ids) + 1, dtype=np.int32)
         positions += word_of
-        sym = np.full(size, SEP, dtype=sym_dtype)
+        sym = np.full(size, marks(sym_dtype)[0], dtype=sym_dtype)
         sym[positions] = ids
         word_of, per_word = np.full(size, -1, dtype=np.int32), word_of
         word_of[positions] = per_word
@@ -92,13 +126,14 @@ class Layout:
         np.cumsum(lengths, out=sep_at[1:])
         sep_at += np.arange(n_words + 1)
         sym = ondisk.empty(size, sym_dtype)
+        sep = marks(sym_dtype)[0]
         for lo, hi, ids in chunks:
             part = sym[sep_at[lo]:sep_at[hi]]
             is_symbol = np.ones(part.size, dtype=bool)
             is_symbol[sep_at[lo:hi] - sep_at[lo]] = False
             part[is_symbol] = ids
-            part[~is_symbol] = SEP
-        sym[-1] = SEP
+            part[~is_symbol] = sep
+        sym[-1] = sep
         del sep_at
         # (uint8 spans, widened when a merge makes a token of 256 positions: `_widen_span`)
         layout = cls(sym, None, None, None, ondisk.kept(np.asarray(counts, dtype=np.int64)),
@@ -187,7 +222,7 @@ class Layout:
             r = nxt[q]
             rs = sym[r]
             sym[pos] = new
-            sym[q] = REMOVED
+            sym[q] = marks(sym.dtype)[1]
             nxt[pos] = r
             prv[r] = pos
             return prv[pos], rs
@@ -203,7 +238,7 @@ class Layout:
             length = span[q] + span[pos]
         del left_len
         sym[pos] = new
-        sym[q] = REMOVED
+        sym[q] = marks(sym.dtype)[1]
         del q
         span[pos] = length
         r -= 1
@@ -222,7 +257,7 @@ class Layout:
             r = nxt.item(q)
             rs = sym.item(r)
             sym[p] = new
-            sym[q] = REMOVED
+            sym[q] = marks(sym.dtype)[1]
             nxt[p] = r
             prv[r] = p
             return prv.item(p), rs
@@ -233,7 +268,7 @@ class Layout:
             span = self._widen_span()
         rs = sym.item(p + length)
         sym[p] = new
-        sym[q] = REMOVED
+        sym[q] = marks(sym.dtype)[1]
         span[p] = length
         span[p + length - 1] = length
         return p - span.item(p - 1), rs
@@ -256,7 +291,7 @@ class Layout:
         and no int64 copy of the ids (medium/en bert: 462k final tokens, ~5 MiB less)."""
         if self.word_of is None:
             return self._lean_segmentation(n_words)
-        live = self.sym >= 0
+        live = is_symbol(self.sym)
         lengths = np.bincount(self.word_of[live], minlength=n_words)
         offsets = np.zeros(n_words + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -268,17 +303,18 @@ class Layout:
         mask or a copy of the whole layout at once took ~2 bytes per position beyond the ids
         (5 GB of text: ~0.8 GB)."""
         sym = self.sym
+        sep = marks(sym.dtype)[0]
         total = 0
         for lo in range(0, sym.size, SEGMENT_CHUNK):
-            total += int(np.count_nonzero(sym[lo:lo + SEGMENT_CHUNK] >= 0))
+            total += int(np.count_nonzero(is_symbol(sym[lo:lo + SEGMENT_CHUNK])))
             ondisk.drop_pages()
         ids = ondisk.empty(total, sym.dtype)
         lengths = np.zeros(n_words + 1, dtype=np.int64)
         at = seps = 0  # ids written; SEPs before the chunk
         for lo in range(0, sym.size, SEGMENT_CHUNK):
             part = sym[lo:lo + SEGMENT_CHUNK]
-            live = part >= 0
-            word = np.cumsum(part == SEP, dtype=np.int32)  # SEPs up to each position
+            live = is_symbol(part)
+            word = np.cumsum(part == sep, dtype=np.int32)  # SEPs up to each position
             n_seps = int(word[-1]) if part.size else 0
             kept = part[live]
             ids[at:at + kept.size] = kept
@@ -314,8 +350,9 @@ def _sep_ranks(sym: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     64k + i) and, per word of bits, the SEPs before it (int32); `SEP_CHUNK` positions at a
     time (a whole layout's `sym == SEP` was a byte per position at once)."""
     bits = ondisk.empty(-(-sym.size // 64), np.uint64)
+    sep = marks(sym.dtype)[0]
     for at in range(0, sym.size, SEP_CHUNK):
-        packed = np.packbits(sym[at:at + SEP_CHUNK] == SEP, bitorder="little")
+        packed = np.packbits(sym[at:at + SEP_CHUNK] == sep, bitorder="little")
         pad = -packed.size % 8
         if pad:
             packed = np.append(packed, np.zeros(pad, dtype=np.uint8))

@@ -60,8 +60,8 @@ COUNT_TABLE_SHARE = 0.2
 # more for CJK characters: a large alphabet, more distinct pairs per character), and its pairs'
 # structures (the pair table, queue entries, the passes' keys) grow with the distinct pairs,
 # which grow as about the square root of the symbols (Heaps' law): `MERGE_BYTES_PER_ROOT_SYMBOL`
-# times the square root. A vocabulary past 32,768 tokens holds int32 ids (2 bytes more per
-# position, and its passes' copies: ~3 in all), one past 65,534 ids a pair table of 16-byte
+# times the square root. A vocabulary past 65,534 tokens holds int32 ids (2 bytes more per
+# position, and its passes' copies: ~3 in all), one past 65,535 a pair table of 16-byte
 # slots instead of 8 (~3 more). The words table itself (`estimated_size`) is counted once: the
 # loop drops it, the result tables hold it again. This is the ONE place these numbers live:
 # remeasure (`scripts/check_memory_estimate.py`) when the loop's layout changes.
@@ -76,7 +76,7 @@ MERGE_BYTES_PER_ROOT_CJK_SYMBOL = 27_000
 ROOT_FROM_SYMBOLS = 100_000
 #: A vocabulary past `NARROW_IDS` tokens: int32 ids in the layout and the passes' copies.
 WIDE_ID_BYTES_PER_SYMBOL = 3
-NARROW_IDS = 1 << 15
+NARROW_IDS = (1 << 16) - 2  # (`symbols.U16_VOCAB_MAX`: uint16 ids up to 65,533)
 #: A vocabulary past `NARROW_PAIR_IDS` tokens: the pair table's 16-byte slots.
 WIDE_PAIR_BYTES_PER_SYMBOL = 3
 NARROW_PAIR_IDS = (1 << 16) - 1

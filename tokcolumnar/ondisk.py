@@ -168,6 +168,28 @@ def kept(a: np.ndarray) -> np.ndarray:
     return out.reshape(a.shape)
 
 
+def shrunk(a: np.ndarray, size: int) -> np.ndarray:
+    """The first `size` values of the 1-d array `a` (the caller drops `a` and every other view
+    of its memory). In memory, when `a` owns its memory, or is a view from the start of a
+    contiguous array that does (of another dtype too), that memory is shrunk in place
+    (`ndarray.resize`: glibc's realloc, a large block's mapping cut with mremap, no copy
+    beside it; a copy was the peak of the loop's first sweep); otherwise a copy (`empty`).
+
+    >>> import numpy as np
+    >>> shrunk(np.arange(6, dtype=np.int32)[:5], 3).tolist()
+    [0, 1, 2]
+    """
+    owner = a if a.flags.owndata else a.base
+    if (isinstance(owner, np.ndarray) and owner.flags.owndata and owner.ndim == 1
+            and a.ndim == 1 and a.flags.c_contiguous and not is_mapped(owner)
+            and a.ctypes.data == owner.ctypes.data):
+        owner.resize(-(-size * a.itemsize // owner.itemsize), refcheck=False)
+        return owner.view(a.dtype)[:size]
+    out = empty(size, a.dtype)
+    out[...] = a[:size]
+    return out
+
+
 def is_mapped(a: np.ndarray) -> bool:
     """Whether `a`'s memory is a file mapping made here (tests and reports)."""
     base = a

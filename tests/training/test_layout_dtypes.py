@@ -1,11 +1,12 @@
 """The merge loop's compact layout (int32 ids, links and word indexes; docs/architecture.md,
 "Memory") on a vocabulary large enough that `left_id * n_tokens` overflows int32: the pair
 count of the initial layout against a plain Python count, and a whole training run against
-HuggingFace's `BpeTrainer`. And the int16 ids of a vocabulary of up to 32,768 tokens
+HuggingFace's `BpeTrainer`. And the uint16 ids of a vocabulary of up to 65,534 tokens
 (`symbols.symbol_dtype`), at that edge, against HF."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -19,7 +20,6 @@ from tokenizers import models, pre_tokenizers, trainers
 from tests.support.corpora import corpus
 from tokcolumnar import train
 from tokcolumnar.layout import Layout
-from tokcolumnar.text.bytelevel import BYTE_ALPHABET
 from tokcolumnar.training.passes import group_pairs
 from tokcolumnar.training.symbols import build_initial
 
@@ -82,12 +82,16 @@ def test_large_alphabet_training_identical_to_hf(tmp_path: Path):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("vocab_size,dtype", [(32768, np.int16), (32769, np.int32)])
-def test_int16_ids_up_to_32768_tokens_identical_to_hf(vocab_size, dtype, tmp_path,
-                                                      monkeypatch):
-    """At 32,768 tokens the last id is int16's largest (32,767); one token more takes int32.
-    Both runs (byte-level, 300 KB of Chinese: ~32,500 merges) give HF's merges."""
-    path = corpus("small/zh_hongloumeng_300k.txt")
+@pytest.mark.parametrize("vocab_size,dtype", [(65534, np.uint16), (65535, np.int32)])
+def test_uint16_ids_up_to_65534_tokens_identical_to_hf(vocab_size, dtype, tmp_path,
+                                                       monkeypatch):
+    """At 65,534 tokens the last id is 65,533, the largest below a uint16 layout's two marks
+    (65,534 for a removed position, 65,535 for a SEP: `layout.marks`); one token more takes
+    int32. Both runs (whitespace, 300 KB of Chinese and 300 KB of Japanese: a large alphabet
+    and ~60,000 merges, so ids from the alphabet's to the edge are made and merged) give HF's
+    merges."""
+    paths = [str(corpus("small/zh_hongloumeng_300k.txt")),
+             str(corpus("small/ja_wagahai_300k.txt"))]
     made = []
     lean = Layout.lean_from_chunks.__func__
 
@@ -98,16 +102,14 @@ def test_int16_ids_up_to_32768_tokens_identical_to_hf(vocab_size, dtype, tmp_pat
 
     monkeypatch.setattr(Layout, "lean_from_chunks", classmethod(recording))
     out = tmp_path / "ours"
-    train([str(path)], out_dir=out, pre_tokenizer="byte-level", vocab_size=vocab_size,
-          initial_alphabet=list(BYTE_ALPHABET))
+    train(paths, out_dir=out, pre_tokenizer="whitespace", vocab_size=vocab_size)
     assert made == [dtype]
     hf = HFTokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    hf.train([str(path)], trainers.BpeTrainer(
-        vocab_size=vocab_size, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.train(paths, trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False))
     (tmp_path / "hf").mkdir()
     hf.model.save(str(tmp_path / "hf"))
     ours = (out / "merges.txt").read_text(encoding="utf-8")
-    assert ours.count("\n") > 32000  # ids up to the edge were made and merged
+    vocab = json.loads((out / "vocab.json").read_text(encoding="utf-8"))
+    assert max(vocab.values()) == vocab_size - 1  # ids up to the edge were made
     assert ours == (tmp_path / "hf" / "merges.txt").read_text(encoding="utf-8")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ondisk
-from ..layout import Layout
+from ..layout import Layout, is_symbol
 from ..malloc import release_free_heap
 from ..progress import Progress
 from .pairtable import NARROW_ID_MAX, PairCounts, narrow_keys, wide_key, wide_keys
@@ -239,15 +239,9 @@ class QueueEntries:
         self.live_positions -= int(lengths[~dead].sum()) - write
         self.dead_positions -= self.dead_in_base[base]
         self.dead_in_base[base] = 0
-        if positions.flags.owndata and not ondisk.is_mapped(positions):
-            # shrunk where it is: glibc reallocs a block of its own mapping with mremap,
-            # with no copy beside it (a copy was the loop's peak at a sweep)
-            positions.resize(write, refcheck=False)
-            out = positions
-        else:
-            out = ondisk.empty(write, positions.dtype)
-            out[...] = positions[:write]
-        self.positions_of_base[base] = out
+        # shrunk where it is when in memory (a copy was the loop's peak at a sweep)
+        self.positions_of_base[base] = ondisk.shrunk(positions, write)
+        del positions
         bounds = np.zeros(lengths.size + 1, dtype=np.int32)
         np.cumsum(kept_lengths, out=bounds[1:])
         self.starts[base], self.ends[base] = bounds[:-1], bounds[1:]
@@ -513,7 +507,7 @@ class BpeTrainer:
             for at in range(0, pos.size, BOUNDS_CHUNK):
                 part = slice(at, at + BOUNDS_CHUNK)
                 neighbour = layout.sym[neighbour_of(pos[part])]
-                ok = neighbour >= 0
+                ok = is_symbol(neighbour)
                 keys = (member[part][ok] << 32) | neighbour[ok]
                 del neighbour
                 # (a hash group-by in a large pass: `np.unique`'s argsort of millions of keys

@@ -42,8 +42,9 @@ MIN_SLOTS = 1 << 10
 SCALAR_MAX = 32
 #: A rebuild (and `from_arrays`) inserts this many keys at a time: `_slots`' temporaries are
 #: ~50 bytes per key (slot, pending index, probe, held key, masks), which for every pair of a
-#: large table at once were the merge loop's peak (100 MB of Chinese: ~0.5 GB).
-INSERT_CHUNK = 1 << 18
+#: large table at once were the merge loop's peak (100 MB of Chinese: ~0.5 GB); 2^16 keys:
+#: ~3 MB.
+INSERT_CHUNK = 1 << 16
 
 
 def narrow_key(key: int) -> int:
@@ -211,12 +212,23 @@ class PairCounts:
 
     def _rebuild(self, extra: int) -> None:
         """Re-insert the pairs with a count other than 0 into a table where they, with `extra`
-        more, fill at most `REBUILD_LOAD`."""
-        live = np.flatnonzero(self.counts)
-        keys, counts = self.keys[live], self.counts[live]
-        del live
-        self.keys = self.counts = np.zeros(0, dtype=np.int64)  # free the old arrays first
-        self._allocate(_slots_for(keys.size + extra, REBUILD_LOAD))
+        more, fill at most `REBUILD_LOAD`. They are first moved to the front of the old
+        arrays, `INSERT_CHUNK` slots at a time (a write never passes the slots read), which
+        are then shrunk to them (`ondisk.shrunk`): an index of the live slots and copies of
+        their keys and counts beside the old table were 16 bytes per pair at once (the 5 GB
+        mix's whitespace CJK at 50k: the loop's peak)."""
+        keys, counts = self.keys, self.counts
+        self.keys = self.counts = np.zeros(0, dtype=np.int64)
+        n = 0
+        for at in range(0, counts.size, INSERT_CHUNK):
+            part = counts[at:at + INSERT_CHUNK]
+            live = np.flatnonzero(part)
+            moved_keys, moved_counts = keys[at:at + INSERT_CHUNK][live], part[live]
+            keys[n:n + live.size], counts[n:n + live.size] = moved_keys, moved_counts
+            n += live.size
+            del part, live, moved_keys, moved_counts
+        keys, counts = ondisk.shrunk(keys, n), ondisk.shrunk(counts, n)
+        self._allocate(_slots_for(n + extra, REBUILD_LOAD))
         self._insert(keys, counts)
 
     def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:

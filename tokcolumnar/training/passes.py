@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from .. import ondisk
-from ..layout import Layout
+from ..layout import Layout, is_symbol
 from ..memory import PASS_CHUNK_POSITIONS
 
 M32 = (1 << 32) - 1
@@ -93,8 +93,10 @@ def group_pairs(layout: Layout, n_tokens: int, allowed: PairFilter = None) -> Pa
         owned = [_sorted(combined)]  # (`_grouped` drops the last reference as it goes)
         del combined
         return _grouped(owned, n_tokens, layout)
-    # a pair sits wherever two live symbols are adjacent (SEP is negative)
-    positions = np.flatnonzero((sym[:-1] >= 0) & (sym[1:] >= 0)).astype(np.int32)
+    # a pair sits wherever two live symbols are adjacent
+    live = is_symbol(sym)
+    positions = np.flatnonzero(live[:-1] & live[1:]).astype(np.int32)
+    del live
     if allowed is not None:
         left, right = sym[positions], sym[positions + 1]
         ok = allowed(left, right)
@@ -136,21 +138,29 @@ def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout) -> PairGrou
     over as the one item of `owned` (taken out here, so the array is freed once read: it is
     the largest of the initial stage)."""
     combined = owned.pop()
+    n = combined.size
     # the position is the low word, the dense key the high one (in memory order): both read
-    # as strided uint32 views, no copy of the dense keys; `DENSE_CHUNK` values at a time (an
-    # array in a file: its pages dropped between chunks, `ondisk.drop_pages`)
+    # as strided uint32 views; `DENSE_CHUNK` values at a time (an array in a file: its pages
+    # dropped between chunks, `ondisk.drop_pages`)
     halves = combined.view(np.uint32)
     low = 0 if sys.byteorder == "little" else 1
-    positions = ondisk.empty(combined.size, np.int32)  # the queue's first base
-    dense = halves[1 - low::2]
+    # the positions (the queue's first base, int32) are written over the values' first half:
+    # a chunk of values is copied out whole before its positions go to bytes [4 at, 4 end),
+    # below the chunk's end, where every value was read (the positions beside the values
+    # were 4 more bytes per pair occurrence on the initial stage's peak); a file's are
+    # written to a file of their own
+    in_place = not ondisk.is_mapped(combined)
+    positions = (halves if in_place else ondisk.empty(n, np.uint32)).view(np.int32)
+    last = None  # the last dense key of the chunk before
     run_starts, firsts = [], []
-    for at in range(0, dense.size, DENSE_CHUNK):
-        part = dense[at:at + DENSE_CHUNK]
-        positions[at:at + part.size] = halves[low::2][at:at + part.size]
+    for at in range(0, n, DENSE_CHUNK):
+        part = halves[2 * at + 1 - low:2 * (at + DENSE_CHUNK):2].copy()  # the dense keys
+        positions[at:at + part.size] = halves[2 * at + low:2 * (at + part.size):2].copy()
         first = np.ones(part.size, dtype=bool)
         first[1:] = part[1:] != part[:-1]
-        if at:  # the chunk's first value starts a run unless it continues the last chunk's
-            first[0] = part[0] != dense[at - 1]
+        if last is not None:  # the chunk's first value starts a run unless it continues
+            first[0] = part[0] != last
+        last = part[-1]
         here = np.flatnonzero(first)
         run_starts.append(here + at)
         firsts.append(part[here])
@@ -159,8 +169,11 @@ def _grouped(owned: list[np.ndarray], n_tokens: int, layout: Layout) -> PairGrou
     starts = np.concatenate(run_starts) if run_starts else np.zeros(0, dtype=np.int64)
     unique = (np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.uint32)).astype(np.int64)
     del run_starts, firsts
-    ends = np.append(starts[1:], dense.size)
-    del dense, halves, combined
+    ends = np.append(starts[1:], n)
+    del halves
+    if in_place:  # the values' second half given back
+        positions = ondisk.shrunk(positions[:n], n)
+    del combined
     keys = ((unique // n_tokens) << 32) | (unique % n_tokens)
     return PairGroups(keys, _slice_sums(layout, positions, starts), positions, starts, ends)
 
@@ -187,7 +200,8 @@ def _dense_keys(layout: Layout, n_tokens: int) -> np.ndarray:
     count = 0
     for at in range(0, n, DENSE_CHUNK):
         s = sym[at:at + DENSE_CHUNK + 1]
-        count += int(np.count_nonzero((s[:-1] >= 0) & (s[1:] >= 0)))
+        live = is_symbol(s)
+        count += int(np.count_nonzero(live[:-1] & live[1:]))
     combined = ondisk.empty(count, np.uint64)
     done = 0
     for at in range(0, n, DENSE_CHUNK):
@@ -205,7 +219,9 @@ def _dense_chunk(sym: np.ndarray, at: int, n_tokens: int, size: int | None = Non
     """The positions (int64) of the adjacent pairs that start in `sym[at:at + size]` (size:
     `DENSE_CHUNK`), and their dense keys `left * n_tokens + right` (int64)."""
     s = sym[at:at + (DENSE_CHUNK if size is None else size) + 1]
-    here = np.flatnonzero((s[:-1] >= 0) & (s[1:] >= 0))
+    live = is_symbol(s)
+    here = np.flatnonzero(live[:-1] & live[1:])
+    del live
     dense = s[here].astype(np.int64)
     dense *= n_tokens
     dense += s[here + 1]
@@ -378,8 +394,8 @@ def merge_pass(layout: Layout, pos: np.ndarray, left: np.ndarray | int,
     left_sym = layout.sym[left_pos]
     if weight is None:
         weight = layout.weights(pos)
-    has_left = left_sym >= 0
-    has_right = right_sym >= 0
+    has_left = is_symbol(left_sym)
+    has_right = is_symbol(right_sym)
 
     def pick(values: np.ndarray | int, mask: np.ndarray) -> np.ndarray | int:
         return values[mask] if isinstance(values, np.ndarray) else values

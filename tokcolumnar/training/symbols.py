@@ -218,12 +218,18 @@ def build_initial(words: pl.DataFrame, special_tokens: list[str], limit_alphabet
 
 
 def symbol_dtype(n_initial: int, vocab_size: int | None) -> type:
-    """The layout's id type: int16 when every id the loop can make fits (a vocabulary of at
-    most 32,768 tokens: 2 bytes per symbol of the merge loop, not 4; 100 MB of Chinese at 30k:
-    ~200 MB less), else int32 (a vocabulary stays far below 2**31). Ids are below the vocab
-    size, and the initial vocabulary's below its own size."""
+    """The layout's id type: uint16 when every id the loop can make fits below its two marks
+    (`layout.marks`: a vocabulary of at most 65,534 tokens, GPT-2's 50k and 64k ones included:
+    2 bytes per symbol of the merge loop, not 4; 100 MB of Chinese at 30k: ~200 MB less), else
+    int32 (a vocabulary stays far below 2**31). Ids are below the vocab size, and the initial
+    vocabulary's below its own size."""
     largest = max(n_initial, vocab_size if vocab_size is not None else 1 << 31)
-    return np.int16 if largest <= 1 << 15 else np.int32
+    return np.uint16 if largest <= U16_VOCAB_MAX else np.int32
+
+
+#: The largest vocabulary whose ids a uint16 layout holds (ids 0..65,533; 65,534 and 65,535
+#: are its marks, `layout.marks`).
+U16_VOCAB_MAX = (1 << 16) - 2
 
 
 def check_vocab_size(vocab_size: int, n_initial: int) -> None:

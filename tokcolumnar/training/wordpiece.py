@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..layout import Layout
+from ..layout import Layout, id_limit, is_symbol
 from ..progress import Progress
 from .bpe import MergeRecord
 from .passes import M32, NewPairs, group_pairs, summed_merge_pass
@@ -93,6 +93,7 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
     right; in a run `a a a` the merge at the first position removes the second symbol, so the
     second position fails the live test, as `live_occurrences` keeps every other one."""
     sym, next1, merge1 = layout.sym, layout.next1, layout.merge1
+    limit = id_limit(sym.dtype)  # a symbol's id: in range(0, limit)
     word_of, word_count = layout.word, layout.word_count  # word_of(p): p's word
     merged = n_words = 0
     last_word = -1
@@ -112,15 +113,15 @@ def tiny_merge_pass(layout: Layout, positions: list[int], a: int, b: int, new: i
             last_word = word
         # rewrite the links as `Layout.merge_at`: p becomes `new`, its right neighbour leaves
         left_pos, right_sym = merge1(p, new)
-        # the four changes of `merge_pass` (a boundary neighbour, negative, gives none)
+        # the four changes of `merge_pass` (a boundary neighbour, no id, gives none)
         left_sym = sym.item(left_pos)
-        if left_sym >= 0:
+        if 0 <= left_sym < limit:
             k = (left_sym << 32) | a
             change[k] = change.get(k, 0) - w
             k = (left_sym << 32) | new
             change[k] = change.get(k, 0) + w
             created.setdefault(k, set()).add(left_pos)
-        if right_sym >= 0:
+        if 0 <= right_sym < limit:
             k = (b << 32) | right_sym
             change[k] = change.get(k, 0) - w
             k = (new << 32) | right_sym
@@ -231,7 +232,7 @@ class LikelihoodTrainer:
         room = max(settings.vocab_size - len(self.vocab), 0)
         if settings.max_merges is not None:
             room = min(room, settings.max_merges)
-        cap = len(self.vocab) + min(room, int(np.count_nonzero(self.layout.sym >= 0))) + 1
+        cap = len(self.vocab) + min(room, int(np.count_nonzero(is_symbol(self.layout.sym)))) + 1
         self.token_count = np.zeros(cap, dtype=np.int64)
         # float64 token counts, inf for 0 (so dead pairs score 0)
         self.token_count_f = np.full(cap, np.inf)
@@ -361,7 +362,7 @@ class LikelihoodTrainer:
         """Token counts, pair counts and the pair positions of the initial layout; every
         eligible pair enters the heap with its exact score."""
         layout = self.layout
-        live = layout.sym >= 0
+        live = is_symbol(layout.sym)
         n = len(self.vocab)
         counts = np.bincount(layout.sym[live], weights=layout.weights(np.flatnonzero(live)),
                              minlength=n).astype(np.int64)
