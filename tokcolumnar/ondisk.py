@@ -157,6 +157,16 @@ def full(n: int, value: int, dtype: np.dtype | type) -> np.ndarray:
     return out
 
 
+def zeros(n: int, dtype: np.dtype | type) -> np.ndarray:
+    """`np.zeros(n, dtype)` (a large one: pages the system maps as they are first written),
+    in a file when `on_disk` is active and the array is large (a new file reads as zeros)."""
+    store = _active
+    nbytes = n * np.dtype(dtype).itemsize
+    if store is None or nbytes < MIN_BYTES or nbytes == 0:
+        return np.zeros(n, dtype=dtype)
+    return store.empty(n, dtype)
+
+
 def kept(a: np.ndarray) -> np.ndarray:
     """`a` itself, or, when `on_disk` is active and `a` is large, a copy of it in a file (a 1-d
     array; the caller drops `a`)."""

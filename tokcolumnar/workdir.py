@@ -85,8 +85,9 @@ def input_fingerprint(paths: list[Path | Source], heads: bool = True) -> list[di
 #: raised whenever it changes, so that `--resume` refuses a directory an older copy wrote
 #: (2: the training layout without `nxt`, `prv` and `word_of`, docs/architecture.md; 3: the
 #: loop's pickle with its large arrays after it, `write_pickle`; 4: int16 ids in the layout
-#: and the pair table's narrow form for vocabularies that fit them).
-STATE_FORMAT = 4
+#: and the pair table's narrow form for vocabularies that fit them; 5: uint16 ids up to
+#: 65,534 tokens, the pair table's keys stored plus one).
+STATE_FORMAT = 5
 
 
 def run_fingerprint(cfg: TrainConfig, paths: list[Path | Source], heads: bool = True

@@ -5,7 +5,8 @@ A Python dict of pair counts costs ~100 bytes per pair (its hash slots, plus an 
 each key past 2**30 and for each count past 256); this table costs 16 bytes per slot (an int64
 key and an int64 count) at a load of at most `MAX_LOAD`, ~25-45 bytes per pair, and 8 in its
 *narrow* form: with every id below 2**16 - 1 (a vocabulary of up to 65,534 tokens) a key is
-stored as `left << 16 | right` in a uint32, and counts are int32 until one reaches 2**31
+stored as `left << 16 | right` in a uint32 (every key is stored plus one: 0 is a free slot,
+so a new table is zeros, `EMPTY`), and counts are int32 until one reaches 2**31
 (then the counts widen to int64, once). 100 MB of Chinese at 30k: ~270 MB less. Linear probing
 with a Fibonacci hash of the key mapped onto any number of slots (`_home`), so a rebuilt table
 is sized to its pairs, not rounded up to a power of two (up to 2x the slots: 100 MB of Chinese,
@@ -23,8 +24,9 @@ import numpy as np
 
 from .. import ondisk
 
-EMPTY = -1  # a free slot's key (pair keys are >= 0)
-NARROW_EMPTY = 0xFFFFFFFF  # a free slot's key in the narrow form (ids stay below 2**16 - 1)
+#: A free slot's stored key: a key is stored plus one (`PairCounts._stored`), so a new table
+#: is zeros, its pages untouched until a key lands in them (`ondisk.zeros`).
+EMPTY = 0
 #: The narrow form's keys hold ids up to this.
 NARROW_ID_MAX = (1 << 16) - 2
 #: Narrow counts widen to int64 from this count.
@@ -81,15 +83,16 @@ class PairCounts:
 
     def __init__(self, expected: int = 0, narrow: bool = False) -> None:
         self.narrow = narrow
-        self.empty = NARROW_EMPTY if narrow else EMPTY
+        self.empty = EMPTY
         self.count_dtype = np.int32 if narrow else np.int64
         self._allocate(_slots_for(expected, REBUILD_LOAD))
 
     def _allocate(self, size: int) -> None:
         self.size = size  # slots (below 2**32: `_home`)
-        # (in files of the work directory when the loop runs on disk: `ondisk`)
-        self.keys = ondisk.full(size, self.empty, np.uint32 if self.narrow else np.int64)
-        self.counts = ondisk.full(size, 0, self.count_dtype)
+        # (in files of the work directory when the loop runs on disk: `ondisk`); zeros, so
+        # that a rebuild's new table takes pages as its keys land, not all at once
+        self.keys = ondisk.zeros(size, np.uint32 if self.narrow else np.int64)
+        self.counts = ondisk.zeros(size, self.count_dtype)
         self.used = 0  # slots holding a key (live or at count 0)
 
     def __len__(self) -> int:
@@ -101,10 +104,15 @@ class PairCounts:
         return self.keys.nbytes + self.counts.nbytes
 
     def _stored(self, keys: np.ndarray) -> np.ndarray:
-        """Pair keys (int64) as the table stores them: themselves, or in the narrow form
-        (`narrow_keys`)."""
+        """Pair keys (int64) as the table stores them: plus one (0 is a free slot, `EMPTY`),
+        in the narrow form (`narrow_keys`, whose largest key, 0xFFFEFFFE, leaves room) or
+        not."""
         keys = np.asarray(keys, dtype=np.int64)
-        return narrow_keys(keys) if self.narrow else keys
+        if self.narrow:
+            stored = narrow_keys(keys)
+            stored += np.uint32(1)
+            return stored
+        return keys + 1
 
     def _home(self, keys: np.ndarray) -> np.ndarray:
         """Each stored key's first slot (int64): the top 32 bits of its Fibonacci hash, scaled
@@ -171,8 +179,7 @@ class PairCounts:
     def get(self, key: int) -> int:
         """One key's count (a Python loop: cheaper than array calls for one key)."""
         table, size = self.keys, self.size
-        if self.narrow:
-            key = narrow_key(key)
+        key = (narrow_key(key) if self.narrow else key) + 1  # `_stored`
         slot = ((((key * 0x9E3779B97F4A7C15) & M64) >> 32) * size) >> 32  # `_home`
         while True:
             held = table.item(slot)
@@ -229,7 +236,18 @@ class PairCounts:
             del part, live, moved_keys, moved_counts
         keys, counts = ondisk.shrunk(keys, n), ondisk.shrunk(counts, n)
         self._allocate(_slots_for(n + extra, REBUILD_LOAD))
-        self._insert(keys, counts)
+        # inserted from the last, the moved arrays shrunk behind: they are in the old slots'
+        # order, which is about the keys' hash order (each key sits at or just past its first
+        # slot, a fixed share of its hash), so the new table's pages are first written about
+        # in order too, from its end, as the moved pairs' pages go (the whole new table beside
+        # all of them was the loop's peak on whitespace CJK at 50k)
+        shrink = not ondisk.is_mapped(keys)
+        while n:
+            at = max(n - INSERT_CHUNK, 0)
+            self.counts[self._slots(keys[at:n], insert=True)] = counts[at:n]
+            n = at
+            if shrink:
+                keys, counts = ondisk.shrunk(keys, n), ondisk.shrunk(counts, n)
 
     def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:
         """Store distinct `keys` (stored form) absent from the table with their `counts`,
