@@ -71,8 +71,9 @@ class Layout:
     merged token hold stale values), uint8 until a merge makes a longer token
     (`_widen_span`); and a position's word is its rank among the SEPs (one before each word):
     `sep_bits`, a bit per position, and `sep_rank`, the SEPs before each 64 positions
-    (int32) — 0.19 bytes per position. Ids are int32 in a training layout (`sym_dtype`),
-    int64 in the encoders'; plus 8 bytes per word for its count."""
+    (int32) — 0.19 bytes per position. Ids are uint16 or int32 in a training layout
+    (`sym_dtype`, `training.symbols.symbol_dtype`; SEP and removed positions as `marks`
+    gives them), int64 in the encoders'; plus 8 bytes per word for its count."""
 
     sym: np.ndarray
     nxt: np.ndarray | None
