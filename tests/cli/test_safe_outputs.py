@@ -358,8 +358,9 @@ signal.signal(signal.SIGINT, cli._on_signal)  # as `main` does, before the libra
 import polars as pl
 if sys.argv[1] == "taken-back":
     cli._take_back_sigint()  # as `main` does once they are loaded
-# queries long beside the Python between them: the "polars" case failed once in a full run
-# (the worker completed), presumably a Ctrl-C that landed between two queries and reached none
+# queries long beside the Python between them: the "polars" case failed twice in full runs
+# (the worker completed), presumably a Ctrl-C that landed between two queries and reached
+# none; the signal now goes 50 ms into a query (each takes ~0.3-1 s)
 frame = pl.DataFrame({"a": pl.int_range(0, 10_000_000, eager=True) % 1_000_003})
 outcome, started, stop = [], threading.Event(), threading.Event()
 def queries():
@@ -369,14 +370,15 @@ def queries():
     end = time.monotonic() + 60
     try:
         while not stop.is_set() and time.monotonic() < end:
+            started.set()  # a query starts
             frame.lazy().group_by("a").agg(pl.len()).sort("a").collect()
-            started.set()
         outcome.append("completed")
     except BaseException as e:
         outcome.append(type(e).__name__)
 worker = threading.Thread(target=queries)
 worker.start()
 started.wait()
+time.sleep(0.05)
 try:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(5)
