@@ -83,7 +83,6 @@ class PairCounts:
 
     def __init__(self, expected: int = 0, narrow: bool = False) -> None:
         self.narrow = narrow
-        self.empty = EMPTY
         self.count_dtype = np.int32 if narrow else np.int64
         self._allocate(_slots_for(expected, REBUILD_LOAD))
 
@@ -130,7 +129,7 @@ class PairCounts:
         or, with `insert`, a new slot claimed for it. Array rounds while many keys are
         unresolved; the last few (the long probe chains) one by one in Python, cheaper than
         more rounds."""
-        table, size, empty = self.keys, self.size, self.empty
+        table, size, empty = self.keys, self.size, EMPTY
         slots = np.full(keys.size, -1, dtype=np.int64)
         pending = np.arange(keys.size)  # indexes into `keys` not resolved yet
         probe = self._home(keys)
@@ -185,7 +184,7 @@ class PairCounts:
             held = table.item(slot)
             if held == key:
                 return self.counts.item(slot)
-            if held == self.empty:
+            if held == EMPTY:
                 return 0
             slot = slot + 1 if slot + 1 < size else 0
 
@@ -236,26 +235,27 @@ class PairCounts:
             del part, live, moved_keys, moved_counts
         keys, counts = ondisk.shrunk(keys, n), ondisk.shrunk(counts, n)
         self._allocate(_slots_for(n + extra, REBUILD_LOAD))
-        # inserted from the last, the moved arrays shrunk behind: they are in the old slots'
-        # order, which is about the keys' hash order (each key sits at or just past its first
-        # slot, a fixed share of its hash), so the new table's pages are first written about
-        # in order too, from its end, as the moved pairs' pages go (the whole new table beside
-        # all of them was the loop's peak on whitespace CJK at 50k)
-        shrink = not ondisk.is_mapped(keys)
+        # the moved pairs are in the old slots' order, which is about the keys' hash order
+        # (each key sits at or just past its first slot, a fixed share of its hash), so the
+        # new table's pages are first written about in order too, as the moved pairs' pages
+        # go (the whole new table beside all of them was the loop's peak on whitespace CJK
+        # at 50k)
+        self._insert(keys, counts, shrink=True)
+
+    def _insert(self, keys: np.ndarray, counts: np.ndarray, shrink: bool = False) -> None:
+        """Store distinct `keys` (stored form) absent from the table with their `counts`,
+        `INSERT_CHUNK` keys at a time, from the last (the keys are distinct: the order of
+        insertion changes where a key sits, not what it holds). `shrink`: the two arrays are
+        the caller's to give up, and in memory they are shrunk behind the keys inserted
+        (`ondisk.shrunk`)."""
+        shrink = shrink and not ondisk.is_mapped(keys)
+        n = keys.size
         while n:
             at = max(n - INSERT_CHUNK, 0)
             self.counts[self._slots(keys[at:n], insert=True)] = counts[at:n]
             n = at
             if shrink:
                 keys, counts = ondisk.shrunk(keys, n), ondisk.shrunk(counts, n)
-
-    def _insert(self, keys: np.ndarray, counts: np.ndarray) -> None:
-        """Store distinct `keys` (stored form) absent from the table with their `counts`,
-        `INSERT_CHUNK` keys at a time (the keys are distinct: the order of insertion changes
-        where a key sits, not what it holds)."""
-        for at in range(0, keys.size, INSERT_CHUNK):
-            part = slice(at, at + INSERT_CHUNK)
-            self.counts[self._slots(keys[part], insert=True)] = counts[part]
 
     @classmethod
     def from_arrays(cls, keys: np.ndarray, counts: np.ndarray, narrow: bool = False
