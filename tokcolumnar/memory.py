@@ -76,7 +76,9 @@ MERGE_BYTES_PER_ROOT_CJK_SYMBOL = 27_000
 ROOT_FROM_SYMBOLS = 100_000
 #: A vocabulary past `NARROW_IDS` tokens: int32 ids in the layout and the passes' copies.
 WIDE_ID_BYTES_PER_SYMBOL = 3
-NARROW_IDS = (1 << 16) - 2  # (`symbols.U16_VOCAB_MAX`: uint16 ids up to 65,533)
+#: The largest vocabulary whose ids a uint16 layout holds (`training.symbols.symbol_dtype`:
+#: ids 0..65,533; 65,534 and 65,535 are its marks, `layout.marks`).
+NARROW_IDS = (1 << 16) - 2
 #: A vocabulary past `NARROW_PAIR_IDS` tokens: the pair table's 16-byte slots.
 WIDE_PAIR_BYTES_PER_SYMBOL = 3
 NARROW_PAIR_IDS = (1 << 16) - 1

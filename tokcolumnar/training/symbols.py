@@ -16,6 +16,7 @@ import polars as pl
 
 from ..errors import TokcolumnarError
 from ..layout import Layout, code_points
+from ..memory import NARROW_IDS
 
 
 @dataclass
@@ -224,12 +225,7 @@ def symbol_dtype(n_initial: int, vocab_size: int | None) -> type:
     int32 (a vocabulary stays far below 2**31). Ids are below the vocab size, and the initial
     vocabulary's below its own size."""
     largest = max(n_initial, vocab_size if vocab_size is not None else 1 << 31)
-    return np.uint16 if largest <= U16_VOCAB_MAX else np.int32
-
-
-#: The largest vocabulary whose ids a uint16 layout holds (ids 0..65,533; 65,534 and 65,535
-#: are its marks, `layout.marks`).
-U16_VOCAB_MAX = (1 << 16) - 2
+    return np.uint16 if largest <= NARROW_IDS else np.int32
 
 
 def check_vocab_size(vocab_size: int, n_initial: int) -> None:
