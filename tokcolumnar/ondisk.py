@@ -141,13 +141,17 @@ def current() -> MappedArrays | None:
     return _active
 
 
+def _store_for(nbytes: int) -> MappedArrays | None:
+    """The store an array of `nbytes` goes to: the active one (`on_disk`) for a large array,
+    else None (memory)."""
+    store = _active
+    return None if store is None or nbytes < MIN_BYTES or nbytes == 0 else store
+
+
 def empty(n: int, dtype: np.dtype | type) -> np.ndarray:
     """`np.empty(n, dtype)`, in a file when `on_disk` is active and the array is large."""
-    store = _active
-    nbytes = n * np.dtype(dtype).itemsize
-    if store is None or nbytes < MIN_BYTES or nbytes == 0:
-        return np.empty(n, dtype=dtype)
-    return store.empty(n, dtype)
+    store = _store_for(n * np.dtype(dtype).itemsize)
+    return np.empty(n, dtype=dtype) if store is None else store.empty(n, dtype)
 
 
 def full(n: int, value: int, dtype: np.dtype | type) -> np.ndarray:
@@ -160,18 +164,15 @@ def full(n: int, value: int, dtype: np.dtype | type) -> np.ndarray:
 def zeros(n: int, dtype: np.dtype | type) -> np.ndarray:
     """`np.zeros(n, dtype)` (a large one: pages the system maps as they are first written),
     in a file when `on_disk` is active and the array is large (a new file reads as zeros)."""
-    store = _active
-    nbytes = n * np.dtype(dtype).itemsize
-    if store is None or nbytes < MIN_BYTES or nbytes == 0:
-        return np.zeros(n, dtype=dtype)
-    return store.empty(n, dtype)
+    store = _store_for(n * np.dtype(dtype).itemsize)
+    return np.zeros(n, dtype=dtype) if store is None else store.empty(n, dtype)
 
 
 def kept(a: np.ndarray) -> np.ndarray:
     """`a` itself, or, when `on_disk` is active and `a` is large, a copy of it in a file (a 1-d
     array; the caller drops `a`)."""
-    store = _active
-    if store is None or a.nbytes < MIN_BYTES or a.nbytes == 0 or is_mapped(a):
+    store = _store_for(a.nbytes)
+    if store is None or is_mapped(a):
         return a
     out = store.empty(a.size, a.dtype)
     out[...] = a.reshape(-1)
