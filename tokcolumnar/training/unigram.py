@@ -23,6 +23,7 @@ import polars as pl
 
 from tokcolumnar.malloc import release_free_heap
 from tokcolumnar.text.unicode_scripts import SCRIPT_NAMES, SCRIPT_RANGES
+from tokcolumnar.training.passes import side_thread
 from tokcolumnar.training.unigram_lattice import (  # noqa: F401 (re-exported)
     LatticeBase,
     Lattices,
@@ -451,6 +452,44 @@ def m_step(model: _Model, expected: np.ndarray) -> _Model:
     return _Model(model.seed[keep], (digamma(kept) - F64(logsum)).astype(F32))
 
 
+def _top_two(score: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (`group`: ascending, contiguous ids 0..G-1 of which some may be absent), the
+    positions in `score` of its best and second-best value, ties to the first: (best,
+    second) per group present, in group order, -1 where a group has one value. Exact:
+    comparisons of the float32 values, no sort."""
+    if not len(score):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    heads = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    sizes = np.diff(np.r_[heads, len(score)])
+    n = len(score)
+    ar = np.arange(n)
+    top = np.repeat(np.maximum.reduceat(score, heads), sizes)
+    best = np.minimum.reduceat(np.where(score == top, ar, n), heads)
+    rest = np.ones(n, bool)
+    rest[best] = False
+    masked = np.where(rest, score, -np.inf).astype(score.dtype)
+    top2 = np.repeat(np.maximum.reduceat(masked, heads), sizes)
+    second = np.minimum.reduceat(np.where(rest & (masked == top2), ar, n), heads)
+    return best, np.where(sizes >= 2, second, -1)
+
+
+def _candidates(part: tuple, i: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(present, score, order key) of candidates `i` (-1: none) of a part of `two_best`'s
+    candidates (scores, order keys, ...)."""
+    values, keys = part[:2]
+    if not len(values):
+        return i >= 0, np.zeros(len(i), F32), np.zeros(len(i), np.int64)
+    j = np.maximum(i, 0)
+    return i >= 0, values[j], keys[j]
+
+
+def _before(x: tuple, y: tuple) -> np.ndarray:
+    """Candidates x come before y (`_candidates`): present, then higher score, then lower
+    order key."""
+    (px, sx, ox), (py, sy, oy) = x, y
+    return px & (~py | (sx > sy) | ((sx == sy) & (ox < oy)))
+
+
 def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """Lattice::NBest(2) for every string: whether a second path exists, whether the best
     path is the whole string as one node, and the second path's piece ids (a list of columns:
@@ -479,21 +518,42 @@ def two_best(lat: Lattices) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
             continue
         idx = ins if isinstance(order, slice) else order[ins]
         st, en = start[ins], end[ins]
+        # the candidates at each start position: every node followed by the best path from
+        # its end (rank 1), and by the second best where there is one (rank 2); ranked by
+        # score, ties by (node, rank) in begin order, as the A* pops them
         c1 = lat.score[idx] + s1[en]
-        sec = has2[en]
+        sec = np.flatnonzero(has2[en])
         c2 = lat.score[idx[sec]] + s2[en[sec]]
-        cand_pos = np.r_[st, st[sec]]
-        cand_score = np.r_[c1, c2].astype(F32)
-        cand_node = np.r_[idx, idx[sec]]
-        cand_rank = np.r_[np.ones(len(idx), np.int64), np.full(int(sec.sum()), 2)]
-        cand_order = np.r_[ins * 2, ins[sec] * 2 + 1]
-        o = np.lexsort((cand_order, -cand_score.astype(F64), cand_pos))
-        cp_, cs, cn, cr = cand_pos[o], cand_score[o], cand_node[o], cand_rank[o]
-        first = np.r_[True, cp_[1:] != cp_[:-1]]
-        second = ~first & np.r_[False, first[:-1]]
-        s1[cp_[first]], n1[cp_[first]], r1[cp_[first]] = cs[first], cn[first], cr[first]
-        s2[cp_[second]], n2[cp_[second]], r2[cp_[second]] = cs[second], cn[second], cr[second]
-        has2[cp_[second]] = True
+        # part A (rank 1) and part B (rank 2): scores, order keys (node, rank), nodes
+        parts = ((c1, 2 * np.arange(len(ins)), idx, 1), (c2, 2 * sec + 1, idx[sec], 2))
+        g = np.cumsum(np.r_[True, st[1:] != st[:-1]]) - 1  # each node's start position
+        pos_of = st[np.r_[0, np.flatnonzero(st[1:] != st[:-1]) + 1]]
+        # per position, the best and second-best candidate of each part (-1: none); every
+        # position has a rank-1 candidate, not always a rank-2 one
+        a1, a2 = _top_two(c1, g)
+        b1, b2 = np.full(len(pos_of), -1, np.int64), np.full(len(pos_of), -1, np.int64)
+        top, second = _top_two(c2, g[sec])
+        b1[g[sec][top]], b2[g[sec][top]] = top, second
+
+        ka1, ka2 = _candidates(parts[0], a1), _candidates(parts[0], a2)
+        kb1, kb2 = _candidates(parts[1], b1), _candidates(parts[1], b2)
+        a_first = _before(ka1, kb1)
+        # the second: after A's best, the better of A's second and B's best; after B's
+        # best, the better of A's best and B's second
+        a2_next = a_first & _before(ka2, kb1)
+        b1_next = a_first & ~a2_next & kb1[0]
+        a1_next = ~a_first & _before(ka1, kb2)
+        b2_next = ~a_first & ~a1_next & kb2[0]
+        for sel, part, i in ((a_first, 0, a1), (~a_first, 1, b1)):
+            values, _, nodes, r = parts[part]
+            at = pos_of[sel]
+            s1[at], n1[at], r1[at] = values[i[sel]], nodes[i[sel]], r
+        for sel, part, i in ((a2_next, 0, a2), (b1_next, 1, b1), (a1_next, 0, a1),
+                             (b2_next, 1, b2)):
+            values, _, nodes, r = parts[part]
+            at = pos_of[sel]
+            s2[at], n2[at], r2[at] = values[i[sel]], nodes[i[sel]], r
+            has2[at] = True
     heads = lat.pos_off[:-1]
     second_exists = has2[heads]
     best_whole = lat.length[np.maximum(n1[heads], 0)] == lat.nchar
@@ -517,21 +577,24 @@ def prune(model: _Model, n_seeds: int, base: LatticeBase, seed_base: LatticeBase
     positions in the new order."""
     size = len(model.seed)
     ids = model.ids(n_seeds)
-    # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept)
-    plat = seed_base.view(ids, model.score, strings=ids >= 0)
-    second, whole, alt_cols = two_best(plat)
-    del plat
+
+    def own_two_best() -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        return two_best(seed_base.view(ids, model.score, strings=ids >= 0))
+
+    # 1. each piece's own 2-best segmentation (the seeds' lattices, the pieces' kept), on the
+    # side thread while this one runs the words' Viterbi (2.)
+    pieces_2best = side_thread().submit(own_two_best)
+    # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
+    words, pieces, _, _ = base.viterbi(ids, model.score)
+    freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
+    del words, pieces
+    second, whole, alt_cols = pieces_2best.result()
     second, whole = second[model.seed], whole[model.seed]
     always_keep = ~second | whole
     alts = np.stack([c[model.seed] for c in alt_cols], axis=1) if alt_cols \
         else np.full((size, 0), -1, np.int64)
     alts = np.where(second[:, None] & whole[:, None], alts, -1)
     n_alt = (alts >= 0).sum(axis=1)
-    # 2. Viterbi counts over the words (float32, per thread, in SentencePiece's order)
-    # (not beside the 2-best on the side thread: both at once raised the peak RSS of
-    # medium/zh by ~50 MiB, pruning being its highest point)
-    words, pieces, _, _ = base.viterbi(ids, model.score)
-    freq = thread_sums(words, pieces, counts.astype(F32)[words], size, opts.num_threads)
     total = F32(np.cumsum(freq.astype(F64))[-1])  # std::accumulate with a double 0.0
     logsum = F32(np.log(F64(total)))
     # 3. the loss of each candidate
@@ -640,8 +703,11 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None, opts: Unigram
         trace.seed_table, trace.options = seeds_table, opts
         trace.desired, trace.shrinking_factor = desired, opts.shrinking_factor
     trie = SeedTrie.build(seeds)
+    # each seed's lattice (for pruning) on the side thread beside the words' (NumPy releases
+    # the GIL in the large steps; the trie is only read)
+    seeds_built = side_thread().submit(LatticeBase.build, seeds, trie, folds="none")
     base = LatticeBase.build(words, trie)  # the words' lattices
-    seed_base = LatticeBase.build(seeds, trie, folds="none")  # each seed's, for pruning
+    seed_base = seeds_built.result()
     del words, trie
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     del seeds_table
