@@ -5,6 +5,8 @@ scores."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -212,3 +214,16 @@ def test_stable_argsort_is_numpys(values: list[int], top: int) -> None:
     up to 16 bits, up to 32 bits, and beyond (NumPy's own sort)."""
     key = np.array([v % top for v in values], dtype=np.int64)
     assert ug.stable_argsort(key).tolist() == np.argsort(key, kind="stable").tolist()
+
+
+@given(st.lists(st.text(st.sampled_from(["▁", "a", "é", "東", "\x00", " ", "\x1f"]), max_size=12),
+                max_size=8))
+def test_split_words_is_the_word_regex(sentences):
+    """`split_words` (a split at a NUL put before each `▁`) gives each sentence's words as the
+    regex `WORD_RE` does: a word at the start and before each `▁`, none empty; the regex
+    itself where a sentence holds a NUL."""
+    series = pl.Series("sentence", sentences, dtype=pl.String)
+    want = [re.findall(ug.WORD_RE, s) for s in sentences]
+    assert ug.split_words(series).to_list() == want
+    assert ug.split_words(series.filter(~series.str.contains("\x00", literal=True))).to_list() \
+        == [w for w, s in zip(want, sentences) if "\x00" not in s]

@@ -277,6 +277,18 @@ def replace_rare(sentences: pl.Series, required: pl.DataFrame) -> pl.Series:
 WORD_RE = "▁[^▁]*|[^▁]+"  # SplitIntoWords: a word starts at the text's start and at each ▁
 
 
+def split_words(sentences: pl.Series) -> pl.Series:
+    """Each sentence's words (`WORD_RE`: one before each `▁`, and one at the start) as a list.
+    A split at a NUL put before every `▁` (only the first word can then be empty; it is
+    dropped), which takes ~half the time of the regex's `extract_all`; the regex where the
+    text holds a NUL of its own."""
+    if sentences.str.contains("\x00", literal=True).any():
+        return sentences.str.extract_all(WORD_RE)
+    words = sentences.str.replace_all(WS, "\x00" + WS, literal=True).str.split("\x00")
+    return pl.select(pl.when(words.list.first() == "").then(words.list.slice(1))
+                     .otherwise(words)).to_series().alias(sentences.name)
+
+
 def word_tokens(sentences: pl.Series, counts: np.ndarray) -> pl.DataFrame:
     """Every word of every sentence (in order) with: its count, whether it ends its sentence,
     and for a sentence's last word the first byte after the sentence's NUL in the seed text
@@ -285,7 +297,7 @@ def word_tokens(sentences: pl.Series, counts: np.ndarray) -> pl.DataFrame:
     n = len(sentences)
     firsts = lead_byte(code_points(sentences.str.slice(0, 1))[0])
     nxt = np.r_[firsts[1:], 256] if n else np.zeros(0, np.int64)
-    return (pl.DataFrame({"sentence": np.arange(n), "words": sentences.str.extract_all(WORD_RE),
+    return (pl.DataFrame({"sentence": np.arange(n), "words": split_words(sentences),
                           "count": counts.astype(np.int64), "own_next": firsts, "next": nxt})
             .with_columns(last=pl.col("words").list.len() - 1)
             .with_columns(pos=pl.int_ranges(0, pl.col("words").list.len()))
