@@ -213,23 +213,22 @@ def char_counts(cp: np.ndarray, weight: np.ndarray | None) -> tuple[np.ndarray, 
 def char_totals(strings: pl.Series, counts: np.ndarray | None = None,
                 select=None) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001 - a callable
     """`char_counts` of the characters of `strings`, each weighted by its string's count (1
-    each when None), only those `select(code points)` keeps (all when None): summed over
-    runs of strings (`code_point_batches`), with no array of the corpus' characters (27 MB of
-    English: its code points, a mask and their selection took ~250 MiB). Exact: integer
-    counts."""
+    each when None), only those `select(code points)` keeps (all when None; a test of each
+    distinct code point, applied to the totals): summed over runs of strings
+    (`code_point_batches`), with no array of the corpus' characters (27 MB of English: its
+    code points, a mask and their selection took ~250 MiB). Exact: integer counts."""
     total = np.zeros(0, np.int64)
     weighted = counts is not None and not (counts == 1).all()
     for a, cp, off in code_point_batches(strings):
         weight = np.repeat(counts[a:a + len(off) - 1].astype(np.int64), np.diff(off)) \
             if weighted else None
-        if select is not None:
-            m = select(cp)
-            cp, weight = cp[m], None if weight is None else weight[m]
         chars, n = char_counts(cp, weight)
         if len(chars) and chars[-1] >= len(total):
             total = np.r_[total, np.zeros(int(chars[-1]) + 1 - len(total), np.int64)]
         total[chars] += n
     chars = np.flatnonzero(total)
+    if select is not None:
+        chars = chars[select(chars)]
     return chars, total[chars]
 
 
@@ -255,9 +254,12 @@ def replace_rare(sentences: pl.Series, required: pl.DataFrame) -> pl.Series:
     """Every character outside the required ones becomes `▅`, a run of sentences at a time
     (`code_point_batches`)."""
     req = required["cp"].to_numpy()
+    # a table over the code points (one gather per character, where `np.isin` sorted)
+    known = np.zeros(0x110000, bool)
+    known[req] = True
     hits, fixed = [], []
     for a, cp, off in code_point_batches(sentences):
-        rare = ~np.isin(cp, req)
+        rare = ~known[cp]
         if not rare.any():
             continue
         # only the sentences holding a rare character are rebuilt (Python slices of one
