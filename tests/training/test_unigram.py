@@ -19,6 +19,7 @@ from tests.support.corpora import corpus
 from tests.support.examples import examples
 from tests.support.spm_reference import spm_unigram
 from tokcolumnar.training import unigram as ug
+from tokcolumnar.training import unigram_lattice as lattice
 
 
 def columnar(lines: list[str], vocab: int, threads: int) -> list[tuple[str, float]]:
@@ -81,14 +82,22 @@ def test_meta_pieces_in_the_text_train_as_sentencepiece(byte_fallback: bool) -> 
 
 
 @examples(0.5)
-@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10, width=32)), max_size=40))
-def test_sequential_f32_sums(pairs: list[tuple[int, float]]) -> None:
+@given(st.lists(st.tuples(st.integers(0, 3), st.floats(0, 10, width=32)), max_size=40),
+       st.sampled_from([0, 2, 64]))
+def test_sequential_f32_sums(pairs: list[tuple[int, float]], tail: int) -> None:
+    """Each key's float32 sum in order, whether its slices run as NumPy steps, as Python
+    floats (`_sum_per_key`, slices of fewer than `CHAIN_TAIL` values) or both."""
     keys = np.array([k for k, _ in pairs], dtype=np.int64)
     values = np.array([v for _, v in pairs], dtype=np.float64) / 3  # doubles, not floats
     expected = [0.0] * 4
     for k, v in zip(keys.tolist(), values.tolist()):
         expected[k] = uo.f32(expected[k] + v)
-    assert ug.sequential_f32_sums(keys, values, 4).tolist() == expected
+    old = lattice.CHAIN_TAIL
+    lattice.CHAIN_TAIL = tail
+    try:
+        assert ug.sequential_f32_sums(keys, values, 4).tolist() == expected
+    finally:
+        lattice.CHAIN_TAIL = old
 
 
 @examples(0.5)
