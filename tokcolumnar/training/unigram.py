@@ -367,7 +367,13 @@ def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptio
     ws = cp == _WS
     digit = is_decimal(cp)
     lead = lead_byte(cp)
-    chars, char_id = np.unique(cp, return_inverse=True)
+    # each character's rank among the distinct ones (`np.unique(..., return_inverse=True)`
+    # without its sort of every character: a table over the code points)
+    chars = np.flatnonzero(np.bincount(cp)) if len(cp) else np.zeros(0, np.int64)
+    rank_of = np.zeros(int(chars[-1]) + 1 if len(chars) else 1, np.int64)
+    rank_of[chars] = np.arange(len(chars))
+    char_id = rank_of[cp]
+    del rank_of
     pos = np.arange(len(cp))
     state = np.full(len(cp), _ANY, dtype=np.int64)  # the script so far (none yet: any)
     has_digit = np.zeros(len(cp), dtype=bool)
