@@ -724,6 +724,7 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None, opts: Unigram
     seeds_built = side_thread().submit(LatticeBase.build, seeds, trie, folds="none")
     base = LatticeBase.build(words, trie)  # the words' lattices
     seed_base = seeds_built.result()
+    base.release_begin(opts.num_threads)  # the sum chains built, the begin order let go
     del words, trie
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     del seeds_table

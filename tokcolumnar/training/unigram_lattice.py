@@ -618,6 +618,10 @@ class LatticeBase:
     forward: _Order  # the forward fold's nodes by step (Viterbi's too)
     backward: _Order  # the backward fold's nodes by step
     _chains: dict = field(default_factory=dict, repr=False)
+    #: after `release_begin`: the unknown slots by code (their starts and strings, ascending
+    #: within a code, and each code's slice bounds), for the E-step's piece 0
+    _unknown: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None,
+                                                                       repr=False)
 
     @classmethod
     def build(cls, strings: pl.Series, trie: SeedTrie, begin: bool = True,
@@ -733,6 +737,56 @@ class LatticeBase:
                                      for _ in range(len(halves))]
         return self._chains[threads]
 
+    def release_begin(self, threads: int) -> None:
+        """Build the sum chains for `threads`, keep the unknown slots by code, and let the
+        begin order go (the E-step's only other use of it, piece 0, reads those two): on
+        medium/zh 169 MiB of the words' lattices that the EM rounds and pruning no longer
+        hold. `view` needs the begin order: not for a base released."""
+        self.chains(threads)
+        b = self.begin
+        s = self.n_seeds
+        slots = np.flatnonzero(b.code >= s).astype(np.int32)
+        by_code = stable_argsort(b.code[slots] - s)  # (stable: each code's slots ascending)
+        slots = slots[by_code]
+        del by_code
+        cuts = np.searchsorted(b.code[slots], np.arange(s, 2 * s + 2)).astype(np.int64)
+        self._unknown = (b.start[slots], b.w[slots], cuts)
+        del slots
+        self.begin = _Order.empty()
+
+    def _piece_zero(self, live: np.ndarray, idc: np.ndarray, threads: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, code, w) of the present nodes of piece 0 in begin order: its seed's
+        nodes and the unknown slots present. A position holds at most one of them (a
+        character's unknown slot is present only when the character is no piece), so begin
+        order is their starts' order."""
+        if self._unknown is None:
+            start, end, code, w = self._piece_zero(live, idc, threads)
+            return start, end, code, w
+        s = self.n_seeds
+        parts = []
+        for seed in np.flatnonzero(live[:s] & (idc[:s] == 0)).tolist():  # one as a rule
+            for order in self.chains(threads):
+                at = np.flatnonzero(order.code == seed)
+                parts.append((order.start[at], order.length[at].astype(np.int32),
+                              order.code[at], order.w[at]))
+        u_start, u_w, cuts = self._unknown
+        # the present codes that have slots (a seed gone has a live code, and no slot unless
+        # it is a character): their slices, end to end
+        sel = np.flatnonzero(live[s:2 * s + 1] & (cuts[1:] > cuts[:-1]))
+        if len(sel):
+            n = cuts[sel + 1] - cuts[sel]
+            at = np.repeat(cuts[sel] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+            parts.append((u_start[at], np.ones(len(at), np.int32),
+                          np.repeat((sel + s).astype(np.int32), n), u_w[at]))
+        if not parts:
+            empty = np.zeros(0, np.int32)
+            return empty, empty, empty, empty
+        start, length, code, w = (np.concatenate(c) for c in zip(*parts))
+        order = np.argsort(start, kind="stable")
+        start = start[order]
+        return start, start + length[order], code[order], w[order]
+
     def _chain_order(self, nodes: np.ndarray, threads: int, narrow: type) -> _Order:
         """The chains of `nodes` (seed nodes in begin order) by (rank, thread, seed)."""
         b = self.begin
@@ -799,7 +853,7 @@ class LatticeBase:
         other = side_thread().submit(chain_sums, rest[0]) if rest else None
         per = chain_sums(first).reshape(threads, n)
         if n:
-            start, end, code, w, _, _ = self.begin.live(live & (idc == 0))
+            start, end, code, w = self._piece_zero(live, idc, threads)
             per[:, 0] = sequential_f32_sums(w % threads, contrib(start, end, code, w), threads)
         if other is not None:
             per += other.result().reshape(threads, n)
