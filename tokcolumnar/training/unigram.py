@@ -724,11 +724,12 @@ def train_unigram(sentences: pl.Series, counts: np.ndarray | None, opts: Unigram
     seeds_built = side_thread().submit(LatticeBase.build, seeds, trie, folds="none")
     base = LatticeBase.build(words, trie)  # the words' lattices
     seed_base = seeds_built.result()
-    base.release_begin(opts.num_threads)  # the sum chains built, the begin order let go
     del words, trie
     model = _Model(np.arange(n_seeds, dtype=np.int64), seeds_table["score"].to_numpy())
     del seeds_table
     release_free_heap()  # the build's temporaries
+    base.release_begin(opts.num_threads)  # the sum chains built, the begin order let go
+    release_free_heap()
     rounds: list[tuple[int, int, int, int]] = []
     drops = DropLog()
     while True:
