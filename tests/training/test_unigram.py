@@ -236,3 +236,31 @@ def test_split_words_is_the_word_regex(sentences):
     assert ug.split_words(series).to_list() == want
     assert ug.split_words(series.filter(~series.str.contains("\x00", literal=True))).to_list() \
         == [w for w, s in zip(want, sentences) if "\x00" not in s]
+
+
+@examples(0.5)
+@given(corpora(), st.sampled_from([1, 3, 16]))
+def test_expected_counts_the_same_before_and_after_release_begin(lines, threads):
+    """The E-step gives the same float32 counts from a base that holds its begin order and
+    from one released (piece 0 from its seed's chain nodes and the unknown slots by code), with
+    every piece present and with some gone (the unknown slots of the characters gone present)."""
+    sentences = ug.load_sentences(pl.Series(lines, dtype=pl.String))
+    if len(sentences) == 0:
+        return
+    counts = np.ones(len(sentences), np.int64)
+    opts = ug.UnigramOptions(vocab_size=40, num_threads=threads, hard_vocab_limit=False)
+    seeds = ug.seed_pieces(sentences, counts, opts)
+    words = ug.word_tokens(sentences, counts).group_by("word", maintain_order=True).agg(
+        pl.col("count").sum())
+    trie = ug.SeedTrie.build(seeds["piece"])
+    wcounts = words["count"].to_numpy()
+    n = len(seeds)
+    models = [ug._Model(np.arange(n), seeds["score"].to_numpy()),
+              ug._Model(np.arange(0, n, 2), seeds["score"].to_numpy()[::2])]
+    held = ug.LatticeBase.build(words["word"], trie)
+    released = ug.LatticeBase.build(words["word"], trie)
+    released.release_begin(threads)
+    assert len(released.begin.code) == 0
+    for model in models:
+        assert np.array_equal(ug.e_step(model, n, held, wcounts, threads),
+                              ug.e_step(model, n, released, wcounts, threads))

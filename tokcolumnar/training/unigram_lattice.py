@@ -761,7 +761,7 @@ class LatticeBase:
         character's unknown slot is present only when the character is no piece), so begin
         order is their starts' order."""
         if self._unknown is None:
-            start, end, code, w = self._piece_zero(live, idc, threads)
+            start, end, code, w, _, _ = self.begin.live(live & (idc == 0))
             return start, end, code, w
         s = self.n_seeds
         parts = []
