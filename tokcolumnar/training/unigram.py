@@ -369,7 +369,7 @@ def substring_seeds(sentences: pl.Series, counts: np.ndarray, opts: UnigramOptio
     lead = lead_byte(cp)
     # each character's rank among the distinct ones (`np.unique(..., return_inverse=True)`
     # without its sort of every character: a table over the code points)
-    chars = np.flatnonzero(np.bincount(cp)) if len(cp) else np.zeros(0, np.int64)
+    chars = char_counts(cp, None)[0]
     rank_of = np.zeros(int(chars[-1]) + 1 if len(chars) else 1, np.int64)
     rank_of[chars] = np.arange(len(chars))
     char_id = rank_of[cp]
